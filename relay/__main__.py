@@ -1,0 +1,5 @@
+import sys
+
+from relay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""Pure functions: parsed request bodies -> one aggregated ``IngestBatch``.
+
+``environment`` is the environment of the caller's client key: entries for any other
+environment are dropped (and counted), as Unleash does, rather than refused, so one
+misconfigured SDK cannot make a relay's whole batch fail.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from relay import models
+from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey, hour_start
+
+
+@dataclass(slots=True)
+class Conversion:
+    batch: IngestBatch = field(default_factory=IngestBatch)
+    accepted: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+
+
+def _hops(via: list[models.ConnectVia], hop: Hop | None) -> tuple[Hop, ...]:
+    hops = tuple(Hop(v.appName, v.instanceId) for v in via)
+    return (*hops, hop) if hop is not None else hops
+
+
+def from_bulk(
+    body: models.BulkMetrics, environment: str, now: datetime, hop: Hop | None = None
+) -> Conversion:
+    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
+    result = Conversion()
+    now_hour = hour_start(now)
+    for entry in body.metrics:
+        if entry.environment != environment:
+            result.dropped["environment"] += 1
+            continue
+        if entry.yes == 0 and entry.no == 0 and not any(entry.variants.values()):
+            result.dropped["empty"] += 1
+            continue
+        hour = now_hour if entry.timestamp is None else hour_start(entry.timestamp)
+        key = MetricKey(entry.appName, environment, entry.featureName, hour)
+        result.batch.add_count(key, entry.yes, entry.no, entry.variants)
+        result.accepted += 1
+    for app in body.applications:
+        if app.environment != environment:
+            continue
+        result.batch.add_registration(
+            Registration(
+                key=RegistrationKey(app.appName, environment, app.instanceId),
+                connect_via=_hops(app.connectVia, hop),
+                sdk_version=app.sdkVersion,
+                strategies=tuple(app.strategies),
+                interval=app.interval,
+                started=app.started,
+                seen_at=now,
+            )
+        )
+    return result
+
+
+def from_client_metrics(body: models.ClientMetrics, environment: str, now: datetime) -> Conversion:
+    """An SDK's own metrics post: one app, one time window, environment from its key."""
+    result = Conversion()
+    bucket = body.bucket
+    if bucket is None:
+        return result
+    hour = hour_start(bucket.start or now)
+    for feature, toggle in bucket.toggles.items():
+        if toggle.yes == 0 and toggle.no == 0 and not any(toggle.variants.values()):
+            result.dropped["empty"] += 1
+            continue
+        key = MetricKey(body.appName, environment, feature, hour)
+        result.batch.add_count(key, toggle.yes, toggle.no, toggle.variants)
+        result.accepted += 1
+    return result
+
+
+def from_client_registration(
+    body: models.ClientRegistration, environment: str, now: datetime, hop: Hop | None = None
+) -> Conversion:
+    result = Conversion()
+    result.batch.add_registration(
+        Registration(
+            key=RegistrationKey(body.appName, environment, body.instanceId),
+            connect_via=_hops(body.connectVia, hop),
+            sdk_version=body.sdkVersion,
+            strategies=tuple(body.strategies),
+            interval=body.interval,
+            started=body.started,
+            seen_at=now,
+        )
+    )
+    return result

@@ -1,0 +1,63 @@
+"""Health, readiness and Prometheus metrics, at the root and under ``/internal-backstage``
+(where Unleash Edge serves them), without authentication."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from relay import models
+from relay.api.routing import Route
+from relay.state import READY
+
+
+async def health(request: web.Request) -> web.Response:
+    """The process answers: nothing else is checked, so a slow disk never restarts a pod."""
+    return web.json_response({"status": "OK"})
+
+
+async def ready(request: web.Request) -> web.Response:
+    """Ready once storage is open; never depends on any upstream."""
+    if request.app[READY][0]:
+        return web.json_response({"status": "READY"})
+    return web.json_response({"status": "NOT_READY"}, status=503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    response = web.Response(body=generate_latest(REGISTRY))
+    response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    return response
+
+
+ROUTES = [
+    route
+    for prefix in ("", "/internal-backstage")
+    for route in (
+        Route(
+            "GET",
+            f"{prefix}/health",
+            health,
+            "Liveness",
+            "backstage",
+            responses={200: models.Status},
+        ),
+        Route(
+            "GET",
+            f"{prefix}/ready",
+            ready,
+            "Readiness",
+            "backstage",
+            responses={200: models.Status},
+            errors=(503,),
+        ),
+    )
+] + [
+    Route(
+        "GET",
+        "/internal-backstage/metrics",
+        metrics,
+        "Prometheus metrics (text format)",
+        "backstage",
+        responses={200: None},
+    ),
+]

@@ -1,0 +1,72 @@
+"""Every response leaves through here: errors become Unleash-shaped JSON, and each request is
+counted and timed by route template (never by raw path, which would explode cardinality)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from aiohttp import web
+from prometheus_client import Counter, Histogram
+
+from relay import errors
+from relay.api.routing import Handler
+from relay.store.sqlite import StorageError
+
+log = logging.getLogger(__name__)
+
+REQUESTS = Counter(
+    "relay_http_requests_total", "HTTP requests by route and status", ["method", "route", "status"]
+)
+LATENCY = Histogram(
+    "relay_http_request_duration_seconds",
+    "HTTP request latency by route",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+_HTTP_ERRORS: dict[int, type[errors.ApiError]] = {
+    404: errors.NotFoundError,
+    405: errors.MethodNotAllowed,
+    413: errors.ContentTooLarge,
+    415: errors.UnsupportedMediaType,
+}
+
+
+def error_response(error: errors.ApiError) -> web.Response:
+    return web.json_response(
+        error.body().model_dump(mode="json", exclude_none=True), status=error.status
+    )
+
+
+@web.middleware
+async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await _answer(request, handler)
+        status = response.status
+        return response
+    finally:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        REQUESTS.labels(request.method, route, str(status)).inc()
+        LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except errors.ApiError as exc:
+        return error_response(exc)
+    except StorageError as exc:
+        log.error("storage unavailable", extra={"error": str(exc), "path": request.path})
+        return error_response(errors.ServiceUnavailable("Storage is unavailable, retry later"))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = _HTTP_ERRORS.get(exc.status, errors.BadDataError)
+        return error_response(kind(exc.reason))
+    except Exception:
+        log.exception("unhandled error", extra={"path": request.path})
+        return error_response(errors.InternalError("Internal error"))

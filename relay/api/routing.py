@@ -1,0 +1,110 @@
+"""Routes as data: the app registers them and the OpenAPI document describes them, from
+the same table, so the documentation cannot drift from what is served."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from relay.auth import Principal, strip_scheme
+from relay.errors import (
+    AuthenticationRequired,
+    BadDataError,
+    ContentTooLarge,
+    NoAccessError,
+    UnsupportedMediaType,
+    from_validation,
+)
+from relay.models import ErrorDetail, TokenType
+from relay.state import KEY_RESOLVER, SETTINGS
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Model = TypeVar("Model", bound=BaseModel)
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    auth: TokenType | None = None
+    body: type[BaseModel] | None = None
+    responses: Mapping[int, type[BaseModel] | None] = field(default_factory=dict)
+    """Success statuses and their body models; error statuses are added from ``auth``/``body``."""
+    errors: Sequence[int] = ()
+
+
+def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
+    for route in routes:
+        handler = route.handler if route.auth is None else _authenticated(route.handler, route.auth)
+        app.router.add_route(route.method, route.path, handler)
+
+
+def _authenticated(inner: Handler, required: TokenType) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        request[PRINCIPAL] = await authenticate(request, required)
+        return await inner(request)
+
+    return handler
+
+
+async def authenticate(request: web.Request, required: TokenType) -> Principal:
+    header = request.headers.get("Authorization", "")
+    key = strip_scheme(header)
+    if not key:
+        raise AuthenticationRequired(
+            "This endpoint requires an API token. Please add an authorization header"
+            " to your request with a valid token"
+        )
+    principal = await request.app[KEY_RESOLVER].resolve(key)
+    if principal is None:
+        raise AuthenticationRequired("The provided API token is invalid or has expired")
+    if principal.type is not required:
+        if required is TokenType.CLIENT:
+            raise NoAccessError("invalid token: expected a different token type for this endpoint")
+        raise NoAccessError("You need an admin API token to perform this action")
+    return principal
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
+
+
+async def read_json(request: web.Request, model: type[Model]) -> Model:
+    """Parse the body once, from bytes, straight into ``model``: 415, 413 or 400 otherwise."""
+    if not _is_json(request.content_type):
+        raise UnsupportedMediaType(
+            f"Expected a JSON body (Content-Type: application/json), got {request.content_type}"
+        )
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[SETTINGS].max_body_bytes
+        raise ContentTooLarge(f"Request body is larger than the limit of {limit} bytes") from None
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+
+
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    value = request.headers.get("Idempotency-Key", "").strip()
+    if len(value) > MAX_IDEMPOTENCY_KEY:
+        raise BadDataError(
+            f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters",
+            [ErrorDetail(path="/header/Idempotency-Key", message="at most 255 characters")],
+        )
+    return value or None

@@ -1,0 +1,181 @@
+"""``relay serve | keys create | healthcheck``.
+
+Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
+setting with its environment variable and default. Errors an operator can fix (bad
+settings, a busy port, an unwritable data dir) end the process with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+
+from relay import logs
+from relay.app import build_app
+from relay.auth import InvalidKey
+from relay.errors import ApiError, from_validation
+from relay.keys import KeyService
+from relay.models import CreateApiToken, TokenType
+from relay.settings import Settings, SettingsError, load_settings
+from relay.store.projects import SqliteProjectStore
+from relay.store.sqlite import SqliteDatabase, StorageError
+from relay.store.tokens import SqliteKeyStore
+
+EXIT_CONFIG = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        settings = load_settings(_overrides(args), args.config)
+        result: int = args.run(settings, args)
+        return result
+    except (SettingsError, StorageError, InvalidKey, OSError) as exc:
+        print(f"relay: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relay",
+        description="Feature-flag metrics relay and standalone central service "
+        "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
+        "environment variables < flags.",
+    )
+    commands = parser.add_subparsers(title="commands")
+    serve = commands.add_parser("serve", help="run the service", description=_serve_help())
+    _settings_flags(serve)
+    serve.set_defaults(run=_serve)
+
+    keys = commands.add_parser("keys", help="manage API keys (standalone store)")
+    key_commands = keys.add_subparsers(title="keys commands")
+    create = key_commands.add_parser("create", help="create an API key and print it once")
+    create.add_argument("--type", choices=[t.value for t in TokenType], default="client")
+    create.add_argument("--environment", help="environment of a client key", default=None)
+    create.add_argument(
+        "--project",
+        action="append",
+        dest="projects",
+        metavar="PROJECT",
+        help="project the key may use (repeatable; default: all)",
+    )
+    create.add_argument("--name", dest="token_name", default=None, help="a label for the key")
+    _settings_flags(create, only=("data_dir", "database_url", "sqlite_synchronous"))
+    create.set_defaults(run=_keys_create)
+
+    health = commands.add_parser(
+        "healthcheck", help="exit 0 when the local service answers /health (for containers)"
+    )
+    _settings_flags(health, only=("mode", "port"))
+    health.set_defaults(run=_healthcheck)
+    return parser
+
+
+def _serve_help() -> str:
+    return "Run the service. Every flag also reads RELAY_<NAME> from the environment."
+
+
+def _settings_flags(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=os.environ.get("RELAY_CONFIG"),
+        metavar="FILE",
+        help="TOML settings file (examples in config/) [env RELAY_CONFIG]",
+    )
+    for name, field in Settings.model_fields.items():
+        if only is not None and name not in only:
+            continue
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag,
+            dest=f"setting_{name}",
+            default=argparse.SUPPRESS,
+            metavar="VALUE",
+            help=_field_help(name, field),
+        )
+
+
+def _field_help(name: str, field: FieldInfo) -> str:
+    default = field.get_default(call_default_factory=True)
+    shown = ",".join(default) if isinstance(default, list) else default
+    shown = "" if shown is None else shown
+    return f"{field.description} [env RELAY_{name.upper()}; default: {shown or '-'}]"
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    prefix = "setting_"
+    return {k[len(prefix) :]: v for k, v in vars(args).items() if k.startswith(prefix)}
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    logs.configure(settings.log_level, settings.log_format)
+    web.run_app(
+        build_app(settings),
+        host=settings.host,
+        port=settings.listen_port,
+        shutdown_timeout=settings.shutdown_timeout,
+        access_log=None,
+        print=lambda _: print(
+            f"relay {settings.mode.value} listening on {settings.host}:{settings.listen_port}",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
+    return 0
+
+
+def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    async def create(request: CreateApiToken) -> str:
+        db = SqliteDatabase(settings.sqlite_path, "central", settings.sqlite_synchronous)
+        await db.open()
+        try:
+            spec = await KeyService(SqliteKeyStore(db), SqliteProjectStore(db)).issue(request)
+            return spec.secret
+        finally:
+            await db.close()
+
+    try:
+        request = CreateApiToken(
+            type=TokenType(args.type),
+            environment=args.environment,
+            projects=args.projects or ["*"],
+            tokenName=args.token_name,
+        )
+        print(asyncio.run(create(request)))
+    except ValidationError as exc:
+        print(f"relay: error: {from_validation(exc, root='').message}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ApiError as exc:
+        print(f"relay: error: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
+
+
+def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
+    url = f"http://127.0.0.1:{settings.listen_port}/health"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return 0 if response.status == 200 else 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"relay: unhealthy: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Domain values of the ingest path: what a request means once the wire format is gone.
+
+A metric count is identified by (app, environment, feature, UTC hour); a registration by
+(app, environment, instance). Every sink (the central store, the relay buffer) takes an
+``IngestBatch`` made of these and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+HOUR = 3600
+
+
+def hour_start(moment: datetime) -> int:
+    """Epoch seconds of the start of the UTC hour holding ``moment`` (the 1-hour window)."""
+    seconds = int(moment.timestamp())
+    return seconds - seconds % HOUR
+
+
+def from_epoch(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+class MetricKey(NamedTuple):
+    app_name: str
+    environment: str
+    feature_name: str
+    hour: int
+
+
+@dataclass(slots=True)
+class Counts:
+    yes: int = 0
+    no: int = 0
+    variants: dict[str, int] = field(default_factory=dict)
+
+    def add(self, yes: int, no: int, variants: dict[str, int]) -> None:
+        self.yes += yes
+        self.no += no
+        for name, count in variants.items():
+            self.variants[name] = self.variants.get(name, 0) + count
+
+    def is_empty(self) -> bool:
+        return self.yes == 0 and self.no == 0 and not any(self.variants.values())
+
+
+class Hop(NamedTuple):
+    """One element of ``connectVia``: a relay the registration passed through."""
+
+    app_name: str
+    instance_id: str
+
+
+class RegistrationKey(NamedTuple):
+    app_name: str
+    environment: str
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    key: RegistrationKey
+    connect_via: tuple[Hop, ...]
+    sdk_version: str | None
+    strategies: tuple[str, ...]
+    interval: float | None
+    started: datetime | None
+    seen_at: datetime
+
+
+@dataclass(slots=True)
+class IngestBatch:
+    """Counts summed per key and registrations deduplicated per instance (latest wins)."""
+
+    counts: dict[MetricKey, Counts] = field(default_factory=dict)
+    registrations: dict[RegistrationKey, Registration] = field(default_factory=dict)
+
+    def add_count(self, key: MetricKey, yes: int, no: int, variants: dict[str, int]) -> None:
+        counts = self.counts.get(key)
+        if counts is None:
+            self.counts[key] = Counts(yes, no, dict(variants))
+        else:
+            counts.add(yes, no, variants)
+
+    def add_registration(self, registration: Registration) -> None:
+        self.registrations[registration.key] = registration
+
+    def merge(self, other: IngestBatch) -> None:
+        for key, counts in other.counts.items():
+            self.add_count(key, counts.yes, counts.no, counts.variants)
+        self.registrations.update(other.registrations)
+
+    def is_empty(self) -> bool:
+        return not self.counts and not self.registrations

@@ -1,0 +1,51 @@
+"""Structured logs: one JSON object a line on stderr (or plain text for a terminal).
+
+Fields passed with ``extra=`` become top-level keys. Key material is never passed to a log
+call: code logs ``Principal.display`` or ``auth.redact(key)``, never a key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from relay.settings import LogFormat
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update((k, v) for k, v in vars(record).items() if k not in _STANDARD)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        extra = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD)
+        line = f"{record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = f"{line} {extra}" if extra else line
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure(level: str, fmt: LogFormat) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # aiohttp's access log would add a line per request; request metrics cover it
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

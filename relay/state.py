@@ -1,0 +1,21 @@
+"""Typed application state: each handler reads only the keys it needs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.auth import KeyResolver
+from relay.ingest import Ingest
+from relay.keys import KeyService
+from relay.settings import Settings
+from relay.store.metrics import SqliteMetricsStore
+from relay.store.projects import SqliteProjectStore
+
+SETTINGS = web.AppKey("settings", Settings)
+KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
+INGEST = web.AppKey("ingest", Ingest)
+KEYS = web.AppKey("keys", KeyService)
+PROJECTS = web.AppKey("projects", SqliteProjectStore)
+METRICS = web.AppKey("metrics", SqliteMetricsStore)
+READY = web.AppKey("ready", list[bool])
+OPENAPI = web.AppKey("openapi", dict[str, object])

@@ -1,0 +1,85 @@
+"""Group commit: concurrent writers share one transaction, and each waits for its commit.
+
+This is what lets "202 means durable" be fast: a request is answered only after the
+transaction holding its counts has committed, but one commit (one fsync) serves every
+request that arrived while the previous one was being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import aiosqlite
+
+from relay.store.sqlite import SqliteDatabase, StorageError
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+Apply = Callable[[aiosqlite.Connection, Sequence[Item]], Awaitable[Sequence[Result]]]
+
+
+class GroupCommitter(Generic[Item, Result]):
+    """Feeds queued items to ``apply`` in groups, one write transaction per group."""
+
+    def __init__(self, db: SqliteDatabase, apply: Apply[Item, Result], max_items: int) -> None:
+        self._db = db
+        self._apply = apply
+        self._max_items = max_items
+        self._queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="group-commit")
+
+    async def stop(self) -> None:
+        """Commit what is queued, then end the writer."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def submit(self, item: Item) -> Result:
+        if self._task is None:
+            raise StorageError("storage is shutting down")
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)
+        await self._queue.put((item, future))
+        # shield: a client that hangs up must not cancel the commit other requests share
+        return await asyncio.shield(future)
+
+    async def _run(self) -> None:
+        while True:
+            group = [await self._queue.get()]
+            while len(group) < self._max_items and not self._queue.empty():
+                group.append(self._queue.get_nowait())
+            try:
+                await self._commit(group)
+            finally:
+                for _ in group:
+                    self._queue.task_done()
+
+    async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        try:
+            async with self._db.write() as conn:
+                results = await self._apply(conn, [item for item, _ in group])
+        except Exception as exc:  # every waiter learns of the failure; the writer lives on
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), result in zip(group, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a failure as seen even when its waiter has gone (the client hung up)."""
+    if not future.cancelled():
+        future.exception()

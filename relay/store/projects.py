@@ -1,0 +1,148 @@
+"""Projects, environments and which environments each project has enabled."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from datetime import UTC, datetime
+
+import aiosqlite
+
+from relay import models
+from relay.errors import BadDataError, NameExistsError, NotFoundError
+from relay.store.sqlite import SqliteDatabase
+
+
+class SqliteProjectStore:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+
+    async def get(self, project_id: str) -> models.ProjectOut:
+        row = await self._db.fetch_one(
+            "SELECT id, name, description, created_at FROM projects WHERE id = ?", (project_id,)
+        )
+        if row is None:
+            raise NotFoundError("No project found")
+        envs = await self._db.fetch_all(
+            "SELECT pe.environment, e.enabled, pe.change_requests_enabled, pe.default_strategy"
+            " FROM project_environments pe JOIN environments e ON e.name = pe.environment"
+            " WHERE pe.project_id = ? ORDER BY e.sort_order, e.name",
+            (project_id,),
+        )
+        return models.ProjectOut(
+            id=row["id"],
+            name=row["name"],
+            description=row["description"],
+            createdAt=datetime.fromtimestamp(row["created_at"], UTC),
+            environments=[
+                models.ProjectEnvironmentOut(
+                    environment=env["environment"],
+                    enabled=bool(env["enabled"]),
+                    changeRequestsEnabled=bool(env["change_requests_enabled"]),
+                    defaultStrategy=(
+                        json.loads(env["default_strategy"]) if env["default_strategy"] else None
+                    ),
+                )
+                for env in envs
+            ],
+        )
+
+    async def create(self, body: models.CreateProject) -> models.ProjectOut:
+        async with self._db.write() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO projects (id, name, description, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (body.id, body.name, body.description, time.time()),
+            )
+            if cursor.rowcount != 1:
+                raise NameExistsError(f"A project with id {body.id} already exists")
+        return await self.get(body.id)
+
+    async def environments(self) -> list[models.EnvironmentOut]:
+        rows = await self._db.fetch_all(
+            "SELECT name, type, enabled, sort_order FROM environments ORDER BY sort_order, name"
+        )
+        return [_environment(row) for row in rows]
+
+    async def create_environment(self, body: models.CreateEnvironment) -> models.EnvironmentOut:
+        async with self._db.write() as conn:
+            if body.sortOrder is None:
+                async with conn.execute(
+                    "SELECT coalesce(max(sort_order), 0) + 100 FROM environments"
+                ) as cursor:
+                    row = await cursor.fetchone()
+                sort_order = int(row[0]) if row is not None else 100
+            else:
+                sort_order = body.sortOrder
+            cursor = await conn.execute(
+                "INSERT INTO environments (name, type, enabled, sort_order, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (body.name, body.type, int(body.enabled), sort_order, time.time()),
+            )
+            if cursor.rowcount != 1:
+                raise NameExistsError(f"Environment {body.name} already exists")
+        return models.EnvironmentOut(
+            name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
+        )
+
+    async def add_environment(self, project_id: str, body: models.ProjectEnvironment) -> None:
+        """Enable an environment in a project, in Unleash's order of checks:
+        unknown project (404), unknown environment (400), already enabled (409)."""
+        strategy = (
+            body.defaultStrategy.model_dump_json(exclude_none=True)
+            if body.defaultStrategy is not None
+            else None
+        )
+        async with self._db.write() as conn:
+            if not await _exists(conn, "SELECT 1 FROM projects WHERE id = ?", project_id):
+                raise NotFoundError("No project found")
+            if not await _exists(
+                conn, "SELECT 1 FROM environments WHERE name = ?", body.environment
+            ):
+                raise BadDataError(f"Environment {body.environment} does not exist")
+            cursor = await conn.execute(
+                "INSERT INTO project_environments (project_id, environment,"
+                " change_requests_enabled, default_strategy, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    project_id,
+                    body.environment,
+                    int(bool(body.changeRequestsEnabled)),
+                    strategy,
+                    time.time(),
+                ),
+            )
+            if cursor.rowcount != 1:
+                raise NameExistsError(
+                    f"{project_id} already has the environment {body.environment} enabled"
+                )
+
+    async def remove_environment(self, project_id: str, environment: str) -> None:
+        async with self._db.write() as conn:
+            if not await _exists(conn, "SELECT 1 FROM projects WHERE id = ?", project_id):
+                raise NotFoundError("No project found")
+            cursor = await conn.execute(
+                "DELETE FROM project_environments WHERE project_id = ? AND environment = ?",
+                (project_id, environment),
+            )
+            if cursor.rowcount != 1:
+                raise NotFoundError(f"{project_id} does not have the environment {environment}")
+
+    async def environment_exists(self, name: str) -> bool:
+        row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))
+        return row is not None
+
+
+async def _exists(conn: aiosqlite.Connection, sql: str, value: str) -> bool:
+    async with conn.execute(sql, (value,)) as cursor:
+        return await cursor.fetchone() is not None
+
+
+def _environment(row: sqlite3.Row) -> models.EnvironmentOut:
+    return models.EnvironmentOut(
+        name=row["name"],
+        type=row["type"],
+        enabled=bool(row["enabled"]),
+        sortOrder=row["sort_order"],
+    )

@@ -1,0 +1,141 @@
+"""One SQLite database file: connections, pragmas, migrations, serialised write transactions.
+
+Writes go through a single connection guarded by a lock, so a transaction never interleaves
+with another (aiosqlite runs every statement of one connection on one thread, and two
+coroutines sharing it would otherwise share a transaction). Reads use a second connection:
+in WAL mode they see only committed data and never wait for the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+
+class StorageError(Exception):
+    """The database cannot be read or written (disk full, read-only, corrupt, locked)."""
+
+
+class SqliteDatabase:
+    def __init__(self, path: Path, migrations: str, synchronous: str = "FULL") -> None:
+        self.path = path
+        self._migrations = migrations
+        self._synchronous = synchronous
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = await self._connect()
+            await self._writer.execute("PRAGMA journal_mode=WAL")
+            await self._migrate(self._writer)
+            self._reader = await self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                await conn.close()
+        self._reader = self._writer = None
+
+    async def _connect(self) -> aiosqlite.Connection:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a transaction's extent
+        # is exactly the `write()` block.
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        await conn.execute("PRAGMA busy_timeout=5000")
+        await conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    async def _migrate(self, conn: aiosqlite.Connection) -> None:
+        """Apply ``migrations/<schema>/NNNN_*.sql`` not yet recorded, each in its own
+        transaction, so a crash mid-way leaves a schema at a known version."""
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+            " name TEXT NOT NULL,"
+            " applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
+        )
+        async with conn.execute("SELECT version FROM schema_migrations") as cursor:
+            done = {row[0] for row in await cursor.fetchall()}
+        folder = resources.files("relay.store").joinpath("migrations", self._migrations)
+        scripts = sorted(
+            (f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name
+        )
+        for script in scripts:
+            version = int(script.name.split("_", 1)[0])
+            if version in done:
+                continue
+            statements = script.read_text(encoding="utf-8")
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _split_sql(statements):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                    (version, script.name),
+                )
+                await conn.execute("COMMIT")
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction; committed when the block exits normally."""
+        async with self._write_lock:
+            conn = self._require(self._writer)
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(str(exc)) from exc
+            try:
+                yield conn
+                await conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    # the original error is the one worth reporting
+                    with contextlib.suppress(sqlite3.Error):
+                        await conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(str(exc)) from exc
+                raise
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        conn = self._require(self._reader)
+        try:
+            async with conn.execute(sql, params) as cursor:
+                cursor_rows: Iterable[sqlite3.Row] = await cursor.fetchall()
+                return list(cursor_rows)
+        except sqlite3.Error as exc:
+            raise StorageError(str(exc)) from exc
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    def _require(self, conn: aiosqlite.Connection | None) -> aiosqlite.Connection:
+        if conn is None:
+            raise StorageError("database is not open")
+        return conn
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a migration file; the files keep one statement per ``;``-ended block."""
+    return [s.strip() for s in script.split(";\n") if s.strip() and not _only_comments(s)]
+
+
+def _only_comments(block: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in block.splitlines())

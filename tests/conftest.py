@@ -1,0 +1,79 @@
+"""Fixtures: a real app on a real socket (aiohttp's test server) over a real SQLite file."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from relay.app import build_app
+from relay.settings import Settings, load_settings
+
+ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
+DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
+PROD_KEY = "default:production.prod-secret-for-tests-0123456789"
+
+AppClient = TestClient  # type: ignore[type-arg]
+MakeClient = Callable[..., Awaitable[Any]]
+
+
+def standalone_settings(data_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "init_admin_api_tokens": [ADMIN_KEY],
+        "init_client_api_tokens": [DEV_KEY, PROD_KEY],
+        "sqlite_synchronous": "NORMAL",
+    }
+    values.update(overrides)
+    return load_settings(values)
+
+
+@pytest.fixture
+def make_client(aiohttp_client: Any, tmp_path: Path) -> MakeClient:
+    """Start a standalone app on ``tmp_path`` (or another data dir) with test keys pinned."""
+
+    async def make(data_dir: Path | None = None, **overrides: Any) -> Any:
+        settings = standalone_settings(data_dir or tmp_path / "data", **overrides)
+        return await aiohttp_client(build_app(settings))
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: MakeClient) -> Any:
+    return await make_client()
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": key}
+
+
+def metric(feature: str = "f1", app: str = "app", env: str = "development", **counts: Any) -> dict[str, Any]:
+    return {"featureName": feature, "appName": app, "environment": env, **counts}
+
+
+def bulk(metrics: list[dict[str, Any]] | None = None, applications: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"applications": applications or [], "metrics": metrics or []}
+
+
+async def raw(client: Any, feature: str) -> list[dict[str, Any]]:
+    response = await client.get(
+        f"/api/admin/client-metrics/features/{feature}/raw", headers=auth(ADMIN_KEY)
+    )
+    assert response.status == 200
+    body = await response.json()
+    assert body["version"] == 1 and body["maturity"] == "stable"
+    data: list[dict[str, Any]] = body["data"]
+    return data
+
+
+def assert_error(body: dict[str, Any], name: str) -> None:
+    """Every error body has Unleash's shape."""
+    assert set(body) == {"id", "name", "message", "details"}, body
+    assert body["name"] == name, body
+    assert isinstance(body["id"], str) and body["id"]
+    assert body["message"]
+    assert body["details"] and all("message" in d for d in body["details"])
