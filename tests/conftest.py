@@ -51,11 +51,15 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": key}
 
 
-def metric(feature: str = "f1", app: str = "app", env: str = "development", **counts: Any) -> dict[str, Any]:
+def metric(
+    feature: str = "f1", app: str = "app", env: str = "development", **counts: Any
+) -> dict[str, Any]:
     return {"featureName": feature, "appName": app, "environment": env, **counts}
 
 
-def bulk(metrics: list[dict[str, Any]] | None = None, applications: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def bulk(
+    metrics: list[dict[str, Any]] | None = None, applications: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {"applications": applications or [], "metrics": metrics or []}
 
 

@@ -26,30 +26,41 @@ async def post_bulk(client: Any, body: Any, key: str = DEV_KEY, **headers: str) 
 
 async def test_accepted_counts_are_summed_per_hour_with_variants(client: Any) -> None:
     ts = NOW.isoformat()
-    body = bulk([
-        metric(yes=3, no=1, variants={"blue": 2}, timestamp=ts),
-        metric(yes=2, no=0, variants={"blue": 1, "red": 4}, timestamp=ts),
-    ])
+    body = bulk(
+        [
+            metric(yes=3, no=1, variants={"blue": 2}, timestamp=ts),
+            metric(yes=2, no=0, variants={"blue": 1, "red": 4}, timestamp=ts),
+        ]
+    )
     first = await post_bulk(client, body)
     assert first.status == 202
     assert await first.read() == b""
     assert (await post_bulk(client, body)).status == 202
     rows = await raw(client, "f1")
-    assert rows == [{
-        "featureName": "f1", "appName": "app", "environment": "development",
-        "timestamp": hour_iso(NOW), "yes": 10, "no": 2, "variants": {"blue": 6, "red": 8},
-    }]
+    assert rows == [
+        {
+            "featureName": "f1",
+            "appName": "app",
+            "environment": "development",
+            "timestamp": hour_iso(NOW),
+            "yes": 10,
+            "no": 2,
+            "variants": {"blue": 6, "red": 8},
+        }
+    ]
 
 
 async def test_timestamps_rfc3339_offsets_and_nanoseconds_map_to_utc_hours(client: Any) -> None:
     hour = NOW.replace(minute=0, second=0, microsecond=0)
     inside = hour + timedelta(minutes=10)
     plus_two = inside.astimezone(timezone(timedelta(hours=2)))
-    body = bulk([
-        metric(yes=1, timestamp=inside.strftime("%Y-%m-%dT%H:%M:%S") + ".436106699Z"),
-        metric(yes=1, timestamp=plus_two.isoformat()),  # the same hour, written in +02:00
-        metric(yes=1, timestamp=(hour - timedelta(minutes=1)).isoformat()),
-    ])
+    body = bulk(
+        [
+            metric(yes=1, timestamp=inside.strftime("%Y-%m-%dT%H:%M:%S") + ".436106699Z"),
+            metric(yes=1, timestamp=plus_two.isoformat()),  # the same hour, written in +02:00
+            metric(yes=1, timestamp=(hour - timedelta(minutes=1)).isoformat()),
+        ]
+    )
     assert (await post_bulk(client, body)).status == 202
     rows = await raw(client, "f1")
     assert [(r["timestamp"], r["yes"]) for r in rows] == [
@@ -200,15 +211,24 @@ async def test_concurrent_posts_are_all_counted(client: Any) -> None:
 
 async def test_registrations_are_stored_latest_wins_with_connect_via(client: Any) -> None:
     app = {
-        "appName": "shop", "environment": "development", "instanceId": "i1",
-        "sdkVersion": "unleash-client-node:6.12.0", "strategies": ["default"],
-        "interval": 15, "started": "2026-01-01T00:00:00Z",
+        "appName": "shop",
+        "environment": "development",
+        "instanceId": "i1",
+        "sdkVersion": "unleash-client-node:6.12.0",
+        "strategies": ["default"],
+        "interval": 15,
+        "started": "2026-01-01T00:00:00Z",
         "connectVia": [{"appName": "edge", "instanceId": "e1"}],
     }
     assert (await post_bulk(client, bulk(applications=[app]))).status == 202
-    newer = {**app, "sdkVersion": "unleash-client-node:6.12.1",
-             "connectVia": [{"appName": "edge", "instanceId": "e1"},
-                            {"appName": "relay", "instanceId": "r1"}]}
+    newer = {
+        **app,
+        "sdkVersion": "unleash-client-node:6.12.1",
+        "connectVia": [
+            {"appName": "edge", "instanceId": "e1"},
+            {"appName": "relay", "instanceId": "r1"},
+        ],
+    }
     other_env = {**app, "environment": "production", "instanceId": "i2"}
     assert (await post_bulk(client, bulk(applications=[newer, other_env]))).status == 202
     response = await client.get("/api/admin/metrics/applications/shop", headers=auth(ADMIN_KEY))
@@ -222,8 +242,9 @@ async def test_registrations_are_stored_latest_wins_with_connect_via(client: Any
     assert instance["strategies"] == ["default"] and instance["interval"] == 15
     assert instance["started"] == "2026-01-01T00:00:00Z"
     assert instance["firstSeen"] <= instance["lastSeen"]
-    listing = await (await client.get(
-        "/api/admin/metrics/applications", headers=auth(ADMIN_KEY))).json()
+    listing = await (
+        await client.get("/api/admin/metrics/applications", headers=auth(ADMIN_KEY))
+    ).json()
     assert [a["appName"] for a in listing["applications"]] == ["shop"]
     missing = await client.get("/api/admin/metrics/applications/nope", headers=auth(ADMIN_KEY))
     assert missing.status == 404
@@ -233,9 +254,12 @@ async def test_registrations_are_stored_latest_wins_with_connect_via(client: Any
 async def test_sdk_metrics_format_uses_the_key_environment(client: Any) -> None:
     start = NOW - timedelta(seconds=5)
     body = {
-        "appName": "svc", "instanceId": "i1", "connectionId": "c1",
+        "appName": "svc",
+        "instanceId": "i1",
+        "connectionId": "c1",
         "bucket": {
-            "start": start.isoformat(), "stop": NOW.isoformat(),
+            "start": start.isoformat(),
+            "stop": NOW.isoformat(),
             "toggles": {"f1": {"yes": 4, "no": 1, "variants": {"a": 2}}, "f2": {"yes": 0, "no": 0}},
         },
     }
@@ -253,17 +277,25 @@ async def test_sdk_metrics_format_uses_the_key_environment(client: Any) -> None:
 
 async def test_sdk_register_format(client: Any) -> None:
     body = {
-        "appName": "svc", "instanceId": "i9", "connectionId": "c", "sdkVersion": "unleash-client-python:6.9.1",
-        "strategies": ["default", "flexibleRollout"], "started": "2026-01-01T04:49:31.436106699Z",
-        "interval": 15, "platformName": "CPython", "specVersion": "5.2.0",
+        "appName": "svc",
+        "instanceId": "i9",
+        "connectionId": "c",
+        "sdkVersion": "unleash-client-python:6.9.1",
+        "strategies": ["default", "flexibleRollout"],
+        "started": "2026-01-01T04:49:31.436106699Z",
+        "interval": 15,
+        "platformName": "CPython",
+        "specVersion": "5.2.0",
     }
     response = await client.post(
-        "/api/client/register", json=body,
+        "/api/client/register",
+        json=body,
         headers={**auth(DEV_KEY), "unleash-interval": "undefined"},
     )
     assert response.status == 202
-    app = await (await client.get(
-        "/api/admin/metrics/applications/svc", headers=auth(ADMIN_KEY))).json()
+    app = await (
+        await client.get("/api/admin/metrics/applications/svc", headers=auth(ADMIN_KEY))
+    ).json()
     [instance] = app["instances"]
     assert instance["environment"] == "development"
     assert instance["sdkVersion"] == "unleash-client-python:6.9.1"

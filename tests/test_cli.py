@@ -1,0 +1,183 @@
+"""The ``relay`` program as an operator meets it: real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from service import free_port, running, start
+
+ADMIN = "*:*.pinned-admin-secret-0123456789"
+CLIENT = "default:development.pinned-client-secret-0123456789"
+
+
+def relay(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "relay", *args],
+        cwd=cwd,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def post(url: str, body: object, key: str) -> int:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": key, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        status: int = response.status
+        return status
+
+
+def test_help_documents_every_setting(tmp_path: Path) -> None:
+    from relay.settings import Settings
+
+    out = relay("serve", "--help", cwd=tmp_path).stdout
+    for name in Settings.model_fields:
+        assert f"--{name.replace('_', '-')}" in out
+        assert f"RELAY_{name.upper()}" in out.replace("\n", "").replace(" ", "")
+    top = relay("--help", cwd=tmp_path)
+    assert top.returncode == 0 and "serve" in top.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--port", "abc"], {}, "port"),
+        (["--mode", "sideways"], {}, "mode"),
+        ([], {"RELAY_PORT": "70000"}, "port"),
+        (["--config", "missing.toml"], {}, "config file not found"),
+        ([], {"RELAY_INIT_CLIENT_API_TOKENS": "not-a-key"}, "project:environment.secret"),
+        ([], {"RELAY_INIT_ADMIN_API_TOKENS": "default:development.abcdefgh1"}, "*:*.secret"),
+    ],
+)
+def test_invalid_settings_stop_with_one_clear_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], expected: str
+) -> None:
+    result = relay("serve", *args, cwd=tmp_path, env={"RELAY_PORT": str(free_port()), **env})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("relay: error:") and expected in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_unwritable_data_dir_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = relay(
+        "serve", "--data-dir", str(blocker / "sub"), "--port", str(free_port()), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_first_start_prints_keys_once_and_stores_only_hashes(tmp_path: Path) -> None:
+    with running(tmp_path) as service:
+        out = service.stdout()
+        keys = re.findall(r"^\s+(admin|client)\s+(\S+)$", out, re.MULTILINE)
+        assert [k[0] for k in keys] == ["admin", "client"]
+        secrets = {kind: key for kind, key in keys}
+        assert secrets["admin"].startswith("*:*.")
+        assert secrets["client"].startswith("default:development.")
+        body = {
+            "applications": [],
+            "metrics": [
+                {"featureName": "f", "appName": "a", "environment": "development", "yes": 1}
+            ],
+        }
+        assert post(f"{service.url}/api/client/metrics/bulk", body, secrets["client"]) == 202
+        logs = service.logs()
+    database = (tmp_path / "data" / "relay.db").read_bytes()
+    for secret in secrets.values():
+        assert secret.encode() not in database
+        assert secret.split(".", 1)[1] not in logs
+    with running(tmp_path) as again:
+        # stdout is appended across both runs: the banner is there from the first only
+        assert again.stdout().count("shown only now") == 1
+
+
+def test_pinned_keys_are_created_idempotently_and_never_logged(tmp_path: Path) -> None:
+    env = {
+        "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
+        "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+        "RELAY_LOG_LEVEL": "DEBUG",
+    }
+    for _ in range(2):
+        with running(tmp_path, env=env) as service:
+            body = {"applications": [], "metrics": []}
+            assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+            assert "shown only now" not in service.stdout()
+    logs = (tmp_path / "relay.log").read_text()
+    assert "default:development.****" in logs
+    assert "pinned-client-secret" not in logs and "pinned-admin-secret" not in logs
+    assert b"pinned" not in (tmp_path / "data" / "relay.db").read_bytes()
+
+
+def test_keys_create_command(tmp_path: Path) -> None:
+    created = relay(
+        "keys", "create", "--type", "client", "--environment", "production", cwd=tmp_path
+    )
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("*:production.")
+    with running(tmp_path, env={"RELAY_INIT_ADMIN_API_TOKENS": ADMIN}) as service:
+        assert (
+            post(
+                f"{service.url}/api/client/metrics/bulk",
+                {"applications": [], "metrics": []},
+                secret,
+            )
+            == 202
+        )
+    bad = relay("keys", "create", "--type", "client", "--environment", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+def test_restart_keeps_counts(tmp_path: Path) -> None:
+    env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+    body = {
+        "applications": [],
+        "metrics": [{"featureName": "f", "appName": "a", "environment": "development", "yes": 2}],
+    }
+    with running(tmp_path, env=env) as service:
+        assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+        service.stop(signal.SIGKILL)
+    with running(tmp_path, env=env) as service:
+        assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+        request = urllib.request.Request(
+            f"{service.url}/api/admin/client-metrics/features/f/raw",
+            headers={"Authorization": ADMIN},
+        )
+        with urllib.request.urlopen(request) as response:
+            data = json.load(response)["data"]
+    assert [row["yes"] for row in data] == [4]
+
+
+def test_sigterm_exits_cleanly(tmp_path: Path) -> None:
+    service = start(tmp_path)
+    assert service.stop() == 0
+
+
+def test_healthcheck_command(tmp_path: Path) -> None:
+    port = free_port()
+    assert relay("healthcheck", "--port", str(port), cwd=tmp_path).returncode == 1
+    with running(tmp_path, port=port):
+        assert relay("healthcheck", "--port", str(port), cwd=tmp_path).returncode == 0

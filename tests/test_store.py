@@ -1,0 +1,138 @@
+"""The SQLite store on real files: group commit, idempotency, restart, migrations, key hashes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from relay.auth import new_key
+from relay.domain import IngestBatch, MetricKey
+from relay.models import TokenType
+from relay.store.metrics import SqliteMetricsStore
+from relay.store.sqlite import SqliteDatabase, StorageError
+from relay.store.tokens import SqliteKeyStore
+
+
+def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None) -> IngestBatch:
+    batch = IngestBatch()
+    batch.add_count(MetricKey("app", "development", feature, 3600), yes, 0, variants or {})
+    return batch
+
+
+async def open_store(path: Path, ttl: float = 3600) -> tuple[SqliteDatabase, SqliteMetricsStore]:
+    db = SqliteDatabase(path, "central", "NORMAL")
+    await db.open()
+    store = SqliteMetricsStore(db, max_group=64, idempotency_ttl=ttl)
+    store.start()
+    return db, store
+
+
+async def close(db: SqliteDatabase, store: SqliteMetricsStore) -> None:
+    await store.stop()
+    await db.close()
+
+
+async def totals(path: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(path) as conn:
+        return list(conn.execute("SELECT feature_name, yes FROM metrics ORDER BY feature_name"))
+
+
+async def test_concurrent_writes_share_transactions_and_all_count(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    db, store = await open_store(path)
+    results = await asyncio.gather(*(store.write(one(variants={"v": 1}), None) for _ in range(300)))
+    assert all(results)
+    await close(db, store)
+    assert await totals(path) == [("f", 300)]
+    with sqlite3.connect(path) as conn:
+        assert list(conn.execute("SELECT variant, count FROM metric_variants")) == [("v", 300)]
+
+
+async def test_committed_counts_survive_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    db, store = await open_store(path)
+    await store.write(one(yes=5), "k1")
+    await close(db, store)
+    db, store = await open_store(path)
+    assert await store.write(one(yes=5), "k1") is False  # the key outlives the restart
+    assert await store.write(one(yes=2), None) is True
+    await close(db, store)
+    assert await totals(path) == [("f", 7)]
+
+
+async def test_expired_idempotency_keys_apply_again_and_are_pruned(tmp_path: Path) -> None:
+    path = tmp_path / "i.db"
+    db, store = await open_store(path, ttl=0.05)
+    assert await store.write(one(), "k") is True
+    await asyncio.sleep(0.1)
+    assert await store.prune_idempotency() == 1
+    assert await store.write(one(), "k") is True
+    await close(db, store)
+    assert await totals(path) == [("f", 2)]
+
+
+async def test_migrations_run_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    for _ in range(2):
+        db = SqliteDatabase(path, "central")
+        await db.open()
+        await db.close()
+    with sqlite3.connect(path) as conn:
+        assert list(conn.execute("SELECT version FROM schema_migrations")) == [(1,)]
+        assert list(conn.execute("SELECT count(*) FROM projects")) == [(1,)]
+
+
+async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    db = SqliteDatabase(path, "central")
+    await db.open()
+    keys = SqliteKeyStore(db)
+    spec = new_key(TokenType.CLIENT, "development", ("default",))
+    assert await keys.add(spec) is True
+    assert await keys.add(spec) is False
+    principal = await keys.resolve(spec.secret)
+    assert principal is not None and principal.environment == "development"
+    assert await SqliteKeyStore(db).resolve(spec.secret) == principal  # from disk, not cache
+    assert await keys.resolve(spec.secret + "x") is None
+    await db.close()
+    assert spec.secret.split(".")[1].encode() not in path.read_bytes()
+
+
+async def set_max_pages(db: SqliteDatabase, pages: int | None) -> None:
+    async with db.write() as conn:
+        if pages is None:
+            await conn.execute("PRAGMA max_page_count = 1073741823")
+        else:
+            async with conn.execute("PRAGMA page_count") as cursor:
+                row = await cursor.fetchone()
+            assert row is not None
+            await conn.execute(f"PRAGMA max_page_count = {row[0] + pages}")
+
+
+async def test_full_disk_fails_every_waiter_and_the_writer_recovers(tmp_path: Path) -> None:
+    """SQLite's page limit gives the same SQLITE_FULL error as a full disk."""
+    path = tmp_path / "f.db"
+    db, store = await open_store(path)
+    await store.write(one(feature="before"), None)
+    await set_max_pages(db, 0)
+    big = IngestBatch()
+    for i in range(2000):
+        big.add_count(MetricKey("app", "development", f"feature-{i:05}", 3600), 1, 0, {})
+    outcomes = await asyncio.gather(
+        store.write(big, None), store.write(one(feature="other"), None), return_exceptions=True
+    )
+    assert all(isinstance(o, StorageError) for o in outcomes), outcomes
+    await set_max_pages(db, None)
+    assert await store.write(one(feature="after"), None) is True
+    await close(db, store)
+    assert await totals(path) == [("after", 1), ("before", 1)]
+
+
+async def test_unopenable_database_is_a_storage_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    db = SqliteDatabase(tmp_path / "file" / "x.db", "central")
+    with pytest.raises(StorageError, match="cannot open database"):
+        await db.open()
