@@ -22,15 +22,9 @@ class Conversion:
     dropped: Counter[str] = field(default_factory=Counter)
 
 
-def _hops(via: list[models.ConnectVia], hop: Hop | None) -> tuple[Hop, ...]:
-    hops = tuple(Hop(v.appName, v.instanceId) for v in via)
-    return (*hops, hop) if hop is not None else hops
-
-
 def from_bulk(
     body: models.BulkMetrics, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
-    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
     result = Conversion()
     now_hour = hour_start(now)
     for entry in body.metrics:
@@ -45,19 +39,8 @@ def from_bulk(
         result.batch.add_count(key, entry.yes, entry.no, entry.variants)
         result.accepted += 1
     for app in body.applications:
-        if app.environment != environment:
-            continue
-        result.batch.add_registration(
-            Registration(
-                key=RegistrationKey(app.appName, environment, app.instanceId),
-                connect_via=_hops(app.connectVia, hop),
-                sdk_version=app.sdkVersion,
-                strategies=tuple(app.strategies),
-                interval=app.interval,
-                started=app.started,
-                seen_at=now,
-            )
-        )
+        if app.environment == environment:
+            result.batch.add_registration(_registration(app, environment, now, hop))
     return result
 
 
@@ -82,15 +65,21 @@ def from_client_registration(
     body: models.ClientRegistration, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
     result = Conversion()
-    result.batch.add_registration(
-        Registration(
-            key=RegistrationKey(body.appName, environment, body.instanceId),
-            connect_via=_hops(body.connectVia, hop),
-            sdk_version=body.sdkVersion,
-            strategies=tuple(body.strategies),
-            interval=body.interval,
-            started=body.started,
-            seen_at=now,
-        )
-    )
+    result.batch.add_registration(_registration(body, environment, now, hop))
     return result
+
+
+def _registration(
+    body: models.ClientRegistration, environment: str, now: datetime, hop: Hop | None
+) -> Registration:
+    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
+    via = tuple(Hop(v.appName, v.instanceId) for v in body.connectVia)
+    return Registration(
+        key=RegistrationKey(body.appName, environment, body.instanceId),
+        connect_via=(*via, hop) if hop is not None else via,
+        sdk_version=body.sdkVersion,
+        strategies=tuple(body.strategies),
+        interval=body.interval,
+        started=body.started,
+        seen_at=now,
+    )

@@ -46,19 +46,6 @@ class ConnectVia(_Wire):
     instanceId: Name
 
 
-class ClientApplication(_Wire):
-    """Element of ``applications``: one SDK instance's registration."""
-
-    appName: Name
-    environment: Name
-    instanceId: Name
-    connectVia: Annotated[list[ConnectVia], Field(max_length=MAX_LIST)] = []
-    interval: Annotated[float, Field(ge=0, le=10**9)] | None = None
-    started: Timestamp | None = None
-    strategies: Annotated[list[Text], Field(max_length=MAX_LIST)] = []
-    sdkVersion: Text | None = None
-
-
 class ClientMetricsEnv(_Wire):
     """Element of ``metrics``: counts for one feature in one app and environment."""
 
@@ -69,15 +56,6 @@ class ClientMetricsEnv(_Wire):
     yes: Count = 0
     no: Count = 0
     variants: Variants = {}
-
-
-class BulkMetrics(_Wire):
-    """``bulkMetricsSchema``: what relays (and our relay) post to ``/api/client/metrics/bulk``."""
-
-    model_config = ConfigDict(title="bulkMetricsSchema")
-
-    applications: Annotated[list[ClientApplication], Field(max_length=MAX_APPLICATIONS)]
-    metrics: Annotated[list[ClientMetricsEnv], Field(max_length=MAX_METRICS)]
 
 
 # --- what SDKs post directly (COMPAT.md, "What real SDKs send") ---
@@ -115,12 +93,31 @@ class ClientRegistration(_Wire):
     model_config = ConfigDict(title="clientApplicationSchema")
 
     appName: Name
-    instanceId: Text = "default"
+    instanceId: Name = "default"
     connectVia: Annotated[list[ConnectVia], Field(max_length=MAX_LIST)] = []
     interval: Annotated[float, Field(ge=0, le=10**12)] | None = None
     started: Timestamp | None = None
     strategies: Annotated[list[Text], Field(max_length=MAX_LIST)] = []
     sdkVersion: Text | None = None
+
+
+class ClientApplication(ClientRegistration):
+    """Element of ``applications`` in a bulk body: a registration relayed for an SDK, which
+    names its environment and instance explicitly."""
+
+    model_config = ConfigDict(title="bulkRegistrationSchema")
+
+    environment: Name
+    instanceId: Name
+
+
+class BulkMetrics(_Wire):
+    """``bulkMetricsSchema``: what relays (and our relay) post to ``/api/client/metrics/bulk``."""
+
+    model_config = ConfigDict(title="bulkMetricsSchema")
+
+    applications: Annotated[list[ClientApplication], Field(max_length=MAX_APPLICATIONS)]
+    metrics: Annotated[list[ClientMetricsEnv], Field(max_length=MAX_METRICS)]
 
 
 # --- admin ---

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from relay import models
-from relay.api.routing import PRINCIPAL, Route, idempotency_key, read_json
+from relay.api.routing import PRINCIPAL, Handler, Route, idempotency_key, read_json
 from relay.models import TokenType
 from relay.state import INGEST
-
-ACCEPTED_ERRORS = (400, 401, 403, 413, 415, 503)
 
 
 async def bulk_metrics(request: web.Request) -> web.Response:
@@ -33,38 +32,34 @@ async def register(request: web.Request) -> web.Response:
     return web.Response(status=202)
 
 
-ROUTES = [
-    Route(
+def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
+    return Route(
         "POST",
+        path,
+        handler,
+        summary,
+        "client",
+        auth=TokenType.CLIENT,
+        body=body,
+        responses={202: None},
+        errors=(400, 401, 403, 413, 415, 503),
+    )
+
+
+ROUTES = [
+    _client(
         "/api/client/metrics/bulk",
         bulk_metrics,
         "Send metrics and registrations in bulk (relays)",
-        "client",
-        auth=TokenType.CLIENT,
-        body=models.BulkMetrics,
-        responses={202: None},
-        errors=ACCEPTED_ERRORS,
+        models.BulkMetrics,
     ),
-    Route(
-        "POST",
+    _client(
         "/api/client/metrics",
         client_metrics,
         "Send one SDK instance's metrics bucket",
-        "client",
-        auth=TokenType.CLIENT,
-        body=models.ClientMetrics,
-        responses={202: None},
-        errors=ACCEPTED_ERRORS,
+        models.ClientMetrics,
     ),
-    Route(
-        "POST",
-        "/api/client/register",
-        register,
-        "Register an SDK instance",
-        "client",
-        auth=TokenType.CLIENT,
-        body=models.ClientRegistration,
-        responses={202: None},
-        errors=ACCEPTED_ERRORS,
+    _client(
+        "/api/client/register", register, "Register an SDK instance", models.ClientRegistration
     ),
 ]
