@@ -10,19 +10,26 @@ import asyncio
 import contextlib
 import logging
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import version
+from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import admin, backstage, client, docs, edge
+from relay.api import admin, backstage, client, docs, edge, features, passthrough
 from relay.api.middleware import observe
 from relay.api.routing import Route, add_routes
-from relay.auth import KeySpec
+from relay.auth import KeySpec, parse_key
+from relay.buffer_monitor import BufferMonitor
+from relay.domain import Hop
+from relay.flusher import Flusher
 from relay.ingest import Ingest
 from relay.keys import KeyService
+from relay.models import TokenType
 from relay.openapi import document
-from relay.settings import Settings
+from relay.sdk_keys import RelayKeyResolver
+from relay.settings import Mode, Settings
 from relay.state import (
     INGEST,
     KEY_RESOLVER,
@@ -32,29 +39,34 @@ from relay.state import (
     PROJECTS,
     READY,
     SETTINGS,
+    UPSTREAM,
 )
 from relay.store.metrics import SqliteMetricsStore
+from relay.store.outbox import SqliteOutbox
 from relay.store.projects import SqliteProjectStore
-from relay.store.sqlite import SqliteDatabase
+from relay.store.sqlite import BUFFER_SCHEMA, CENTRAL_SCHEMA, SqliteDatabase
 from relay.store.tokens import SqliteKeyStore
+from relay.upstream import UpstreamClient
 
 log = logging.getLogger(__name__)
 
 PRUNE_INTERVAL = 3600.0
+MONITOR_INTERVAL = 2.0
 
 
 def build_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[observe])
     app[SETTINGS] = settings
     app[READY] = [False]
-    routes = [*_standalone(app, settings), *backstage.ROUTES, *docs.ROUTES]
+    wire = _relay if settings.mode is Mode.RELAY else _standalone
+    routes = [*wire(app, settings), *backstage.ROUTES, *docs.ROUTES]
     add_routes(app, routes)
     app[OPENAPI] = document(routes, version("relay"))
     return app
 
 
 def _standalone(app: web.Application, settings: Settings) -> list[Route]:
-    db = SqliteDatabase(settings.sqlite_path, "central", settings.sqlite_synchronous)
+    db = SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
     key_store = SqliteKeyStore(db)
     projects = SqliteProjectStore(db)
     metrics = SqliteMetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
@@ -80,7 +92,70 @@ def _standalone(app: web.Application, settings: Settings) -> list[Route]:
 
     app.cleanup_ctx.append(storage)
     app.cleanup_ctx.append(_every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
-    return [*client.ROUTES, *admin.ROUTES, *edge.ROUTES]
+    return [*client.ROUTES, *features.ROUTES, *admin.ROUTES, *edge.ROUTES]
+
+
+def _relay(app: web.Application, settings: Settings) -> list[Route]:
+    assert settings.upstream_url is not None  # guaranteed by Settings validation
+    db = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
+    buffer = SqliteMetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    outbox = SqliteOutbox(db, settings.max_batch_bytes)
+    upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
+    tokens = {
+        spec.principal.environment: spec.secret
+        for spec in (parse_key(key, TokenType.CLIENT) for key in settings.upstream_tokens)
+    }
+    flusher = Flusher(outbox, upstream, tokens, settings.flush_interval, settings.backoff_max)
+    monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
+    hop = Hop(settings.app_name, settings.instance_id or _instance_id(settings.data_dir))
+    app[INGEST] = Ingest(buffer, hop=hop)
+    app[KEY_RESOLVER] = RelayKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
+    app[UPSTREAM] = upstream
+
+    async def storage(app: web.Application) -> AsyncIterator[None]:
+        await db.open()
+        try:
+            await upstream.open()
+            buffer.start()
+            await monitor.check()
+            app[READY][0] = True
+            log.info(
+                "relay started",
+                extra={
+                    "upstream": settings.upstream_url,
+                    "app_name": hop.app_name,
+                    "instance_id": hop.instance_id,
+                    "environments": sorted(tokens),
+                },
+            )
+            yield
+            app[READY][0] = False
+            await buffer.stop()
+        finally:
+            await upstream.close()
+            await db.close()
+
+    async def flushing(app: web.Application) -> AsyncIterator[None]:
+        flusher.start()
+        yield
+        await flusher.stop(settings.final_flush_timeout)
+
+    app.cleanup_ctx.append(storage)
+    app.cleanup_ctx.append(flushing)
+    app.cleanup_ctx.append(_every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
+    app.cleanup_ctx.append(_every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
+    return [*client.ROUTES, *passthrough.ROUTES, *edge.ROUTES]
+
+
+def _instance_id(data_dir: Path) -> str:
+    """Generated on first start and kept, so a restarted relay keeps its identity upstream."""
+    path = data_dir / "instance-id"
+    if path.is_file():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    value = f"relay-{uuid.uuid4()}"
+    path.write_text(value + "\n")
+    return value
 
 
 def _announce(created: list[KeySpec]) -> None:

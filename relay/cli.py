@@ -29,7 +29,7 @@ from relay.keys import KeyService
 from relay.models import CreateApiToken, TokenType
 from relay.settings import Settings, SettingsError, load_settings
 from relay.store.projects import SqliteProjectStore
-from relay.store.sqlite import SqliteDatabase, StorageError
+from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
 from relay.store.tokens import SqliteKeyStore
 
 EXIT_CONFIG = 2
@@ -142,7 +142,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     async def create(request: CreateApiToken) -> str:
-        db = SqliteDatabase(settings.sqlite_path, "central", settings.sqlite_synchronous)
+        db = SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
         await db.open()
         try:
             spec = await KeyService(SqliteKeyStore(db), SqliteProjectStore(db)).issue(request)

@@ -20,7 +20,7 @@ def hour_start(moment: datetime) -> int:
     return seconds - seconds % HOUR
 
 
-def from_epoch(seconds: int) -> datetime:
+def from_epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 

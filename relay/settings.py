@@ -72,6 +72,50 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Client keys (project:environment.secret) created at start when absent",
     )
+    upstream_url: str | None = Field(
+        None, description="Relay: base URL of the central service, without /api"
+    )
+    upstream_tokens: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Relay: client keys used to flush, one per environment; comma-separated",
+    )
+    client_tokens: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Relay: SDK keys accepted without asking upstream; comma-separated",
+    )
+    flush_interval: float = Field(
+        10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
+    )
+    final_flush_timeout: float = Field(
+        10.0,
+        ge=0,
+        description="Relay: seconds the flush on SIGTERM may take; the rest stays on disk",
+    )
+    app_name: str = Field(
+        "relay", min_length=1, max_length=255, description="Relay: appName in connectVia"
+    )
+    instance_id: str | None = Field(
+        None,
+        max_length=255,
+        description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
+    )
+    max_batch_bytes: int = Field(
+        95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes"
+    )
+    buffer_max_bytes: int = Field(
+        512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Relay: buffer size at which the oldest hour windows are evicted",
+    )
+    upstream_timeout: float = Field(
+        10.0, gt=0, description="Relay: seconds an upstream request may take"
+    )
+    backoff_max: float = Field(
+        300.0, gt=0, description="Relay: longest wait between retries of a failing upstream"
+    )
+    key_cache_ttl: float = Field(
+        3600.0, gt=0, description="Relay: seconds an SDK key validated upstream is trusted"
+    )
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )
@@ -87,7 +131,13 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING, ERROR")
     log_format: LogFormat = Field(LogFormat.JSON, description="json (one object a line) or text")
 
-    @field_validator("init_admin_api_tokens", "init_client_api_tokens", mode="before")
+    @field_validator(
+        "init_admin_api_tokens",
+        "init_client_api_tokens",
+        "upstream_tokens",
+        "client_tokens",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: Any) -> Any:
         return _comma_list(value)
@@ -100,11 +150,22 @@ class Settings(BaseSettings):
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
 
+    @field_validator("upstream_url")
+    @classmethod
+    def _upstream(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")) or value[-3:] == "://":
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
     @model_validator(mode="after")
-    def _database_scheme(self) -> Settings:
+    def _consistent(self) -> Settings:
         url = self.database_url
         if url is not None and not url.startswith("sqlite:///"):
             raise ValueError(f"database_url: unsupported scheme in {url.split(':', 1)[0]!r}")
+        if self.mode is Mode.RELAY and self.upstream_url is None:
+            raise ValueError("upstream_url is required in relay mode (RELAY_UPSTREAM_URL)")
         return self
 
     @property
@@ -116,6 +177,10 @@ class Settings(BaseSettings):
         if self.database_url is not None:
             return Path(self.database_url.removeprefix("sqlite:///"))
         return self.data_dir / "relay.db"
+
+    @property
+    def buffer_path(self) -> Path:
+        return self.data_dir / "buffer.db"
 
     @classmethod
     def settings_customise_sources(
@@ -163,9 +228,9 @@ def load_settings(
 def _describe(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
-        name = ".".join(str(p) for p in error["loc"]) or "settings"
+        name = ".".join(str(p) for p in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown setting"
-        parts.append(f"{name}: {message}")
+        parts.append(f"{name}: {message}" if name else message)
     return "invalid settings: " + "; ".join(parts)

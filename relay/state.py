@@ -10,6 +10,7 @@ from relay.keys import KeyService
 from relay.settings import Settings
 from relay.store.metrics import SqliteMetricsStore
 from relay.store.projects import SqliteProjectStore
+from relay.upstream import UpstreamClient
 
 SETTINGS = web.AppKey("settings", Settings)
 KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
@@ -19,3 +20,4 @@ PROJECTS = web.AppKey("projects", SqliteProjectStore)
 METRICS = web.AppKey("metrics", SqliteMetricsStore)
 READY = web.AppKey("ready", list[bool])
 OPENAPI = web.AppKey("openapi", dict[str, object])
+UPSTREAM = web.AppKey("upstream", UpstreamClient)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from fake_upstream import FakeUpstream
 
 from relay.app import build_app
 from relay.settings import Settings, load_settings
@@ -29,6 +32,60 @@ def standalone_settings(data_dir: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return load_settings(values)
+
+
+def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Settings:
+    """A relay flushing every 50 ms with short backoffs, accepting the test keys locally."""
+    values: dict[str, Any] = {
+        "mode": "relay",
+        "data_dir": data_dir,
+        "upstream_url": upstream_url,
+        "upstream_tokens": [DEV_KEY, PROD_KEY],
+        "client_tokens": [DEV_KEY, PROD_KEY],
+        "flush_interval": 0.05,
+        "backoff_max": 0.5,
+        "upstream_timeout": 2,
+        "instance_id": "relay-under-test",
+        "sqlite_synchronous": "NORMAL",
+    }
+    values.update(overrides)
+    return load_settings(values)
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeUpstream]:
+    fake = FakeUpstream({DEV_KEY: "development", PROD_KEY: "production"})
+    await fake.start()
+    yield fake
+    await fake.close()
+
+
+@pytest.fixture
+def make_relay(aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream) -> MakeClient:
+    """Start a relay app (real socket, real SQLite buffer) in front of the fake upstream."""
+
+    async def make(data_dir: Path | None = None, **overrides: Any) -> Any:
+        url = str(upstream.server.make_url("")).rstrip("/") if upstream.server else ""
+        settings = relay_settings(data_dir or tmp_path / "relay", url, **overrides)
+        return await aiohttp_client(build_app(settings))
+
+    return make
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 10.0
+) -> None:
+    """Wait until ``check`` holds; fail after ``timeout`` (generous: CI machines are slow)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from relay.auth import new_key
 from relay.domain import IngestBatch, MetricKey
 from relay.models import TokenType
 from relay.store.metrics import SqliteMetricsStore
-from relay.store.sqlite import SqliteDatabase, StorageError
+from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
 from relay.store.tokens import SqliteKeyStore
 
 
@@ -23,7 +23,7 @@ def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None
 
 
 async def open_store(path: Path, ttl: float = 3600) -> tuple[SqliteDatabase, SqliteMetricsStore]:
-    db = SqliteDatabase(path, "central", "NORMAL")
+    db = SqliteDatabase(path, CENTRAL_SCHEMA, "NORMAL")
     await db.open()
     store = SqliteMetricsStore(db, max_group=64, idempotency_ttl=ttl)
     store.start()
@@ -77,17 +77,20 @@ async def test_expired_idempotency_keys_apply_again_and_are_pruned(tmp_path: Pat
 async def test_migrations_run_once(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     for _ in range(2):
-        db = SqliteDatabase(path, "central")
+        db = SqliteDatabase(path, CENTRAL_SCHEMA)
         await db.open()
         await db.close()
     with sqlite3.connect(path) as conn:
-        assert list(conn.execute("SELECT version FROM schema_migrations")) == [(1,)]
+        assert sorted(conn.execute("SELECT version FROM schema_migrations")) == [
+            ("central/0001_init",),
+            ("ingest/0001_init",),
+        ]
         assert list(conn.execute("SELECT count(*) FROM projects")) == [(1,)]
 
 
 async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
-    db = SqliteDatabase(path, "central")
+    db = SqliteDatabase(path, CENTRAL_SCHEMA)
     await db.open()
     keys = SqliteKeyStore(db)
     spec = new_key(TokenType.CLIENT, "development", ("default",))
@@ -133,6 +136,6 @@ async def test_full_disk_fails_every_waiter_and_the_writer_recovers(tmp_path: Pa
 
 async def test_unopenable_database_is_a_storage_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    db = SqliteDatabase(tmp_path / "file" / "x.db", "central")
+    db = SqliteDatabase(tmp_path / "file" / "x.db", CENTRAL_SCHEMA)
     with pytest.raises(StorageError, match="cannot open database"):
         await db.open()

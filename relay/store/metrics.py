@@ -1,4 +1,5 @@
-"""The central service's metrics and registrations, written by group commit.
+"""Ingested counts and registrations, written by group commit: the central service's records
+in standalone mode, the hour-window buffer in relay mode (same tables, same code).
 
 Each ``write`` is one request's aggregated batch. Requests that arrive together share one
 transaction: their batches are summed in memory first, so a hot key costs one upsert per

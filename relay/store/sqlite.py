@@ -19,13 +19,16 @@ from typing import Any
 
 import aiosqlite
 
+CENTRAL_SCHEMA = ("ingest", "central")
+BUFFER_SCHEMA = ("ingest", "buffer")
+
 
 class StorageError(Exception):
     """The database cannot be read or written (disk full, read-only, corrupt, locked)."""
 
 
 class SqliteDatabase:
-    def __init__(self, path: Path, migrations: str, synchronous: str = "FULL") -> None:
+    def __init__(self, path: Path, migrations: Sequence[str], synchronous: str = "FULL") -> None:
         self.path = path
         self._migrations = migrations
         self._synchronous = synchronous
@@ -61,36 +64,35 @@ class SqliteDatabase:
         return conn
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        """Apply ``migrations/<schema>/NNNN_*.sql`` not yet recorded, each in its own
-        transaction, so a crash mid-way leaves a schema at a known version."""
+        """Apply ``migrations/<folder>/NNNN_*.sql`` not yet recorded, folder by folder, each
+        script in its own transaction, so a crash mid-way leaves a known schema version."""
         await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-            " name TEXT NOT NULL,"
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY,"
             " applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
         )
         async with conn.execute("SELECT version FROM schema_migrations") as cursor:
             done = {row[0] for row in await cursor.fetchall()}
-        folder = resources.files("relay.store").joinpath("migrations", self._migrations)
-        scripts = sorted(
-            (f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name
-        )
-        for script in scripts:
-            version = int(script.name.split("_", 1)[0])
-            if version in done:
-                continue
-            statements = script.read_text(encoding="utf-8")
-            await conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _split_sql(statements):
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
-                    (version, script.name),
-                )
-                await conn.execute("COMMIT")
-            except BaseException:
-                await conn.execute("ROLLBACK")
-                raise
+        root = resources.files("relay.store").joinpath("migrations")
+        for folder in self._migrations:
+            scripts = sorted(
+                (f for f in root.joinpath(folder).iterdir() if f.name.endswith(".sql")),
+                key=lambda f: f.name,
+            )
+            for script in scripts:
+                version = f"{folder}/{script.name.removesuffix('.sql')}"
+                if version not in done:
+                    await self._apply_script(conn, version, script.read_text(encoding="utf-8"))
+
+    async def _apply_script(self, conn: aiosqlite.Connection, version: str, sql: str) -> None:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split_sql(sql):
+                await conn.execute(statement)
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -1,4 +1,4 @@
--- Central service records (standalone mode). Times are Unix epoch seconds (REAL) in UTC.
+-- Central service records (standalone mode): projects, environments, API keys. Times are Unix epoch seconds (REAL) in UTC.
 
 CREATE TABLE projects (
     id TEXT PRIMARY KEY,
@@ -33,47 +33,6 @@ CREATE TABLE api_tokens (
     token_name TEXT,
     created_at REAL NOT NULL
 );
-
-CREATE TABLE metrics (
-    feature_name TEXT NOT NULL,
-    app_name TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    hour INTEGER NOT NULL,
-    yes INTEGER NOT NULL,
-    no INTEGER NOT NULL,
-    PRIMARY KEY (feature_name, app_name, environment, hour)
-) WITHOUT ROWID;
-
-CREATE TABLE metric_variants (
-    feature_name TEXT NOT NULL,
-    app_name TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    hour INTEGER NOT NULL,
-    variant TEXT NOT NULL,
-    count INTEGER NOT NULL,
-    PRIMARY KEY (feature_name, app_name, environment, hour, variant)
-) WITHOUT ROWID;
-
-CREATE TABLE registrations (
-    app_name TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    instance_id TEXT NOT NULL,
-    connect_via TEXT NOT NULL,
-    sdk_version TEXT,
-    strategies TEXT NOT NULL,
-    interval REAL,
-    started REAL,
-    first_seen REAL NOT NULL,
-    last_seen REAL NOT NULL,
-    PRIMARY KEY (app_name, environment, instance_id)
-) WITHOUT ROWID;
-
-CREATE TABLE idempotency_keys (
-    key TEXT PRIMARY KEY,
-    seen_at REAL NOT NULL
-) WITHOUT ROWID;
-
-CREATE INDEX idempotency_keys_seen_at ON idempotency_keys (seen_at);
 
 INSERT INTO projects (id, name, description, created_at)
 VALUES ('default', 'Default', 'Default project', ((julianday('now') - 2440587.5) * 86400.0));

@@ -1,0 +1,183 @@
+"""The relay's send loop: claim buffered counts into batches, send them, record the outcome.
+
+Outcomes (``relay.upstream.Outcome``) decide everything:
+- ok: the batch leaves the outbox;
+- too_large (413): the batch is split in halves and retried; a single entry is dead-lettered;
+- rejected (other 4xx): dead-lettered, kept in ``dead_letters`` with the reason;
+- unauthorized (401/403/404): the environment's key or the URL is wrong; its batches stay and
+  that environment waits ``backoff_max`` before trying again;
+- retry (429, 5xx, timeout, connection error): everything stays; the loop waits with
+  exponential backoff and jitter, capped at ``backoff_max``, or as long as ``Retry-After`` says.
+While the upstream is failing, new counts keep aggregating in the buffer instead of piling
+up as batches: a new batch is cut only when the outbox is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+
+from prometheus_client import Counter
+
+from relay.store.outbox import OutboxBatch, SqliteOutbox
+from relay.upstream import Outcome, SendResult, UpstreamClient
+
+log = logging.getLogger(__name__)
+
+FLUSHES = Counter("relay_flush_batches_total", "Batches sent upstream, by outcome", ["outcome"])
+DEAD_LETTERED = Counter(
+    "relay_dead_lettered_entries_total", "Entries the upstream refused for good"
+)
+
+CLAIM_ENTRIES = 20_000
+PENDING_PAGE = 32
+
+
+class Flusher:
+    def __init__(
+        self,
+        outbox: SqliteOutbox,
+        upstream: UpstreamClient,
+        tokens: Mapping[str, str],
+        interval: float,
+        backoff_max: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._outbox = outbox
+        self._upstream = upstream
+        self._tokens = dict(tokens)
+        self._interval = interval
+        self._backoff_max = backoff_max
+        self._clock = clock
+        self._failures = 0
+        self._retry_at = 0.0
+        self._blocked: dict[str, float] = {}
+        self._warned_no_token: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="flusher")
+
+    async def stop(self, final_flush_timeout: float) -> None:
+        """Stop the loop, then one last flush within the deadline; what is left stays on
+        disk for the next start."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._retry_at = 0.0
+        try:
+            drained = await asyncio.wait_for(self.flush(), final_flush_timeout)
+        except TimeoutError:
+            drained = False
+        log.info("final flush", extra={"drained": drained})
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(max(self._interval, self._retry_at - self._clock()))
+            try:
+                await self.flush()
+            except Exception:  # a storage error must not end the loop: retry next interval
+                log.exception("flush failed")
+
+    async def flush(self) -> bool:
+        """Send until the buffer and outbox are empty; False if something had to wait."""
+        if self._clock() < self._retry_at:
+            return False
+        await self._warn_untokened()
+        while True:
+            active = self._active_environments()
+            batches = await self._outbox.pending(active, PENDING_PAGE)
+            if not batches:
+                if not active or await self._outbox.claim(active, CLAIM_ENTRIES) == 0:
+                    return not self._blocked
+                continue
+            for batch in batches:
+                if batch.environment not in self._active_environments():
+                    continue
+                if not await self._send(batch):
+                    return False
+
+    def _active_environments(self) -> set[str]:
+        now = self._clock()
+        for env, until in list(self._blocked.items()):
+            if until <= now:
+                del self._blocked[env]
+        return set(self._tokens) - set(self._blocked)
+
+    async def _send(self, batch: OutboxBatch) -> bool:
+        """Send one batch and act on the outcome; False stops this flush (upstream failing)."""
+        token = self._tokens[batch.environment]
+        result = await self._upstream.send_bulk(token, batch.body, batch.idempotency_key)
+        FLUSHES.labels(result.outcome.value).inc()
+        match result.outcome:
+            case Outcome.OK:
+                await self._outbox.ack(batch)
+                self._failures = 0
+            case Outcome.TOO_LARGE:
+                if not await self._outbox.split(batch):
+                    await self._dead_letter(batch, result)
+            case Outcome.REJECTED:
+                await self._dead_letter(batch, result)
+            case Outcome.UNAUTHORIZED:
+                await self._outbox.record_failure(batch, result.detail)
+                self._blocked[batch.environment] = self._clock() + self._backoff_max
+                log.error(
+                    "upstream refused the key for this environment: check RELAY_UPSTREAM_TOKENS"
+                    " and RELAY_UPSTREAM_URL; batches are kept",
+                    extra={
+                        "environment": batch.environment,
+                        "status": result.status,
+                        "retry_in": self._backoff_max,
+                    },
+                )
+            case Outcome.RETRY:
+                await self._outbox.record_failure(batch, result.detail)
+                self._back_off(result)
+                return False
+        return True
+
+    def _back_off(self, result: SendResult) -> None:
+        self._failures += 1
+        delay = min(self._backoff_max, self._interval * 2 ** min(self._failures, 30))
+        delay = delay * random.uniform(0.5, 1.0)
+        if result.retry_after is not None:
+            delay = min(self._backoff_max, max(delay, result.retry_after))
+        self._retry_at = self._clock() + delay
+        log.warning(
+            "upstream unavailable, backing off",
+            extra={
+                "status": result.status,
+                "detail": result.detail[:200],
+                "retry_in": round(delay, 3),
+                "failures": self._failures,
+            },
+        )
+
+    async def _dead_letter(self, batch: OutboxBatch, result: SendResult) -> None:
+        await self._outbox.dead_letter(batch, result.status, result.detail)
+        DEAD_LETTERED.inc(batch.entries)
+        log.error(
+            "upstream refused a batch; kept in dead_letters",
+            extra={
+                "environment": batch.environment,
+                "status": result.status,
+                "entries": batch.entries,
+                "reason": result.detail[:200],
+            },
+        )
+
+    async def _warn_untokened(self) -> None:
+        missing = await self._outbox.environments() - set(self._tokens) - self._warned_no_token
+        for env in sorted(missing):
+            log.error(
+                "no upstream key for this environment: its counts stay buffered;"
+                " add a key to RELAY_UPSTREAM_TOKENS",
+                extra={"environment": env},
+            )
+        self._warned_no_token |= missing

@@ -1,0 +1,233 @@
+"""The relay's outbox: buffered counts cut into upstream batches, and batches' fates.
+
+Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registrations``) into
+outbox rows in one transaction, under the same write lock as ingest, so a count is always in
+exactly one place: the buffer (where new counts for its key are added to it) or one outbox
+batch (whose body is fixed). A batch leaves the outbox only when the upstream has taken it
+(``ack``) or refused it for good (``dead_letter``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import aiosqlite
+
+from relay import batching
+from relay.batching import Entry
+from relay.domain import from_epoch
+from relay.store.sqlite import SqliteDatabase
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxBatch:
+    id: int
+    environment: str
+    idempotency_key: str
+    body: bytes
+    entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStats:
+    entries: int
+    registrations: int
+    outbox_batches: int
+    outbox_entries: int
+    oldest_hour: int | None
+    bytes: int
+
+
+class SqliteOutbox:
+    def __init__(self, db: SqliteDatabase, max_batch_bytes: int) -> None:
+        self._db = db
+        self._max_batch_bytes = max_batch_bytes
+
+    async def claim(self, environments: Collection[str], max_entries: int) -> int:
+        """Move up to ``max_entries`` buffered counts (oldest hours first) of the given
+        environments, and their registrations, into new batches; returns how many."""
+        created = 0
+        async with self._db.write() as conn:
+            for environment in sorted(environments):
+                created += await self._claim_environment(conn, environment, max_entries)
+        return created
+
+    async def _claim_environment(
+        self, conn: aiosqlite.Connection, environment: str, max_entries: int
+    ) -> int:
+        async with conn.execute(
+            "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
+            " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
+            "  WHERE v.feature_name = m.feature_name AND v.app_name = m.app_name"
+            "  AND v.environment = m.environment AND v.hour = m.hour) AS variants"
+            " FROM metrics m WHERE m.environment = ?"
+            " ORDER BY m.hour, m.app_name, m.feature_name LIMIT ?",
+            (environment, max_entries),
+        ) as cursor:
+            rows = list(await cursor.fetchall())
+        async with conn.execute(
+            "SELECT app_name, instance_id, connect_via, sdk_version, strategies, interval,"
+            " started, first_seen FROM registrations WHERE environment = ?",
+            (environment,),
+        ) as cursor:
+            registrations = list(await cursor.fetchall())
+        if not rows and not registrations:
+            return 0
+        metrics = [_metric(environment, row) for row in rows]
+        applications = [_application(environment, row) for row in registrations]
+        now = time.time()
+        batches = [
+            (environment, str(uuid.uuid4()), payload, entries, now)
+            for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
+        ]
+        await conn.executemany(
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            batches,
+        )
+        keys = [(row["feature_name"], row["app_name"], environment, row["hour"]) for row in rows]
+        for table in ("metrics", "metric_variants"):
+            await conn.executemany(
+                f"DELETE FROM {table} WHERE feature_name = ? AND app_name = ?"
+                " AND environment = ? AND hour = ?",
+                keys,
+            )
+        await conn.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
+        return len(batches)
+
+    async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]:
+        if not environments:
+            return []
+        marks = ",".join("?" * len(environments))
+        rows = await self._db.fetch_all(
+            "SELECT id, environment, idempotency_key, body, entries FROM outbox"
+            f" WHERE environment IN ({marks}) ORDER BY id LIMIT ?",
+            (*environments, limit),
+        )
+        return [
+            OutboxBatch(r["id"], r["environment"], r["idempotency_key"], r["body"], r["entries"])
+            for r in rows
+        ]
+
+    async def ack(self, batch: OutboxBatch) -> None:
+        async with self._db.write() as conn:
+            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+
+    async def record_failure(self, batch: OutboxBatch, error: str) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                (error[:500], batch.id),
+            )
+
+    async def split(self, batch: OutboxBatch) -> bool:
+        """Replace a batch by its two halves (new keys: the upstream applied none of it);
+        False when it holds a single entry and cannot be split."""
+        parts = batching.halves(batch.body)
+        if parts is None:
+            return False
+        now = time.time()
+        async with self._db.write() as conn:
+            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await conn.executemany(
+                "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(batch.environment, str(uuid.uuid4()), body, n, now) for body, n in parts],
+            )
+        return True
+
+    async def dead_letter(self, batch: OutboxBatch, status: int | None, reason: str) -> None:
+        async with self._db.write() as conn:
+            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await conn.execute(
+                "INSERT INTO dead_letters (environment, idempotency_key, body, entries, status,"
+                " reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    batch.environment,
+                    batch.idempotency_key,
+                    batch.body,
+                    batch.entries,
+                    status,
+                    reason[:1000],
+                    time.time(),
+                ),
+            )
+
+    async def environments(self) -> set[str]:
+        """Environments with anything buffered or waiting."""
+        # the recursive walk reads one index entry per environment, not every buffered row
+        rows = await self._db.fetch_all(
+            "WITH RECURSIVE envs(e) AS (SELECT min(environment) FROM metrics UNION ALL"
+            " SELECT (SELECT min(environment) FROM metrics WHERE environment > e)"
+            " FROM envs WHERE e IS NOT NULL)"
+            " SELECT e FROM envs WHERE e IS NOT NULL"
+            " UNION SELECT environment FROM registrations UNION SELECT environment FROM outbox"
+        )
+        return {row[0] for row in rows}
+
+    async def stats(self) -> BufferStats:
+        row = await self._db.fetch_one(
+            "SELECT (SELECT count(*) FROM metrics) AS entries,"
+            " (SELECT count(*) FROM registrations) AS registrations,"
+            " (SELECT count(*) FROM outbox) AS batches,"
+            " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
+            " (SELECT min(hour) FROM metrics) AS oldest"
+        )
+        assert row is not None  # an aggregate query always returns one row
+        return BufferStats(
+            row["entries"],
+            row["registrations"],
+            row["batches"],
+            row["outbox_entries"],
+            row["oldest"],
+            await self.used_bytes(),
+        )
+
+    async def used_bytes(self) -> int:
+        pages = await self._db.fetch_one("PRAGMA page_count")
+        free = await self._db.fetch_one("PRAGMA freelist_count")
+        size = await self._db.fetch_one("PRAGMA page_size")
+        assert pages is not None and free is not None and size is not None
+        return int((pages[0] - free[0]) * size[0])
+
+    async def evict_oldest_hour(self) -> int:
+        """Drop the oldest buffered hour window; returns the entries dropped."""
+        async with self._db.write() as conn:
+            async with conn.execute("SELECT min(hour) FROM metrics") as cursor:
+                row = await cursor.fetchone()
+            if row is None or row[0] is None:
+                return 0
+            await conn.execute("DELETE FROM metric_variants WHERE hour = ?", (row[0],))
+            cursor = await conn.execute("DELETE FROM metrics WHERE hour = ?", (row[0],))
+            return cursor.rowcount
+
+
+def _metric(environment: str, row: aiosqlite.Row) -> Entry:
+    return {
+        "featureName": row["feature_name"],
+        "appName": row["app_name"],
+        "environment": environment,
+        "timestamp": from_epoch(row["hour"]).isoformat().replace("+00:00", "Z"),
+        "yes": row["yes"],
+        "no": row["no"],
+        "variants": json.loads(row["variants"]) if row["variants"] else {},
+    }
+
+
+def _application(environment: str, row: aiosqlite.Row) -> Entry:
+    entry: Entry = {
+        "appName": row["app_name"],
+        "environment": environment,
+        "instanceId": row["instance_id"],
+        "connectVia": [{"appName": a, "instanceId": i} for a, i in json.loads(row["connect_via"])],
+        "strategies": json.loads(row["strategies"]),
+        "interval": row["interval"] if row["interval"] is not None else 0,
+        "started": from_epoch(row["started"] or row["first_seen"]).isoformat(),
+    }
+    if row["sdk_version"] is not None:
+        entry["sdkVersion"] = row["sdk_version"]
+    return entry

@@ -1,0 +1,140 @@
+"""A small scriptable upstream on a real socket, for injecting faults into the relay.
+
+It records every request it receives. ``script`` is a list of answers consumed one per bulk
+request (then ``default``); an answer is a status, optionally with headers, a delay, or a
+rule such as "413 when the body is larger than N bytes".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+
+@dataclass
+class Answer:
+    status: int = 202
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    body: bytes = b""
+    too_large_over: int | None = None  # 413 for bodies larger than this
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class FakeUpstream:
+    def __init__(self, valid_keys: dict[str, str] | None = None) -> None:
+        """``valid_keys``: key -> environment, answered by ``/edge/validate``."""
+        self.valid_keys = valid_keys or {}
+        self.script: list[Answer] = []
+        self.default = Answer()
+        self.received: list[Received] = []
+        self.features_etag = '"v1"'
+        self.server: TestServer | None = None
+        self.validate_calls = 0
+        self.validate_down = False
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=10 * 1024 * 1024)
+        app.router.add_post("/api/client/metrics/bulk", self._bulk)
+        app.router.add_post("/edge/validate", self._validate)
+        app.router.add_get("/api/client/features", self._features)
+        app.router.add_route("*", "/{tail:.*}", self._other)
+        self.server = TestServer(app, host="127.0.0.1")
+        await self.server.start_server()
+        return str(self.server.make_url("")).rstrip("/")
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+
+    @property
+    def bulks(self) -> list[Received]:
+        return [r for r in self.received if r.path == "/api/client/metrics/bulk"]
+
+    def accepted_bulks(self) -> list[Received]:
+        return [r for r in self.bulks if r.headers.get("X-Fake-Status", "202").startswith("2")]
+
+    def totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Sum of yes/no per (feature, app) over accepted bulks, each Idempotency-Key once."""
+        seen: set[str] = set()
+        totals: dict[tuple[str, str], tuple[int, int]] = {}
+        for request in self.accepted_bulks():
+            key = request.headers.get("Idempotency-Key", "")
+            if key in seen:
+                continue
+            seen.add(key)
+            for m in request.json()["metrics"]:
+                old = totals.get((m["featureName"], m["appName"]), (0, 0))
+                totals[(m["featureName"], m["appName"])] = (old[0] + m["yes"], old[1] + m["no"])
+        return totals
+
+    async def _record(self, request: web.Request) -> Received:
+        received = Received(
+            request.method, request.path, dict(request.headers), await request.read()
+        )
+        self.received.append(received)
+        return received
+
+    async def _bulk(self, request: web.Request) -> web.Response:
+        received = await self._record(request)
+        answer = self.script.pop(0) if self.script else self.default
+        if answer.delay:
+            await asyncio.sleep(answer.delay)
+        status = answer.status
+        if answer.too_large_over is not None and len(received.body) > answer.too_large_over:
+            status = 413
+        received.headers["X-Fake-Status"] = str(status)
+        return web.Response(status=status, headers=answer.headers, body=answer.body or None)
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        self.validate_calls += 1
+        if self.validate_down:
+            return web.Response(status=503)
+        tokens = (await request.json())["tokens"]
+        valid = [
+            {
+                "token": t,
+                "type": "client",
+                "projects": ["default"],
+                "environment": self.valid_keys[t],
+            }
+            for t in tokens
+            if t in self.valid_keys
+        ]
+        return web.json_response({"tokens": valid})
+
+    async def _features(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        if request.headers.get("If-None-Match") == self.features_etag:
+            return web.Response(status=304, headers={"ETag": self.features_etag})
+        return web.json_response(
+            {"version": 2, "features": [{"name": "f1", "enabled": True, "strategies": []}]},
+            headers={"ETag": self.features_etag, "fetch-mode": "streaming"},
+        )
+
+    async def _other(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        answer = self.script.pop(0) if self.script else Answer(200)
+        if answer.delay:
+            await asyncio.sleep(answer.delay)
+        return web.Response(
+            status=answer.status,
+            body=answer.body or None,
+            headers={"Content-Type": "application/json", **answer.headers},
+        )
