@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 BUFFERED_ENTRIES = Gauge("relay_buffer_entries", "Counts waiting in the buffer (not yet batched)")
 BUFFERED_REGISTRATIONS = Gauge("relay_buffer_registrations", "Registrations waiting in the buffer")
-BUFFER_BYTES = Gauge("relay_buffer_bytes", "Bytes used by the buffer database")
+BUFFER_BYTES = Gauge("relay_buffer_bytes", "Estimated bytes of buffered data and batches")
 OUTBOX_BATCHES = Gauge("relay_outbox_batches", "Batches waiting to be accepted upstream")
 OUTBOX_ENTRIES = Gauge("relay_outbox_entries", "Entries in batches waiting upstream")
 OLDEST_AGE = Gauge(
@@ -34,12 +34,12 @@ class BufferMonitor:
 
     async def check(self) -> None:
         while await self._outbox.used_bytes() > self._max_bytes:
-            evicted = await self._outbox.evict_oldest_hour()
+            evicted = await self._outbox.evict_oldest()
             if evicted == 0:
                 break
             EVICTED.inc(evicted)
             log.warning(
-                "buffer full: evicted the oldest hour window",
+                "buffer full: evicted the oldest counts",
                 extra={"entries": evicted, "max_bytes": self._max_bytes},
             )
         stats = await self._outbox.stats()

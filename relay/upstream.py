@@ -160,7 +160,9 @@ class UpstreamClient:
             ) as response:
                 payload = await response.read()
                 outcome = str(response.status)
-                return Forwarded(response.status, payload, dict(response.headers))
+                # a case-insensitive copy: aiohttp reads `ETag` as `Etag`, and a plain dict
+                # would then lose it for the passthrough's `ETag` lookup
+                return Forwarded(response.status, payload, response.headers.copy())
         except TimeoutError:
             outcome = "timeout"
             raise UpstreamUnavailable("upstream timed out", timed_out=True) from None

@@ -47,8 +47,8 @@ async def _forward(request: web.Request, method: str, path: str, operation: str)
         )
     headers = {h: request.headers[h] for h in _REQUEST_HEADERS if h in request.headers}
     body = await request.read() if request.can_read_body else None
-    if request.query_string:
-        path = f"{path}?{request.query_string}"
+    if request.rel_url.raw_query_string:  # as sent: decoding would turn %23 into a fragment
+        path = f"{path}?{request.rel_url.raw_query_string}"
     try:
         answer = await request.app[UPSTREAM].forward(method, path, headers, body, operation)
     except UpstreamUnavailable as exc:

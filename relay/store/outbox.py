@@ -188,15 +188,29 @@ class SqliteOutbox:
         )
 
     async def used_bytes(self) -> int:
-        pages = await self._db.fetch_one("PRAGMA page_count")
-        free = await self._db.fetch_one("PRAGMA freelist_count")
-        size = await self._db.fetch_one("PRAGMA page_size")
-        assert pages is not None and free is not None and size is not None
-        return int((pages[0] - free[0]) * size[0])
+        """An estimate of the data held (keys, counts, batch bodies). Unlike the file's page
+        count, it shrinks as soon as rows are deleted, so eviction knows when to stop."""
+        row = await self._db.fetch_one(
+            "SELECT (SELECT total(length(feature_name) + length(app_name)"
+            "  + length(environment) + 24) FROM metrics)"
+            " + (SELECT total(length(feature_name) + length(app_name) + length(environment)"
+            "  + length(variant) + 24) FROM metric_variants)"
+            " + (SELECT total(length(app_name) + length(instance_id) + length(connect_via)"
+            "  + length(strategies) + 64) FROM registrations)"
+            " + (SELECT total(length(body)) FROM outbox)"
+        )
+        return int(row[0]) if row is not None else 0
 
-    async def evict_oldest_hour(self) -> int:
-        """Drop the oldest buffered hour window; returns the entries dropped."""
+    async def evict_oldest(self) -> int:
+        """Drop the oldest data, returning the entries dropped: the first batch of the outbox
+        (cut before anything now in the buffer), else the buffer's oldest hour window."""
         async with self._db.write() as conn:
+            async with conn.execute(
+                "DELETE FROM outbox WHERE id = (SELECT min(id) FROM outbox) RETURNING entries"
+            ) as cursor:
+                batch = await cursor.fetchone()
+            if batch is not None:
+                return int(batch[0])
             async with conn.execute("SELECT min(hour) FROM metrics") as cursor:
                 row = await cursor.fetchone()
             if row is None or row[0] is None:

@@ -96,21 +96,20 @@ class SqliteDatabase:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction; committed when the block exits normally."""
+        """One write transaction; committed when the block exits normally.
+
+        A statement whose awaiting coroutine is cancelled still runs on aiosqlite's thread.
+        The ROLLBACK on any failure is queued behind it, so the transaction is always closed
+        before the lock is released, whatever was in flight."""
         async with self._write_lock:
             conn = self._require(self._writer)
             try:
                 await conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError(str(exc)) from exc
-            try:
                 yield conn
                 await conn.execute("COMMIT")
             except BaseException as exc:
-                if conn.in_transaction:
-                    # the original error is the one worth reporting
-                    with contextlib.suppress(sqlite3.Error):
-                        await conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # "no transaction is active"
+                    await asyncio.shield(conn.execute("ROLLBACK"))
                 if isinstance(exc, sqlite3.Error):
                     raise StorageError(str(exc)) from exc
                 raise
