@@ -60,7 +60,7 @@ class _ValidatedToken(BaseModel):
     token: str
     type: str
     projects: list[str] = []
-    environment: str = "*"
+    environment: str | None = None  # Unleash leaves it out: it is in the key itself
 
 
 class _ValidatedTokens(BaseModel):
@@ -134,8 +134,9 @@ class UpstreamClient:
         for token in answer.tokens:
             kind = _TYPES.get(token.type)
             if kind is not None and token.token in keys:
+                environment = token.environment or _environment_of(token.token)
                 valid[token.token] = Principal(
-                    kind, token.environment, tuple(token.projects), redact(token.token)
+                    kind, environment, tuple(token.projects), redact(token.token)
                 )
         return valid
 
@@ -170,6 +171,13 @@ class UpstreamClient:
             raise UpstreamUnavailable(f"upstream unreachable: {exc}", timed_out=False) from None
         finally:
             UPSTREAM_LATENCY.labels(operation, outcome).observe(time.perf_counter() - started)
+
+
+def _environment_of(key: str) -> str:
+    """``project:environment.secret`` -> ``environment``; ``*`` if the key does not say."""
+    head, dot, _ = key.partition(".")
+    _, colon, environment = head.partition(":")
+    return environment if dot and colon and environment else "*"
 
 
 def _classify(status: int, text: str, retry_after: str | None) -> SendResult:

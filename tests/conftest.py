@@ -73,10 +73,10 @@ def make_relay(aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream) -> M
 
 
 async def eventually(
-    check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 10.0
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], within: float = 10.0
 ) -> None:
-    """Wait until ``check`` holds; fail after ``timeout`` (generous: CI machines are slow)."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    """Wait until ``check`` holds; fail after ``within`` seconds (generous: CI is slow)."""
+    deadline = asyncio.get_running_loop().time() + within
     while True:
         result = check()
         if inspect.isawaitable(result):

@@ -100,4 +100,7 @@ def running(workdir: Path, *args: str, **kwargs: object) -> Iterator[Service]:
     try:
         yield service
     finally:
-        service.stop(signal.SIGKILL if service.process.poll() is None else signal.SIGTERM)
+        try:
+            service.stop(signal.SIGTERM, timeout=30)
+        except subprocess.TimeoutExpired:
+            service.stop(signal.SIGKILL)

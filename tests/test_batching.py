@@ -8,13 +8,26 @@ from relay import batching
 
 
 def metric(i: int) -> dict[str, object]:
-    return {"featureName": f"feature-{i}", "appName": "app", "environment": "development",
-            "timestamp": "2026-01-01T00:00:00Z", "yes": i, "no": 0, "variants": {}}
+    return {
+        "featureName": f"feature-{i}",
+        "appName": "app",
+        "environment": "development",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "yes": i,
+        "no": 0,
+        "variants": {},
+    }
 
 
 def app(i: int) -> dict[str, object]:
-    return {"appName": "app", "environment": "development", "instanceId": f"i{i}",
-            "interval": 0, "started": "2026-01-01T00:00:00+00:00", "connectVia": []}
+    return {
+        "appName": "app",
+        "environment": "development",
+        "instanceId": f"i{i}",
+        "interval": 0,
+        "started": "2026-01-01T00:00:00+00:00",
+        "connectVia": [],
+    }
 
 
 def test_bodies_respect_the_cap_and_keep_every_entry() -> None:

@@ -82,7 +82,9 @@ async def test_a_single_entry_still_too_large_is_dead_lettered(
 ) -> None:
     upstream.default = Answer(202, too_large_over=3000)
     client = await make_relay()
-    huge = metric(feature="huge", yes=1, variants={f"variant-{i:03}-{'x' * 40}": 1 for i in range(80)})
+    huge = metric(
+        feature="huge", yes=1, variants={f"variant-{i:03}-{'x' * 40}": 1 for i in range(80)}
+    )
     await post(client, bulk([huge, metric(feature="small", yes=2)]))
     await eventually(lambda: upstream.totals() == {("small", "app"): (2, 0)})
     await eventually(lambda: len(dead_letters(tmp_path / "relay")) == 1)
@@ -173,15 +175,16 @@ async def test_a_full_buffer_evicts_the_oldest_hour(
     upstream.default = Answer(503)
     client = await make_relay(buffer_max_bytes=1024 * 1024, backoff_max=60)
     for hour in ("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"):
-        entries = [metric(feature=f"feature-{i:05}-{'x' * 60}", yes=1, timestamp=hour)
-                   for i in range(4500)]
+        entries = [
+            metric(feature=f"feature-{i:05}-{'x' * 60}", yes=1, timestamp=hour) for i in range(4500)
+        ]
         response = await client.post(
             "/api/client/metrics/bulk",
             data=io.BytesIO(json.dumps(bulk(entries)).encode()),
             headers={**auth(DEV_KEY), "Content-Type": "application/json"},
         )
         assert response.status == 202
-    await eventually(lambda: _evicted(client), timeout=15)
+    await eventually(lambda: _evicted(client), within=15)
     upstream.default = Answer(202)
     evicted = await _evicted(client)
     await client.close()  # the final flush sends what is left

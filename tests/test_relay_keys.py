@@ -86,6 +86,18 @@ async def post_bulk(relay: Any, key: str, metrics: list[dict[str, Any]] | None =
     return await relay.post("/api/client/metrics/bulk", json=body, headers=auth(key))
 
 
+def registration() -> dict[str, Any]:
+    return {
+        "appName": "app",
+        "instanceId": "i-1",
+        "environment": "development",
+        "sdkVersion": "unleash-client-python:6.0.0",
+        "strategies": ["default"],
+        "started": "2024-01-01T00:00:00Z",
+        "interval": 15,
+    }
+
+
 async def validate(relay: Any, tokens: list[str]) -> Any:
     return await relay.post("/edge/validate", json={"tokens": tokens})
 
@@ -109,24 +121,14 @@ async def test_an_unlisted_key_is_checked_upstream_once_then_cached(
     relay = await make_relay(client_tokens=[])
     for _ in range(5):
         assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
-    assert (await relay.post("/api/client/register", json=registration(), headers=auth(
-        f"Bearer {UP_DEV_KEY}"
-    ))).status == 202
+    assert (
+        await relay.post(
+            "/api/client/register", json=registration(), headers=auth(f"Bearer {UP_DEV_KEY}")
+        )
+    ).status == 202
     assert upstream.validate_calls == 1
     assert upstream.validated() == [[UP_DEV_KEY]]
     await eventually(lambda: upstream.totals() == {("f1", "app"): (5, 0)})
-
-
-def registration() -> dict[str, Any]:
-    return {
-        "appName": "app",
-        "instanceId": "i-1",
-        "environment": "development",
-        "sdkVersion": "unleash-client-python:6.0.0",
-        "strategies": ["default"],
-        "started": "2024-01-01T00:00:00Z",
-        "interval": 15,
-    }
 
 
 async def test_concurrent_first_requests_for_one_key_make_one_upstream_check(

@@ -1,0 +1,161 @@
+"""Relay and standalone as real processes: end to end, chains, crashes, outages, shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from service import Service, free_port, running, start
+
+ADMIN = "*:*.e2e-admin-secret-0123456789"
+CLIENT = "default:development.e2e-client-secret-0123456789"
+STANDALONE_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+
+
+def relay_env(upstream: str, **extra: str) -> dict[str, str]:
+    return {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": upstream,
+        "RELAY_UPSTREAM_TOKENS": CLIENT,
+        "RELAY_FLUSH_INTERVAL": "0.2",
+        "RELAY_BACKOFF_MAX": "0.5",
+        **extra,
+    }
+
+
+def call(
+    url: str, body: Any = None, key: str = CLIENT, method: str | None = None
+) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method or ("POST" if data else "GET"),
+        headers={"Authorization": key, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        raw = response.read()
+        return response.status, json.loads(raw) if raw else None
+
+
+def post_metric(service: Service, yes: int, feature: str = "f1") -> None:
+    body = {
+        "applications": [],
+        "metrics": [
+            {"featureName": feature, "appName": "app", "environment": "development", "yes": yes}
+        ],
+    }
+    assert call(f"{service.url}/api/client/metrics/bulk", body)[0] == 202
+
+
+def stored(standalone: Service, feature: str = "f1") -> int:
+    _, body = call(f"{standalone.url}/api/admin/client-metrics/features/{feature}/raw", key=ADMIN)
+    return sum(row["yes"] for row in body["data"])
+
+
+def wait_for(check: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def test_sdk_formats_through_a_chain_of_two_relays(tmp_path: Path) -> None:
+    with (
+        running(tmp_path / "central", env=STANDALONE_ENV) as central,
+        running(tmp_path / "a", env=relay_env(central.url, RELAY_APP_NAME="relay-a")) as a,
+        running(tmp_path / "b", env=relay_env(a.url, RELAY_APP_NAME="relay-b")) as b,
+    ):
+        registration = {
+            "appName": "shop",
+            "instanceId": "sdk-1",
+            "sdkVersion": "unleash-client-node:6.12.0",
+            "strategies": ["default"],
+            "interval": 15000,
+            "started": "2026-01-01T00:00:00Z",
+        }
+        assert call(f"{b.url}/api/client/register", registration)[0] == 202
+        metrics = {
+            "appName": "shop",
+            "instanceId": "sdk-1",
+            "bucket": {
+                "start": "2026-11-21T05:00:01Z",
+                "stop": "2026-11-21T05:01:00Z",
+                "toggles": {"checkout": {"yes": 3, "no": 1, "variants": {"blue": 2}}},
+            },
+        }
+        for _ in range(2):
+            assert call(f"{b.url}/api/client/metrics", metrics)[0] == 202
+        post_metric(a, 5, feature="checkout")
+        wait_for(lambda: stored(central, "checkout") == 11)
+        _, raw = call(
+            f"{central.url}/api/admin/client-metrics/features/checkout/raw?hoursBack=744", key=ADMIN
+        )
+        shop = [r for r in raw["data"] if r["appName"] == "shop"]
+        assert [(r["yes"], r["no"], r["variants"]) for r in shop] == [(6, 2, {"blue": 4})]
+        wait_for(lambda: _instances(central, "shop") != [])
+        [instance] = _instances(central, "shop")
+        assert [hop["appName"] for hop in instance["connectVia"]] == ["relay-b", "relay-a"]
+        assert instance["interval"] == 15000 and instance["sdkVersion"].endswith("6.12.0")
+
+
+def _instances(central: Service, app: str) -> list[dict[str, Any]]:
+    try:
+        return list(
+            call(f"{central.url}/api/admin/metrics/applications/{app}", key=ADMIN)[1]["instances"]
+        )
+    except urllib.error.HTTPError:
+        return []
+
+
+def test_kill_9_after_202_loses_nothing_and_sends_once(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        slow = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600")
+        relay = start(tmp_path / "relay", env=slow)
+        for _ in range(20):
+            post_metric(relay, 1)
+        relay.stop(signal.SIGKILL)
+        assert stored(central) == 0
+        with running(tmp_path / "relay", env=relay_env(central.url)):
+            wait_for(lambda: stored(central) == 20)
+            time.sleep(1)  # several more flush intervals: nothing is sent twice
+            assert stored(central) == 20
+
+
+def test_upstream_down_then_up(tmp_path: Path) -> None:
+    port = free_port()
+    upstream = f"http://127.0.0.1:{port}"
+    # keys accepted locally: unknown keys would get 503 while the upstream cannot vouch for them
+    with running(tmp_path / "relay", env=relay_env(upstream, RELAY_CLIENT_TOKENS=CLIENT)) as relay:
+        for _ in range(10):
+            post_metric(relay, 2)
+        time.sleep(1)  # a few failed flushes
+        with running(tmp_path / "central", env=STANDALONE_ENV, port=port) as central:
+            wait_for(lambda: stored(central) == 20)
+
+
+def test_sigterm_flushes_before_exit(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        relay = start(tmp_path / "relay", env=relay_env(central.url, RELAY_FLUSH_INTERVAL="3600"))
+        for _ in range(7):
+            post_metric(relay, 3)
+        assert relay.stop(signal.SIGTERM) == 0
+        assert stored(central) == 21
+        assert "final flush" in relay.logs()
+
+
+def test_relay_keeps_its_instance_id_across_restarts(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        for instance in ("sdk-1", "sdk-2"):
+            with running(tmp_path / "relay", env=relay_env(central.url)) as relay:
+                body = {"appName": "shop", "instanceId": instance}
+                assert call(f"{relay.url}/api/client/register", body)[0] == 202
+        wait_for(lambda: len(_instances(central, "shop")) == 2)
+        relay_id = (tmp_path / "relay" / "data" / "instance-id").read_text().strip()
+        hops = {i["connectVia"][0]["instanceId"] for i in _instances(central, "shop")}
+        assert hops == {relay_id}
