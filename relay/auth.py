@@ -49,7 +49,8 @@ class KeyResolver(Protocol):
 
 
 def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    # surrogateescape: a header with bytes that are not UTF-8 is an unknown key, not a 500
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def strip_scheme(header: str) -> str:

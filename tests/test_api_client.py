@@ -300,3 +300,38 @@ async def test_sdk_register_format(client: Any) -> None:
     assert instance["environment"] == "development"
     assert instance["sdkVersion"] == "unleash-client-python:6.9.1"
     assert instance["connectVia"] == []
+
+
+async def test_header_bytes_that_are_not_utf8_are_4xx_not_500(client: Any) -> None:
+    """Raw socket: aiohttp's client would refuse to send such headers."""
+    port = client.server.port
+    for header in (b"Authorization: default:development.\xff\xfe", b"Idempotency-Key: \xff\xfe"):
+        body = json.dumps(bulk()).encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        auth_line = (
+            b"" if header.startswith(b"Authorization") else f"Authorization: {DEV_KEY}\r\n".encode()
+        )
+        writer.write(
+            b"POST /api/client/metrics/bulk HTTP/1.1\r\nHost: x\r\n"
+            + b"Content-Type: application/json\r\n"
+            + auth_line
+            + header
+            + b"\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        status_line = await reader.readline()
+        writer.close()
+        await writer.wait_closed()
+        status = int(status_line.split()[1])
+        assert status in (400, 401), (header, status_line)
+
+
+async def test_long_or_odd_idempotency_keys_are_400(client: Any) -> None:
+    for key in ("k" * 256, "has space"):
+        response = await post_bulk(client, bulk(), **{"Idempotency-Key": key})
+        assert response.status == 400
+        error = await response.json()
+        assert_error(error, "BadDataError")
+        assert error["details"][0]["path"] == "/header/Idempotency-Key"

@@ -40,12 +40,16 @@ def _segment(request: web.Request, name: str) -> str:
 
 
 async def _forward(request: web.Request, method: str, path: str, operation: str) -> web.Response:
-    if not request.headers.get("Authorization", "").strip():
+    key = request.headers.get("Authorization", "").strip()
+    if not key or not key.isascii():
         raise AuthenticationRequired(
             "This endpoint requires an API token. Please add an authorization header"
             " to your request with a valid token"
         )
-    headers = {h: request.headers[h] for h in _REQUEST_HEADERS if h in request.headers}
+    # header values that are not ASCII are dropped: they cannot be sent on unchanged
+    headers = {
+        h: v for h in _REQUEST_HEADERS if (v := request.headers.get(h)) is not None and v.isascii()
+    }
     body = await request.read() if request.can_read_body else None
     if request.rel_url.raw_query_string:  # as sent: decoding would turn %23 into a fragment
         path = f"{path}?{request.rel_url.raw_query_string}"

@@ -102,9 +102,7 @@ MAX_IDEMPOTENCY_KEY = 255
 
 def idempotency_key(request: web.Request) -> str | None:
     value = request.headers.get("Idempotency-Key", "").strip()
-    if len(value) > MAX_IDEMPOTENCY_KEY:
-        raise BadDataError(
-            f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters",
-            [ErrorDetail(path="/header/Idempotency-Key", message="at most 255 characters")],
-        )
+    if len(value) > MAX_IDEMPOTENCY_KEY or not all(" " < c < "\x7f" for c in value):
+        message = f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"
+        raise BadDataError(message, [ErrorDetail(path="/header/Idempotency-Key", message=message)])
     return value or None
