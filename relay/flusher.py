@@ -86,22 +86,25 @@ class Flusher:
                 log.exception("flush failed")
 
     async def flush(self) -> bool:
-        """Send until the buffer and outbox are empty; False if something had to wait."""
+        """Send what is waiting, then what the buffer holds now; False if something had to
+        wait. Counts arriving during the flush wait for the next one (so upstream traffic
+        does not grow with SDK traffic), unless a backlog larger than one claim remains."""
         if self._clock() < self._retry_at:
             return False
         await self._warn_untokened()
+        claim = True
         while True:
             active = self._active_environments()
             batches = await self._outbox.pending(active, PENDING_PAGE)
-            if not batches:
-                if not active or await self._outbox.claim(active, CLAIM_ENTRIES) == 0:
-                    return not self._blocked
+            if batches:
+                for batch in batches:
+                    if batch.environment in self._active_environments():
+                        if not await self._send(batch):
+                            return False
                 continue
-            for batch in batches:
-                if batch.environment not in self._active_environments():
-                    continue
-                if not await self._send(batch):
-                    return False
+            if not claim or not active:
+                return not self._blocked
+            claim = await self._outbox.claim(active, CLAIM_ENTRIES)
 
     def _active_environments(self) -> set[str]:
         now = self._clock()

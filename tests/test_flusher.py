@@ -204,3 +204,22 @@ async def _evicted(client: Any) -> int:
         if line.startswith("relay_evicted_entries_total "):
             return int(float(line.split()[1]))
     return 0
+
+
+async def test_upstream_requests_do_not_grow_with_sdk_requests(
+    make_relay: Any, upstream: FakeUpstream
+) -> None:
+    """Posts arriving during a flush wait for the next interval instead of extending it."""
+    client = await make_relay(flush_interval=0.3)
+    upstream.default = Answer(202, delay=0.02)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    posts = 0
+    while loop.time() - started < 1.5:
+        await asyncio.gather(*(post(client, bulk([metric(yes=1)])) for _ in range(10)))
+        posts += 10
+    elapsed = loop.time() - started
+    await client.close()
+    assert upstream.totals() == {("f1", "app"): (posts, 0)}
+    intervals = elapsed / 0.3
+    assert len(upstream.bulks) <= intervals + 2, (len(upstream.bulks), posts)

@@ -47,18 +47,21 @@ class SqliteOutbox:
         self._db = db
         self._max_batch_bytes = max_batch_bytes
 
-    async def claim(self, environments: Collection[str], max_entries: int) -> int:
-        """Move up to ``max_entries`` buffered counts (oldest hours first) of the given
-        environments, and their registrations, into new batches; returns how many."""
-        created = 0
+    async def claim(self, environments: Collection[str], max_entries: int) -> bool:
+        """Move up to ``max_entries`` buffered counts (oldest hours first) per environment,
+        and their registrations, into new batches. True when an environment had more than
+        that: a backlog is left in the buffer."""
+        backlog = False
         async with self._db.write() as conn:
             for environment in sorted(environments):
-                created += await self._claim_environment(conn, environment, max_entries)
-        return created
+                claimed = await self._claim_environment(conn, environment, max_entries)
+                backlog = backlog or claimed >= max_entries
+        return backlog
 
     async def _claim_environment(
         self, conn: aiosqlite.Connection, environment: str, max_entries: int
     ) -> int:
+        """Returns how many counts were claimed."""
         async with conn.execute(
             "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
             " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
@@ -97,7 +100,7 @@ class SqliteOutbox:
                 keys,
             )
         await conn.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
-        return len(batches)
+        return len(rows)
 
     async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]:
         if not environments:
