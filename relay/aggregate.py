@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from relay import models
-from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey, hour_start
+from relay.domain import (
+    Counts,
+    Hop,
+    IngestBatch,
+    MetricKey,
+    Registration,
+    RegistrationKey,
+    hour_start,
+)
 
 
 @dataclass(slots=True)
@@ -26,17 +34,26 @@ def from_bulk(
     body: models.BulkMetrics, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
     result = Conversion()
-    now_hour = hour_start(now)
+    counts = result.batch.counts
+    hours: dict[datetime | None, int] = {None: hour_start(now)}  # one parse per distinct time
+    dropped = result.dropped
     for entry in body.metrics:
         if entry.environment != environment:
-            result.dropped["environment"] += 1
+            dropped["environment"] += 1
             continue
-        if entry.yes == 0 and entry.no == 0 and not any(entry.variants.values()):
-            result.dropped["empty"] += 1
+        yes, no, variants = entry.yes, entry.no, entry.variants
+        if not (yes or no or any(variants.values())):
+            dropped["empty"] += 1
             continue
-        hour = now_hour if entry.timestamp is None else hour_start(entry.timestamp)
+        hour = hours.get(entry.timestamp)
+        if hour is None:
+            hour = hours[entry.timestamp] = hour_start(entry.timestamp)  # type: ignore[arg-type]
         key = MetricKey(entry.appName, environment, entry.featureName, hour)
-        result.batch.add_count(key, entry.yes, entry.no, entry.variants)
+        existing = counts.get(key)
+        if existing is None:
+            counts[key] = Counts(yes, no, dict(variants))
+        else:
+            existing.add(yes, no, variants)
         result.accepted += 1
     for app in body.applications:
         if app.environment == environment:

@@ -14,9 +14,16 @@ from typing import NamedTuple
 HOUR = 3600
 
 
+def epoch(moment: datetime) -> float:
+    """Epoch seconds; a timestamp without an offset is UTC (never the machine's zone)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 def hour_start(moment: datetime) -> int:
     """Epoch seconds of the start of the UTC hour holding ``moment`` (the 1-hour window)."""
-    seconds = int(moment.timestamp())
+    seconds = int(epoch(moment))
     return seconds - seconds % HOUR
 
 

@@ -98,9 +98,10 @@ class Flusher:
             batches = await self._outbox.pending(active, PENDING_PAGE)
             if batches:
                 for batch in batches:
-                    if batch.environment in self._active_environments():
-                        if not await self._send(batch):
-                            return False
+                    # an environment refused mid-page waits; the others go on
+                    blocked = batch.environment not in self._active_environments()
+                    if not blocked and not await self._send(batch):
+                        return False
                 continue
             if not claim or not active:
                 return not self._blocked

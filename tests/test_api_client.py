@@ -58,6 +58,7 @@ async def test_timestamps_rfc3339_offsets_and_nanoseconds_map_to_utc_hours(clien
         [
             metric(yes=1, timestamp=inside.strftime("%Y-%m-%dT%H:%M:%S") + ".436106699Z"),
             metric(yes=1, timestamp=plus_two.isoformat()),  # the same hour, written in +02:00
+            metric(yes=1, timestamp=inside.strftime("%Y-%m-%dT%H:%M:%S")),  # no offset: UTC
             metric(yes=1, timestamp=(hour - timedelta(minutes=1)).isoformat()),
         ]
     )
@@ -65,7 +66,7 @@ async def test_timestamps_rfc3339_offsets_and_nanoseconds_map_to_utc_hours(clien
     rows = await raw(client, "f1")
     assert [(r["timestamp"], r["yes"]) for r in rows] == [
         (hour_iso(hour - timedelta(hours=1)), 1),
-        (hour_iso(hour), 2),
+        (hour_iso(hour), 3),
     ]
 
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import aiosqlite
 
 from relay import models
-from relay.domain import IngestBatch, from_epoch
+from relay.domain import IngestBatch, epoch, from_epoch
 from relay.store.groupcommit import GroupCommitter
 from relay.store.sqlite import SqliteDatabase
 
@@ -193,9 +193,9 @@ async def _upsert(conn: aiosqlite.Connection, batch: IngestBatch) -> None:
                     r.sdk_version,
                     json.dumps(list(r.strategies)),
                     r.interval,
-                    r.started.timestamp() if r.started else None,
-                    r.seen_at.timestamp(),
-                    r.seen_at.timestamp(),
+                    epoch(r.started) if r.started else None,
+                    epoch(r.seen_at),
+                    epoch(r.seen_at),
                 )
                 for r in batch.registrations.values()
             ],
