@@ -161,6 +161,7 @@ def relay(workdir: Path, upstream: Server, flush_interval: str = "10") -> Server
         "RELAY_MODE": "relay", "RELAY_UPSTREAM_URL": upstream.url,
         "RELAY_UPSTREAM_TOKENS": CLIENT, "RELAY_CLIENT_TOKENS": CLIENT,
         "RELAY_FLUSH_INTERVAL": flush_interval,
+        "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
     })
 
 
