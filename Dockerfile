@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings").
+#   docker build -t relay:0.1.0 .
+#   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0
+# tests/test_deploy.py lints this file with hadolint and runs its pip steps in a virtualenv.
+
+# Stage 1: wheels of the project and every dependency, built where a compiler may be needed.
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY relay ./relay
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# Stage 2: the runtime, installed from those wheels only, running as a non-root user.
+FROM python:3.11.11-slim-bookworm
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    RELAY_DATA_DIR=/data \
+    TMPDIR=/data
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links /wheels /wheels/relay-*.whl \
+    && groupadd --system --gid 10001 relay \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home \
+       --shell /usr/sbin/nologin relay \
+    && mkdir /data \
+    && chown 10001:10001 /data
+# The only writable path: SQLite store (standalone) or buffer (relay), and SQLite's temp files.
+VOLUME ["/data"]
+WORKDIR /data
+USER 10001:10001
+# 4242 standalone, 3063 relay; RELAY_PORT overrides.
+EXPOSE 4242 3063
+HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["relay", "healthcheck"]
+STOPSIGNAL SIGTERM
+# Flags may follow: docker run relay:0.1.0 --mode relay ...; other commands need
+# --entrypoint relay (e.g. `keys create`).
+ENTRYPOINT ["relay", "serve"]
