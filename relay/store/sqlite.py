@@ -42,6 +42,7 @@ class SqliteDatabase:
             self._writer = await self._connect()
             await self._writer.execute("PRAGMA journal_mode=WAL")
             await self._migrate(self._writer)
+            await self._probe_write(self._writer)
             self._reader = await self._connect()
         except (sqlite3.Error, OSError) as exc:
             await self.close()
@@ -53,14 +54,25 @@ class SqliteDatabase:
                 await conn.close()
         self._reader = self._writer = None
 
+    async def _probe_write(self, conn: aiosqlite.Connection) -> None:
+        """SQLite opens a file it cannot write read-only without a word; a service that
+        would then refuse every write must rather not start."""
+        async with conn.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        await conn.execute(f"PRAGMA user_version = {int(row[0]) if row else 0}")
+
     async def _connect(self) -> aiosqlite.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a transaction's extent
         # is exactly the `write()` block.
         conn = await aiosqlite.connect(self.path, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        await conn.execute("PRAGMA busy_timeout=5000")
-        await conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        await conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            conn.row_factory = sqlite3.Row
+            await conn.execute("PRAGMA busy_timeout=5000")
+            await conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            await conn.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            await conn.close()  # else its thread outlives us and the process cannot exit
+            raise
         return conn
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:

@@ -1,0 +1,224 @@
+"""Nothing accepted is lost, nothing is applied twice: crashes, outages, shutdown, disk trouble.
+
+Real processes on loopback, bounded in time. ``tests/load.py`` clients post continuously and
+retry each request with its own Idempotency-Key until it is answered 202, so afterwards the
+upstream must hold exactly what the clients sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from load import Load
+from service import Service, free_port, running, start
+
+ADMIN = "*:*.faults-admin-secret-0123456789"
+CLIENT = "default:development.faults-client-secret-0123456789"
+CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+
+
+def relay_env(upstream: str, **extra: str) -> dict[str, str]:
+    return {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": upstream,
+        "RELAY_UPSTREAM_TOKENS": CLIENT,
+        "RELAY_CLIENT_TOKENS": CLIENT,
+        "RELAY_FLUSH_INTERVAL": "0.2",
+        "RELAY_BACKOFF_MAX": "0.5",
+        **extra,
+    }
+
+
+def stored(central: Service, feature: str) -> int:
+    request = urllib.request.Request(
+        f"{central.url}/api/admin/client-metrics/features/{feature}/raw",
+        headers={"Authorization": ADMIN},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return sum(row["yes"] for row in json.load(response)["data"])
+
+
+def settle(central: Service, feature: str, expected: int, within: float = 60) -> None:
+    """Wait for the expected total, then make sure nothing more arrives (no duplicates)."""
+    deadline = time.monotonic() + within
+    while stored(central, feature) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # several flush intervals more
+    assert stored(central, feature) == expected
+
+
+def check_clean(load: Load) -> None:
+    assert load.accepted > 0
+    assert not load.bad_bodies, load.bad_bodies  # every error had the JSON error body
+    assert set(load.statuses) <= {0, 202, 503}, load.statuses  # never a 500
+
+
+def test_relay_killed_repeatedly_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=CENTRAL_ENV) as central:
+        port = free_port()
+        env = relay_env(central.url)
+        relay = start(tmp_path / "relay", env=env, port=port)
+        load = Load(f"http://127.0.0.1:{port}/api/client/metrics/bulk", CLIENT, clients=4)
+        load.start()
+        try:
+            for _ in range(5):
+                time.sleep(0.6)
+                relay.stop(signal.SIGKILL)
+                relay = start(tmp_path / "relay", env=env, port=port)
+            time.sleep(0.5)
+        finally:
+            load.stop()
+        assert relay.stop() == 0
+        check_clean(load)
+        settle(central, "load", load.accepted)
+
+
+def test_upstream_stopped_under_load_then_started_again(tmp_path: Path) -> None:
+    port = free_port()
+    central = start(tmp_path / "central", env=CENTRAL_ENV, port=port)
+    with running(tmp_path / "relay", env=relay_env(central.url)) as relay:
+        load = Load(f"{relay.url}/api/client/metrics/bulk", CLIENT, clients=4)
+        load.start()
+        try:
+            time.sleep(1)
+            central.stop()
+            time.sleep(3)
+            central = start(tmp_path / "central", env=CENTRAL_ENV, port=port)
+            time.sleep(1)
+        finally:
+            load.stop()
+        check_clean(load)
+        assert set(load.statuses) == {202}  # the relay kept answering while upstream was down
+        settle(central, "load", load.accepted)
+    central.stop()
+
+
+def test_sigterm_under_load_flushes_and_exits_within_the_grace_period(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=CENTRAL_ENV) as central:
+        port = free_port()
+        env = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600")  # only the final flush
+        relay = start(tmp_path / "relay", env=env, port=port)
+        load = Load(f"http://127.0.0.1:{port}/api/client/metrics/bulk", CLIENT, clients=4)
+        load.start()
+        try:
+            time.sleep(1.5)
+            began = time.monotonic()
+            assert relay.stop(signal.SIGTERM, timeout=30) == 0
+            took = time.monotonic() - began
+            time.sleep(0.3)  # let clients record the last answers they received
+            accepted_before_exit = load.accepted
+            assert stored(central, "load") == accepted_before_exit
+            assert took < 20  # shutdown_timeout + final_flush_timeout, the documented bound
+            relay = start(tmp_path / "relay", env=env, port=port)  # clients' retries land
+        finally:
+            load.stop()
+        relay.stop()
+        check_clean(load)
+        settle(central, "load", load.accepted)
+
+
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def remount(path: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
+
+
+def post(relay: Service, metrics: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
+    request = urllib.request.Request(
+        f"{relay.url}/api/client/metrics/bulk",
+        data=json.dumps({"applications": [], "metrics": metrics}).encode(),
+        headers={"Authorization": CLIENT, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def entries(batch: int, count: int = 500) -> list[dict[str, Any]]:
+    return [
+        {
+            "featureName": "disk",
+            "appName": f"app-{batch:04d}-{i:04d}-{'x' * 40}",
+            "environment": "development",
+            "yes": 1,
+        }
+        for i in range(count)
+    ]
+
+
+def integrity(database: Path) -> str:
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def test_full_disk_answers_503_and_recovers_when_space_returns(tmp_path: Path) -> None:
+    with (
+        tmpfs(tmp_path / "disk", "1m") as disk,
+        running(tmp_path / "central", env=CENTRAL_ENV) as central,
+    ):
+        env = relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="3600")
+        with running(tmp_path / "relay", env=env) as relay:
+            accepted, status, error = 0, 202, None
+            for batch in range(100):
+                status, error = post(relay, entries(batch))
+                if status != 202:
+                    break
+                accepted += 500
+            assert status == 503, status
+            assert error is not None and error["name"] == "ServiceUnavailableError"
+            assert set(error) == {"id", "name", "message", "details"}
+            remount(disk, "size=64m")
+            assert post(relay, entries(1000))[0] == 202
+            accepted += 500
+            assert integrity(disk / "buffer.db") == "ok"
+        settle(central, "disk", accepted)
+
+
+def test_read_only_disk_at_start_is_one_clear_error(tmp_path: Path) -> None:
+    """Linux refuses to remount read-only while the relay holds its files open for writing,
+    so a read-only disk is met at start-up: with an existing buffer, and without."""
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        env = relay_env("http://127.0.0.1:9", RELAY_DATA_DIR=str(disk))
+        with running(tmp_path / "first", env=env) as relay:
+            assert post(relay, entries(0, 10))[0] == 202
+        for existing in (True, False):
+            if not existing:
+                (disk / "empty").mkdir()
+                env = {**env, "RELAY_DATA_DIR": str(disk / "empty")}
+            remount(disk, "ro")
+            try:
+                result = subprocess.run(
+                    [sys.executable, "-m", "relay", "serve"],
+                    env={**os.environ, **env, "RELAY_PORT": str(free_port())},
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+            finally:
+                remount(disk, "rw")
+            assert result.returncode == 2, result.stderr
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("relay: error:"), result.stderr
+        assert integrity(disk / "buffer.db") == "ok"
