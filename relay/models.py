@@ -6,7 +6,7 @@ JSON. The limits here are the service's documented input limits (README, "Limits
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -25,8 +25,12 @@ Text = Annotated[str, Field(max_length=MAX_NAME)]
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 # RFC 3339 requires an offset; a timestamp without one is read as UTC (``domain.epoch``), not
 # refused, because a 4xx makes the Node SDK stop sending metrics for good. Normalising here
-# with a Python validator would cost a call per entry on the hot path.
-Timestamp = datetime
+# with a Python validator would cost a call per entry on the hot path. The bounds (checked in
+# pydantic-core, on the instant) keep every accepted time representable as a UTC datetime: a
+# time past year 9999 in UTC (9999-12-31T23:00-05:00) could not be read back or flushed.
+Timestamp = Annotated[
+    datetime, Field(gt=datetime(1, 1, 2, tzinfo=UTC), lt=datetime(9999, 12, 31, tzinfo=UTC))
+]
 Variants = Annotated[dict[Name, Count], Field(max_length=MAX_VARIANTS)]
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from aiohttp import web
+from pydantic import BaseModel
 
+from relay import models
 from relay.api.routing import Handler, Route
 from relay.errors import AuthenticationRequired, BadGateway, GatewayTimeout, NotFoundError
 from relay.state import UPSTREAM
@@ -84,8 +86,26 @@ async def feature(request: web.Request) -> web.Response:
     return await _forward(request, "GET", f"/api/client/features/{name}", "features")
 
 
-def _passed(method: str, path: str, handler: Handler, summary: str, tag: str) -> Route:
-    return Route(method, path, handler, summary, tag, responses={200: None}, errors=(401, 502, 504))
+def _passed(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    tag: str,
+    upstream_errors: tuple[int, ...],
+    body: type[BaseModel] | None = None,
+) -> Route:
+    """``upstream_errors``: what the upstream answers on this path, passed on unchanged."""
+    return Route(
+        method,
+        path,
+        handler,
+        summary,
+        tag,
+        body=body,
+        responses={200: None, 304: None} if method == "GET" else {200: None},
+        errors=(401, 502, 504, *upstream_errors),
+    )
 
 
 ROUTES = [
@@ -95,6 +115,8 @@ ROUTES = [
         add_environment,
         "Add an environment to a project (passed to the upstream)",
         "admin",
+        (400, 403, 404, 409, 413, 415),
+        body=models.ProjectEnvironment,
     ),
     _passed(
         "GET",
@@ -102,6 +124,7 @@ ROUTES = [
         features,
         "Feature toggles for an SDK (passed to the upstream; ETag and 304 kept)",
         "client",
+        (403,),
     ),
     _passed(
         "GET",
@@ -109,5 +132,6 @@ ROUTES = [
         feature,
         "One feature toggle (passed to the upstream)",
         "client",
+        (403, 404),
     ),
 ]

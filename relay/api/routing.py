@@ -4,6 +4,7 @@ the same table, so the documentation cannot drift from what is served."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -47,7 +48,12 @@ class Route:
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
     for route in routes:
         handler = route.handler if route.auth is None else _authenticated(route.handler, route.auth)
-        app.router.add_route(route.method, route.path, handler)
+        app.router.add_route(route.method, _ANY_SEGMENT.sub(r"{\1:[^/]+}", route.path), handler)
+
+
+# aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}`` (valid, 1..255
+# characters of anything) could be written but never read back (404).
+_ANY_SEGMENT = re.compile(r"{(\w+)}")
 
 
 def _authenticated(inner: Handler, required: TokenType) -> Handler:
