@@ -105,7 +105,7 @@ class PostgresDatabase:
             with _mapped(f"cannot open database {describe(self.url)}"):
                 self._pool = await asyncpg.create_pool(
                     self.url,
-                    min_size=1,
+                    min_size=0,  # no background reconnecting (and its log) while down
                     max_size=self._pool_size,
                     timeout=self._timeout,
                     command_timeout=self._timeout,
