@@ -34,7 +34,13 @@ log = logging.getLogger(__name__)
 # pg_advisory_xact_lock key of schema migrations: instances starting at once take turns.
 MIGRATION_LOCK = 0x72656C6179  # "relay"
 
-_FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+_FAILURES = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,  # a connection killed mid-operation
+    OSError,
+    TimeoutError,
+)
 
 
 def describe(url: str) -> str:
