@@ -16,8 +16,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from relay.api import admin, backstage, client, docs, edge, features, passthrough
+from relay.api.cors import cors_middleware
 from relay.api.middleware import observe
 from relay.api.routing import Route, add_routes
 from relay.auth import KeySpec, parse_key
@@ -57,7 +59,10 @@ MONITOR_INTERVAL = 2.0
 
 
 def build_app(settings: Settings) -> web.Application:
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[observe])
+    middlewares: list[Middleware] = [observe]
+    if settings.cors_origins:
+        middlewares.append(cors_middleware(settings.cors_origins))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=middlewares)
     app[SETTINGS] = settings
     app[READY] = [False]
     wire = _relay if settings.mode is Mode.RELAY else _standalone

@@ -139,6 +139,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.listen_port,
         shutdown_timeout=settings.shutdown_timeout,
+        keepalive_timeout=settings.idle_timeout,
         access_log=None,
         print=lambda _: print(
             f"relay {settings.mode.value} listening on {settings.host}:{settings.listen_port}",

@@ -50,6 +50,10 @@ class MethodNotAllowed(ApiError):
     status, name = 405, "MethodNotAllowedError"
 
 
+class RequestTimeout(ApiError):
+    status, name = 408, "RequestTimeoutError"
+
+
 class NameExistsError(ApiError):
     status, name = 409, "NameExistsError"
 

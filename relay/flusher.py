@@ -4,7 +4,8 @@ Outcomes (``relay.upstream.Outcome``) decide everything:
 - ok: the batch leaves the outbox;
 - too_large (413): the batch is split in halves and retried; a single entry is dead-lettered;
 - rejected (other 4xx): dead-lettered, kept in ``dead_letters`` with the reason;
-- unauthorized (401/403/404): the environment's key or the URL is wrong; its batches stay and
+- misconfigured (401/403/404, or a redirect): the environment's key or the URL is wrong; its
+  batches stay and
   that environment waits ``backoff_max`` before trying again;
 - retry (429, 5xx, timeout, connection error): everything stays; the loop waits with
   exponential backoff and jitter, capped at ``backoff_max``, or as long as ``Retry-After`` says.
@@ -128,11 +129,11 @@ class Flusher:
                     await self._dead_letter(batch, result)
             case Outcome.REJECTED:
                 await self._dead_letter(batch, result)
-            case Outcome.UNAUTHORIZED:
+            case Outcome.MISCONFIGURED:
                 await self._outbox.record_failure(batch, result.detail)
                 self._blocked[batch.environment] = self._clock() + self._backoff_max
                 log.error(
-                    "upstream refused the key for this environment: check RELAY_UPSTREAM_TOKENS"
+                    "upstream refused the key or redirected: check RELAY_UPSTREAM_TOKENS"
                     " and RELAY_UPSTREAM_URL; batches are kept",
                     extra={
                         "environment": batch.environment,

@@ -130,6 +130,19 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )
+    idle_timeout: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds an idle connection is kept open; also the most a client may take"
+        " to send a request's headers",
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds a client may take to send a request body (then 408)"
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Browser origins allowed by CORS, comma-separated; empty: CORS off",
+    )
     idempotency_ttl: float = Field(
         24 * 3600.0, gt=0, description="Seconds an Idempotency-Key is remembered"
     )
@@ -147,6 +160,7 @@ class Settings(BaseSettings):
         "init_client_api_tokens",
         "upstream_tokens",
         "client_tokens",
+        "cors_origins",
         mode="before",
     )
     @classmethod

@@ -29,7 +29,7 @@ class Outcome(enum.StrEnum):
     OK = "ok"
     TOO_LARGE = "too_large"  # 413: split and retry
     REJECTED = "rejected"  # other 4xx: this batch will never be accepted
-    UNAUTHORIZED = "unauthorized"  # 401/403/404: configuration problem, back off long
+    MISCONFIGURED = "misconfigured"  # 401/403/404 or a redirect: wrong key or URL, back off long
     RETRY = "retry"  # 429, 5xx, timeout, connection error: back off and retry
 
 
@@ -185,8 +185,9 @@ def _classify(status: int, text: str, retry_after: str | None) -> SendResult:
         return SendResult(Outcome.OK, status, "")
     if status == 413:
         return SendResult(Outcome.TOO_LARGE, status, text)
-    if status in (401, 403, 404):
-        return SendResult(Outcome.UNAUTHORIZED, status, text)
+    if status in (401, 403, 404) or 300 <= status < 400:
+        # a redirect is never followed (it could carry the key elsewhere): the URL is wrong
+        return SendResult(Outcome.MISCONFIGURED, status, text)
     if status == 429 or status >= 500:
         return SendResult(Outcome.RETRY, status, text, _retry_after(retry_after))
     return SendResult(Outcome.REJECTED, status, text)

@@ -104,3 +104,15 @@ def running(workdir: Path, *args: str, **kwargs: object) -> Iterator[Service]:
             service.stop(signal.SIGTERM, timeout=30)
         except subprocess.TimeoutExpired:
             service.stop(signal.SIGKILL)
+
+
+def relay_env(upstream: str, key: str, **extra: str) -> dict[str, str]:
+    """Settings of a test relay: flushes every 200 ms with ``key``, short backoffs."""
+    return {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": upstream,
+        "RELAY_UPSTREAM_TOKENS": key,
+        "RELAY_FLUSH_INTERVAL": "0.2",
+        "RELAY_BACKOFF_MAX": "0.5",
+        **extra,
+    }

@@ -23,6 +23,7 @@ from typing import Any
 
 from load import Load
 from service import Service, free_port, running, start
+from service import relay_env as service_relay_env
 
 ADMIN = "*:*.faults-admin-secret-0123456789"
 CLIENT = "default:development.faults-client-secret-0123456789"
@@ -30,15 +31,7 @@ CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKE
 
 
 def relay_env(upstream: str, **extra: str) -> dict[str, str]:
-    return {
-        "RELAY_MODE": "relay",
-        "RELAY_UPSTREAM_URL": upstream,
-        "RELAY_UPSTREAM_TOKENS": CLIENT,
-        "RELAY_CLIENT_TOKENS": CLIENT,
-        "RELAY_FLUSH_INTERVAL": "0.2",
-        "RELAY_BACKOFF_MAX": "0.5",
-        **extra,
-    }
+    return service_relay_env(upstream, CLIENT, RELAY_CLIENT_TOKENS=CLIENT, **extra)
 
 
 def stored(central: Service, feature: str) -> int:

@@ -9,9 +9,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from conftest import DEV_KEY, PROD_KEY, auth, bulk, eventually, metric
+from aiohttp import web
+from conftest import DEV_KEY, PROD_KEY, auth, bulk, eventually, metric, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
+
+from relay.app import build_app
 
 REGISTRATION = {
     "appName": "app",
@@ -223,3 +226,50 @@ async def test_upstream_requests_do_not_grow_with_sdk_requests(
     assert upstream.totals() == {("f1", "app"): (posts, 0)}
     intervals = elapsed / 0.3
     assert len(upstream.bulks) <= intervals + 2, (len(upstream.bulks), posts)
+
+
+def _sample(text: str, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+async def test_a_slow_upstream_does_not_grow_tasks_and_backoff_shows(
+    make_relay: Any, upstream: FakeUpstream
+) -> None:
+    upstream.default = Answer(202, delay=1.5)  # always slower than the relay waits
+    client = await make_relay(upstream_timeout=0.1, backoff_max=0.4)
+    for _ in range(20):
+        await post(client, bulk([metric(yes=1)]))
+    await eventually(lambda: len(upstream.bulks) >= 2)
+    tasks = len(asyncio.all_tasks())
+    await asyncio.sleep(1.5)
+    for _ in range(20):
+        await post(client, bulk([metric(yes=1)]))
+    assert len(asyncio.all_tasks()) <= tasks + 2  # no task per attempt or per request is left
+    text = await (await client.get("/internal-backstage/metrics")).text()
+    assert _sample(text, 'relay_flush_batches_total{outcome="retry"}') >= 2
+    gaps = [b.at - a.at for a, b in zip(upstream.bulks, upstream.bulks[1:], strict=False)]
+    assert all(gap >= 0.09 for gap in gaps)  # backed off, never a tight retry loop
+
+
+class GarbageUpstream(FakeUpstream):
+    async def _validate(self, request: web.Request) -> web.Response:
+        return web.Response(status=200, body=b"\x00not json{", content_type="application/json")
+
+
+async def test_a_garbage_upstream_gives_503_not_500(aiohttp_client: Any, tmp_path: Path) -> None:
+    fake = GarbageUpstream()
+    url = await fake.start()
+    try:
+        settings = relay_settings(tmp_path, url, client_tokens=[])
+        client = await aiohttp_client(build_app(settings))
+        response = await client.post(
+            "/api/client/metrics/bulk", json=bulk([metric(yes=1)]), headers=auth(DEV_KEY)
+        )
+        assert response.status == 503
+        assert (await response.json())["name"] == "ServiceUnavailableError"
+    finally:
+        await fake.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from service import Service, free_port, running, start
+from service import relay_env as service_relay_env
 
 ADMIN = "*:*.e2e-admin-secret-0123456789"
 CLIENT = "default:development.e2e-client-secret-0123456789"
@@ -18,14 +19,7 @@ STANDALONE_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_T
 
 
 def relay_env(upstream: str, **extra: str) -> dict[str, str]:
-    return {
-        "RELAY_MODE": "relay",
-        "RELAY_UPSTREAM_URL": upstream,
-        "RELAY_UPSTREAM_TOKENS": CLIENT,
-        "RELAY_FLUSH_INTERVAL": "0.2",
-        "RELAY_BACKOFF_MAX": "0.5",
-        **extra,
-    }
+    return service_relay_env(upstream, CLIENT, **extra)
 
 
 def call(

@@ -3,6 +3,7 @@ the same table, so the documentation cannot drift from what is served."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -16,6 +17,7 @@ from relay.errors import (
     BadDataError,
     ContentTooLarge,
     NoAccessError,
+    RequestTimeout,
     UnsupportedMediaType,
     from_validation,
 )
@@ -86,10 +88,16 @@ async def read_json(request: web.Request, model: type[Model]) -> Model:
         raise UnsupportedMediaType(
             f"Expected a JSON body (Content-Type: application/json), got {request.content_type}"
         )
+    settings = request.app[SETTINGS]
     try:
-        raw = await request.read()
+        async with asyncio.timeout(settings.body_timeout):
+            raw = await request.read()
+    except TimeoutError:
+        raise RequestTimeout(
+            f"The request body did not arrive within {settings.body_timeout:g} seconds"
+        ) from None
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[SETTINGS].max_body_bytes
+        limit = settings.max_body_bytes
         raise ContentTooLarge(f"Request body is larger than the limit of {limit} bytes") from None
     try:
         return model.model_validate_json(raw)
