@@ -43,11 +43,13 @@ from relay.state import (
     SETTINGS,
     UPSTREAM,
 )
-from relay.store.metrics import SqliteMetricsStore
+from relay.store.metrics import MetricsStore
 from relay.store.outbox import SqliteOutbox
-from relay.store.projects import SqliteProjectStore
-from relay.store.sqlite import BUFFER_SCHEMA, CENTRAL_SCHEMA, SqliteDatabase
-from relay.store.tokens import SqliteKeyStore
+from relay.store.postgres import PostgresDatabase
+from relay.store.projects import ProjectStore
+from relay.store.sql import BUFFER_SCHEMA, CENTRAL_SCHEMA, Database
+from relay.store.sqlite import SqliteDatabase
+from relay.store.tokens import TokenStore
 from relay.upstream import UpstreamClient
 
 log = logging.getLogger(__name__)
@@ -70,11 +72,24 @@ def build_app(settings: Settings) -> web.Application:
     return app
 
 
+def central_database(settings: Settings) -> Database:
+    """The standalone store: PostgreSQL when ``database_url`` names it, else a SQLite file."""
+    if settings.uses_postgres:
+        assert settings.database_url is not None
+        return PostgresDatabase(
+            settings.database_url,
+            CENTRAL_SCHEMA,
+            settings.database_pool_size,
+            settings.database_timeout,
+        )
+    return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
+
+
 def _standalone(app: web.Application, settings: Settings) -> list[Route]:
-    db = SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
-    key_store = SqliteKeyStore(db)
-    projects = SqliteProjectStore(db)
-    metrics = SqliteMetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    db = central_database(settings)
+    key_store = TokenStore(db)
+    projects = ProjectStore(db)
+    metrics = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
     keys = KeyService(key_store, projects)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
@@ -103,7 +118,7 @@ def _standalone(app: web.Application, settings: Settings) -> list[Route]:
 def _relay(app: web.Application, settings: Settings) -> list[Route]:
     assert settings.upstream_url is not None  # guaranteed by Settings validation
     db = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
-    buffer = SqliteMetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    buffer = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
     tokens = {

@@ -22,15 +22,15 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from relay import logs
-from relay.app import build_app
+from relay.app import build_app, central_database
 from relay.auth import InvalidKey
 from relay.errors import ApiError, from_validation
 from relay.keys import KeyService
 from relay.models import CreateApiToken, TokenType
 from relay.settings import Settings, SettingsError, load_settings
-from relay.store.projects import SqliteProjectStore
-from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
-from relay.store.tokens import SqliteKeyStore
+from relay.store.errors import StorageError
+from relay.store.projects import ProjectStore
+from relay.store.tokens import TokenStore
 
 EXIT_CONFIG = 2
 
@@ -75,7 +75,16 @@ def _parser() -> argparse.ArgumentParser:
         help="project the key may use (repeatable; default: all)",
     )
     create.add_argument("--name", dest="token_name", default=None, help="a label for the key")
-    _settings_flags(create, only=("data_dir", "database_url", "sqlite_synchronous"))
+    _settings_flags(
+        create,
+        only=(
+            "data_dir",
+            "database_url",
+            "database_pool_size",
+            "database_timeout",
+            "sqlite_synchronous",
+        ),
+    )
     create.set_defaults(run=_keys_create)
 
     health = commands.add_parser(
@@ -143,10 +152,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     async def create(request: CreateApiToken) -> str:
-        db = SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
+        db = central_database(settings)
         await db.open()
         try:
-            spec = await KeyService(SqliteKeyStore(db), SqliteProjectStore(db)).issue(request)
+            spec = await KeyService(TokenStore(db), ProjectStore(db)).issue(request)
             return spec.secret
         finally:
             await db.close()

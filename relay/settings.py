@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Mode(enum.StrEnum):
@@ -58,7 +59,17 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(Path("data"), description="Directory for the SQLite database/buffer")
     database_url: str | None = Field(
-        None, description="Database URL (default: sqlite:///<data-dir>/relay.db)"
+        None,
+        description="Standalone: database URL, sqlite:///FILE or postgresql://USER:PASS@HOST/DB"
+        " (TLS with ?sslmode=require; default: sqlite:///<data-dir>/relay.db)",
+    )
+    database_pool_size: int = Field(
+        10, ge=1, le=1000, description="PostgreSQL: most connections this instance opens"
+    )
+    database_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="PostgreSQL: seconds to connect, to wait for a pooled connection or a query",
     )
     sqlite_synchronous: SqliteSynchronous = Field(
         SqliteSynchronous.FULL,
@@ -176,7 +187,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         url = self.database_url
-        if url is not None and not url.startswith("sqlite:///"):
+        if url is not None and not url.startswith(("sqlite:///", *POSTGRES_SCHEMES)):
             raise ValueError(f"database_url: unsupported scheme in {url.split(':', 1)[0]!r}")
         if self.mode is Mode.RELAY and self.upstream_url is None:
             raise ValueError("upstream_url is required in relay mode (RELAY_UPSTREAM_URL)")
@@ -187,8 +198,13 @@ class Settings(BaseSettings):
         return self.port if self.port is not None else DEFAULT_PORTS[self.mode]
 
     @property
+    def uses_postgres(self) -> bool:
+        """Standalone on PostgreSQL; relay mode always buffers in SQLite under data_dir."""
+        return self.database_url is not None and self.database_url.startswith(POSTGRES_SCHEMES)
+
+    @property
     def sqlite_path(self) -> Path:
-        if self.database_url is not None:
+        if self.database_url is not None and not self.uses_postgres:
             return Path(self.database_url.removeprefix("sqlite:///"))
         return self.data_dir / "relay.db"
 

@@ -8,16 +8,16 @@ from relay.auth import KeyResolver
 from relay.ingest import Ingest
 from relay.keys import KeyService
 from relay.settings import Settings
-from relay.store.metrics import SqliteMetricsStore
-from relay.store.projects import SqliteProjectStore
+from relay.store.metrics import MetricsStore
+from relay.store.projects import ProjectStore
 from relay.upstream import UpstreamClient
 
 SETTINGS = web.AppKey("settings", Settings)
 KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
 INGEST = web.AppKey("ingest", Ingest)
 KEYS = web.AppKey("keys", KeyService)
-PROJECTS = web.AppKey("projects", SqliteProjectStore)
-METRICS = web.AppKey("metrics", SqliteMetricsStore)
+PROJECTS = web.AppKey("projects", ProjectStore)
+METRICS = web.AppKey("metrics", MetricsStore)
 READY = web.AppKey("ready", list[bool])
 OPENAPI = web.AppKey("openapi", dict[str, object])
 UPSTREAM = web.AppKey("upstream", UpstreamClient)

@@ -1,13 +1,20 @@
-"""Fixtures: a real app on a real socket (aiohttp's test server) over a real SQLite file."""
+"""Fixtures: a real app on a real socket (aiohttp's test server) over a real database.
+
+Standalone apps (``client``, ``make_client``) run once on a SQLite file and once on a
+throwaway PostgreSQL database (``backend``), so both stores pass the same tests. Without a
+reachable PostgreSQL the postgres runs are skipped, except under CI=true, where they fail.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
 from aiohttp.test_utils import TestClient
 from fake_upstream import FakeUpstream
@@ -88,11 +95,48 @@ async def eventually(
         await asyncio.sleep(0.02)
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The admin URL of a reachable PostgreSQL (started if need be; see tests/pg.py)."""
+    problem = pg.ensure_server()
+    if problem is not None:
+        message = f"PostgreSQL unreachable at {pg.ADMIN_URL}: {problem}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return pg.ADMIN_URL
+
+
 @pytest.fixture
-def make_client(aiohttp_client: Any, tmp_path: Path) -> MakeClient:
-    """Start a standalone app on ``tmp_path`` (or another data dir) with test keys pinned."""
+async def postgres_url(postgres_server: str) -> AsyncIterator[str]:
+    """A fresh database on that server, dropped after the test."""
+    name = await pg.create_database()
+    yield pg.url_of(name)
+    await pg.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """None (SQLite under the data dir) or a throwaway PostgreSQL database's URL."""
+    if backend == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def make_client(database_url: str | None, aiohttp_client: Any, tmp_path: Path) -> MakeClient:
+    """Start a standalone app on ``tmp_path`` (or another data dir) with test keys pinned, on
+    the ``backend`` under test; apps made in one test share its database."""
 
     async def make(data_dir: Path | None = None, **overrides: Any) -> Any:
+        if database_url is not None:
+            overrides.setdefault("database_url", database_url)
         settings = standalone_settings(data_dir or tmp_path / "data", **overrides)
         return await aiohttp_client(build_app(settings))
 

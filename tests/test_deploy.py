@@ -64,6 +64,7 @@ MANAGED = {
 }
 ADMIN = "*:*.deploy-test-admin-secret-0123456789"
 CLIENT = "default:development.deploy-test-client-secret-0123456789"
+DATABASE = "postgresql://relay:deploy-test-password@db.example.com:5432/relay?sslmode=require"
 
 
 # --- Helm ----------------------------------------------------------------------------------
@@ -273,7 +274,9 @@ def test_rendered_environment_is_accepted_by_the_settings(
             elif "secretKeyRef" in entry["valueFrom"]:
                 ref = entry["valueFrom"]["secretKeyRef"]
                 # A Secret of the release, or a sample for an existingSecret.
-                sample = ADMIN if "ADMIN" in ref["key"] else CLIENT
+                sample = {"ADMIN": ADMIN, "DATABASE": DATABASE}.get(
+                    ref["key"].split("_")[1], CLIENT
+                )
                 value = secrets.get(ref["name"], {}).get(ref["key"], sample)
                 monkeypatch.setenv(entry["name"], value)
             else:
@@ -332,6 +335,34 @@ def test_standalone_keys_in_a_secret_of_the_chart() -> None:
     values["tokens"]["initAdmin"] = [ADMIN + "x"]
     [deployment] = [d for d in render_chart(CHART, values) if d["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/secret"] != before
+
+
+def test_standalone_on_postgresql_shape() -> None:
+    """Replicas share the database named in the Secret; no volume is claimed."""
+    docs = render_chart(CHART, example("standalone-postgres.yaml"))
+    assert kinds(docs) == ["Deployment", "PodDisruptionBudget", "Service"]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    [(spec, container)] = relay_containers(docs)
+    [volume] = spec["volumes"]
+    assert "persistentVolumeClaim" not in volume
+    [url] = [e for e in container["env"] if e["name"] == "RELAY_DATABASE_URL"]
+    ref = url["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "relay-keys", "key": "RELAY_DATABASE_URL", "optional": False}
+
+
+def test_standalone_database_url_in_a_secret_of_the_chart() -> None:
+    values = {"replicaCount": 2, "database": {"url": DATABASE}, "tokens": {"initAdmin": [ADMIN]}}
+    docs = render_chart(CHART, values)
+    [secret] = [d for d in docs if d["kind"] == "Secret"]
+    assert secret["stringData"]["RELAY_DATABASE_URL"] == DATABASE
+    [(_, container)] = relay_containers(docs)
+    assert not any("deploy-test-password" in json.dumps(e) for e in container["env"])
+    assert "PersistentVolumeClaim" not in kinds(docs)
+    without = render_chart(CHART, {"tokens": {"initAdmin": [ADMIN]}})
+    [(_, container)] = relay_containers(without)
+    assert "RELAY_DATABASE_URL" not in {e["name"] for e in container["env"]}  # SQLite
 
 
 def test_relay_deployment_shape() -> None:
@@ -432,6 +463,8 @@ BAD_VALUES = [
     ({"tokens": {"initAdmin": ["default:development.not-an-admin-key"]}}, "/tokens/initAdmin/0"),
     ({"tokens": {"initClient": ["no-secret"]}}, "/tokens/initClient/0"),
     ({"replicaCount": 2}, "database_url"),
+    ({"database": {"url": "mysql://db/relay"}}, "/database/url"),
+    ({"database": {"password": "x"}}, "password"),
     ({"resources": {"limits": None}}, "missing property 'limits'"),
     ({"resources": {"requests": None}}, "missing property 'requests'"),
     ({"resources": {"limits": {"memory": None}}}, "missing property 'memory'"),

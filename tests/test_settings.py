@@ -48,6 +48,20 @@ def test_database_url_selects_the_sqlite_file() -> None:
         load_settings({"database_url": "mysql://x"})
 
 
+@pytest.mark.parametrize(
+    "url", ["postgresql://u:p@db:5432/relay?sslmode=require", "postgres://db/relay"]
+)
+def test_database_url_selects_postgresql(url: str) -> None:
+    settings = load_settings(
+        {"database_url": url, "database_pool_size": "4", "database_timeout": "2.5"}
+    )
+    assert settings.uses_postgres
+    assert (settings.database_pool_size, settings.database_timeout) == (4, 2.5)
+    assert not load_settings({"database_url": "sqlite:///x.db"}).uses_postgres
+    with pytest.raises(SettingsError, match="database_pool_size"):
+        load_settings({"database_url": url, "database_pool_size": 0})
+
+
 def test_unknown_keys_in_file_are_refused(tmp_path: Path) -> None:
     config = tmp_path / "relay.toml"
     config.write_text("prot = 1\n")

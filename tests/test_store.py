@@ -11,9 +11,9 @@ import pytest
 from relay.auth import new_key
 from relay.domain import IngestBatch, MetricKey
 from relay.models import TokenType
-from relay.store.metrics import SqliteMetricsStore
+from relay.store.metrics import MetricsStore
 from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
-from relay.store.tokens import SqliteKeyStore
+from relay.store.tokens import TokenStore
 
 
 def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None) -> IngestBatch:
@@ -22,15 +22,15 @@ def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None
     return batch
 
 
-async def open_store(path: Path, ttl: float = 3600) -> tuple[SqliteDatabase, SqliteMetricsStore]:
+async def open_store(path: Path, ttl: float = 3600) -> tuple[SqliteDatabase, MetricsStore]:
     db = SqliteDatabase(path, CENTRAL_SCHEMA, "NORMAL")
     await db.open()
-    store = SqliteMetricsStore(db, max_group=64, idempotency_ttl=ttl)
+    store = MetricsStore(db, max_group=64, idempotency_ttl=ttl)
     store.start()
     return db, store
 
 
-async def close(db: SqliteDatabase, store: SqliteMetricsStore) -> None:
+async def close(db: SqliteDatabase, store: MetricsStore) -> None:
     await store.stop()
     await db.close()
 
@@ -92,13 +92,13 @@ async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
     db = SqliteDatabase(path, CENTRAL_SCHEMA)
     await db.open()
-    keys = SqliteKeyStore(db)
+    keys = TokenStore(db)
     spec = new_key(TokenType.CLIENT, "development", ("default",))
     assert await keys.add(spec) is True
     assert await keys.add(spec) is False
     principal = await keys.resolve(spec.secret)
     assert principal is not None and principal.environment == "development"
-    assert await SqliteKeyStore(db).resolve(spec.secret) == principal  # from disk, not cache
+    assert await TokenStore(db).resolve(spec.secret) == principal  # from disk, not cache
     assert await keys.resolve(spec.secret + "x") is None
     await db.close()
     assert spec.secret.split(".")[1].encode() not in path.read_bytes()

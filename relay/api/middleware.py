@@ -11,7 +11,7 @@ from prometheus_client import Counter, Histogram
 
 from relay import errors
 from relay.api.routing import Handler
-from relay.store.sqlite import StorageError
+from relay.store.errors import StorageError
 
 log = logging.getLogger(__name__)
 

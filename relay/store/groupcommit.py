@@ -10,23 +10,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar
 
-import aiosqlite
+from relay.store.errors import StorageError
 
-from relay.store.sqlite import SqliteDatabase, StorageError
-
+Conn = TypeVar("Conn")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-Apply = Callable[[aiosqlite.Connection, Sequence[Item]], Awaitable[Sequence[Result]]]
+Apply = Callable[[Conn, Sequence[Item]], Awaitable[Sequence[Result]]]
+Begin = Callable[[], AbstractAsyncContextManager[Conn]]
 
 
-class GroupCommitter(Generic[Item, Result]):
-    """Feeds queued items to ``apply`` in groups, one write transaction per group."""
+class GroupCommitter(Generic[Conn, Item, Result]):
+    """Feeds queued items to ``apply`` in groups, one write transaction per group.
 
-    def __init__(self, db: SqliteDatabase, apply: Apply[Item, Result], max_items: int) -> None:
-        self._db = db
+    ``begin`` opens that transaction (any backend: the committer only needs the block to
+    commit when it exits normally and to roll back when it raises)."""
+
+    def __init__(
+        self, begin: Begin[Conn], apply: Apply[Conn, Item, Result], max_items: int
+    ) -> None:
+        self._begin = begin
         self._apply = apply
         self._max_items = max_items
         self._queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]] = asyncio.Queue()
@@ -67,7 +73,7 @@ class GroupCommitter(Generic[Item, Result]):
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         try:
-            async with self._db.write() as conn:
+            async with self._begin() as conn:
                 results = await self._apply(conn, [item for item, _ in group])
         except Exception as exc:  # every waiter learns of the failure; the writer lives on
             for _, future in group:

@@ -1,26 +1,32 @@
 """Ingested counts and registrations, written by group commit: the central service's records
-in standalone mode, the hour-window buffer in relay mode (same tables, same code).
+in standalone mode (SQLite or PostgreSQL), the hour-window buffer in relay mode (same
+tables, same code).
 
 Each ``write`` is one request's aggregated batch. Requests that arrive together share one
 transaction: their batches are summed in memory first, so a hot key costs one upsert per
 commit rather than one per request. An ``Idempotency-Key`` seen within the TTL makes a
-request a replay: answered as accepted, applied zero times.
+request a replay: answered as accepted, applied zero times. Keys are claimed with one
+``INSERT ... ON CONFLICT ... RETURNING`` in the same transaction as the counts, so on
+PostgreSQL a replay sent to another instance is caught too: the second claim waits for the
+first transaction and then finds the key taken.
+
+Several instances upsert into one PostgreSQL database at once, so every multi-row write
+touches its rows in sorted key order: two transactions then lock shared rows in the same
+order and cannot deadlock.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import NamedTuple
-
-import aiosqlite
+from typing import Any, NamedTuple
 
 from relay import models
 from relay.domain import IngestBatch, epoch, from_epoch
 from relay.store.groupcommit import GroupCommitter
-from relay.store.sqlite import SqliteDatabase
+from relay.store.sql import Database, Transaction
 
 
 class IngestItem(NamedTuple):
@@ -28,10 +34,10 @@ class IngestItem(NamedTuple):
     idempotency_key: str | None
 
 
-class SqliteMetricsStore:
+class MetricsStore:
     def __init__(
         self,
-        db: SqliteDatabase,
+        db: Database,
         max_group: int,
         idempotency_ttl: float,
         clock: Callable[[], float] = time.time,
@@ -39,8 +45,8 @@ class SqliteMetricsStore:
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
-        self._committer: GroupCommitter[IngestItem, bool] = GroupCommitter(
-            db, self._apply, max_group
+        self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
+            db.transaction, self._apply, max_group
         )
 
     def start(self) -> None:
@@ -55,68 +61,55 @@ class SqliteMetricsStore:
             return True
         return await self._committer.submit(IngestItem(batch, idempotency_key))
 
-    async def _apply(self, conn: aiosqlite.Connection, items: Sequence[IngestItem]) -> list[bool]:
+    async def _apply(self, tx: Transaction, items: Sequence[IngestItem]) -> list[bool]:
         now = self._clock()
-        seen = await _seen_keys(
-            conn, [i.idempotency_key for i in items if i.idempotency_key], now - self._ttl
-        )
-        merged = IngestBatch()
-        applied: list[bool] = []
-        new_keys: list[tuple[str, float]] = []
-        for item in items:
-            key = item.idempotency_key
-            if key is not None:
-                if key in seen:
-                    applied.append(False)
-                    continue
-                seen.add(key)
-                new_keys.append((key, now))
-            merged.merge(item.batch)
-            applied.append(True)
-        await _upsert(conn, merged)
-        if new_keys:
-            await conn.executemany(
-                "INSERT INTO idempotency_keys (key, seen_at) VALUES (?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET seen_at = excluded.seen_at",
-                new_keys,
-            )
+        keys = sorted({i.idempotency_key for i in items if i.idempotency_key is not None})
+        fresh = await _claim_keys(tx, keys, now, now - self._ttl)
+        merged, applied = merge_group(items, fresh)
+        await _upsert(tx, merged)
         return applied
 
     async def prune_idempotency(self) -> int:
-        async with self._db.write() as conn:
-            cursor = await conn.execute(
+        async with self._db.transaction() as tx:
+            return await tx.execute(
                 "DELETE FROM idempotency_keys WHERE seen_at < ?", (self._clock() - self._ttl,)
             )
-            return cursor.rowcount
 
     async def raw_metrics(self, feature_name: str, since_hour: int) -> list[models.RawMetric]:
+        # One statement (a consistent snapshot); variants folded in here rather than by a
+        # JSON aggregate, whose name differs between SQLite and PostgreSQL.
         rows = await self._db.fetch_all(
-            "SELECT m.app_name, m.environment, m.hour, m.yes, m.no,"
-            " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
-            "  WHERE v.feature_name = m.feature_name AND v.app_name = m.app_name"
-            "  AND v.environment = m.environment AND v.hour = m.hour) AS variants"
-            " FROM metrics m WHERE m.feature_name = ? AND m.hour >= ?"
-            " ORDER BY m.hour, m.app_name, m.environment",
+            "SELECT m.app_name, m.environment, m.hour, m.yes, m.no, v.variant, v.count"
+            " FROM metrics m LEFT JOIN metric_variants v ON v.feature_name = m.feature_name"
+            " AND v.app_name = m.app_name AND v.environment = m.environment"
+            " AND v.hour = m.hour"
+            " WHERE m.feature_name = ? AND m.hour >= ?"
+            " ORDER BY m.hour, m.app_name, m.environment, v.variant",
             (feature_name, since_hour),
         )
-        return [
-            models.RawMetric(
-                featureName=feature_name,
-                appName=row["app_name"],
-                environment=row["environment"],
-                timestamp=from_epoch(row["hour"]),
-                yes=row["yes"],
-                no=row["no"],
-                variants=json.loads(row["variants"]) if row["variants"] else {},
-            )
-            for row in rows
-        ]
+        found: dict[tuple[str, str, int], models.RawMetric] = {}
+        for row in rows:
+            key = (row["app_name"], row["environment"], row["hour"])
+            metric = found.get(key)
+            if metric is None:
+                metric = found[key] = models.RawMetric(
+                    featureName=feature_name,
+                    appName=row["app_name"],
+                    environment=row["environment"],
+                    timestamp=from_epoch(row["hour"]),
+                    yes=row["yes"],
+                    no=row["no"],
+                    variants={},
+                )
+            if row["variant"] is not None:
+                metric.variants[row["variant"]] = row["count"]
+        return list(found.values())
 
     async def applications(self, app_name: str | None = None) -> list[models.ApplicationOut]:
         where, params = ("WHERE app_name = ?", (app_name,)) if app_name else ("", ())
         rows = await self._db.fetch_all(
             "SELECT app_name, environment, instance_id, connect_via, sdk_version, strategies,"
-            f" interval, started, first_seen, last_seen FROM registrations {where}"
+            f' "interval", started, first_seen, last_seen FROM registrations {where}'
             " ORDER BY app_name, environment, instance_id",
             params,
         )
@@ -141,64 +134,97 @@ class SqliteMetricsStore:
         return [models.ApplicationOut(appName=n, instances=i) for n, i in apps.items()]
 
 
-async def _seen_keys(conn: aiosqlite.Connection, keys: list[str], cutoff: float) -> set[str]:
+def merge_group(items: Sequence[IngestItem], fresh: set[str]) -> tuple[IngestBatch, list[bool]]:
+    """Sum a group's batches; ``fresh`` are the idempotency keys this transaction claimed.
+
+    An item whose key was not claimed is a replay (False); so is a second item with the
+    same key in one group. Pure, so both backends and the tests share it."""
+    unused = set(fresh)
+    merged = IngestBatch()
+    applied: list[bool] = []
+    for item in items:
+        key = item.idempotency_key
+        if key is not None:
+            if key not in unused:
+                applied.append(False)
+                continue
+            unused.discard(key)
+        merged.merge(item.batch)
+        applied.append(True)
+    return merged, applied
+
+
+async def _claim_keys(tx: Transaction, keys: list[str], now: float, cutoff: float) -> set[str]:
+    """Record ``keys`` as seen now; returns those that were new or had expired.
+
+    A key seen within the TTL is left alone and not returned: that is a replay. The insert
+    waits on a concurrent transaction holding the same key, so across PostgreSQL instances
+    exactly one claim wins."""
     if not keys:
         return set()
-    marks = ",".join("?" * len(keys))
-    async with conn.execute(
-        f"SELECT key FROM idempotency_keys WHERE seen_at >= ? AND key IN ({marks})",
-        (cutoff, *keys),
-    ) as cursor:
-        return {row[0] for row in await cursor.fetchall()}
+    rows = await tx.fetch_all(
+        "INSERT INTO idempotency_keys (key, seen_at) VALUES "
+        + ", ".join("(?, ?)" for _ in keys)
+        + " ON CONFLICT (key) DO UPDATE SET seen_at = excluded.seen_at"
+        " WHERE idempotency_keys.seen_at < ? RETURNING key",
+        [*(value for key in keys for value in (key, now)), cutoff],
+    )
+    return {row[0] for row in rows}
 
 
-async def _upsert(conn: aiosqlite.Connection, batch: IngestBatch) -> None:
-    if batch.counts:
-        await conn.executemany(
+async def _upsert(tx: Transaction, batch: IngestBatch) -> None:
+    """Add counts and store registrations, each table's rows in sorted key order."""
+    counts = sorted(
+        ((k.feature_name, k.app_name, k.environment, k.hour), c) for k, c in batch.counts.items()
+    )
+    if counts:
+        await tx.executemany(
             "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE"
-            " SET yes = yes + excluded.yes, no = no + excluded.no",
-            [
-                (k.feature_name, k.app_name, k.environment, k.hour, c.yes, c.no)
-                for k, c in batch.counts.items()
-            ],
+            " VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
+            " SET yes = metrics.yes + excluded.yes, no = metrics.no + excluded.no",
+            [(*key, c.yes, c.no) for key, c in counts],
         )
-        variants = [
-            (k.feature_name, k.app_name, k.environment, k.hour, name, count)
-            for k, c in batch.counts.items()
-            for name, count in c.variants.items()
-        ]
+        variants = sorted(
+            (*key, name, count) for key, c in counts for name, count in c.variants.items()
+        )
         if variants:
-            await conn.executemany(
+            await tx.executemany(
                 "INSERT INTO metric_variants"
                 " (feature_name, app_name, environment, hour, variant, count)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE"
-                " SET count = count + excluded.count",
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (feature_name, app_name, environment, hour, variant) DO UPDATE"
+                " SET count = metric_variants.count + excluded.count",
                 variants,
             )
     if batch.registrations:
-        await conn.executemany(
+        await tx.executemany(
             "INSERT INTO registrations (app_name, environment, instance_id, connect_via,"
-            " sdk_version, strategies, interval, started, first_seen, last_seen)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET"
+            ' sdk_version, strategies, "interval", started, first_seen, last_seen)'
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (app_name, environment, instance_id) DO UPDATE SET"
             " connect_via = excluded.connect_via, sdk_version = excluded.sdk_version,"
-            " strategies = excluded.strategies, interval = excluded.interval,"
-            " started = coalesce(excluded.started, started), last_seen = excluded.last_seen",
-            [
-                (
-                    r.key.app_name,
-                    r.key.environment,
-                    r.key.instance_id,
-                    json.dumps([list(hop) for hop in r.connect_via]),
-                    r.sdk_version,
-                    json.dumps(list(r.strategies)),
-                    r.interval,
-                    epoch(r.started) if r.started else None,
-                    epoch(r.seen_at),
-                    epoch(r.seen_at),
-                )
-                for r in batch.registrations.values()
-            ],
+            ' strategies = excluded.strategies, "interval" = excluded."interval",'
+            " started = coalesce(excluded.started, registrations.started),"
+            " last_seen = excluded.last_seen",
+            _registration_rows(batch),
+        )
+
+
+def _registration_rows(batch: IngestBatch) -> Iterable[tuple[Any, ...]]:
+    for key in sorted(batch.registrations):
+        r = batch.registrations[key]
+        yield (
+            r.key.app_name,
+            r.key.environment,
+            r.key.instance_id,
+            json.dumps([list(hop) for hop in r.connect_via]),
+            r.sdk_version,
+            json.dumps(list(r.strategies)),
+            None if r.interval is None else float(r.interval),
+            epoch(r.started) if r.started else None,
+            epoch(r.seen_at),
+            epoch(r.seen_at),
         )
 
 

@@ -1,21 +1,23 @@
-"""Projects, environments and which environments each project has enabled."""
+"""Projects, environments and which environments each project has enabled (any backend).
+
+Each change is one write transaction whose conflict is decided by the database
+(``ON CONFLICT DO NOTHING`` and the rows it reports), never by a read before the write: two
+instances on one PostgreSQL database enabling the same environment at once get one 200 and
+one 409, as one instance would."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from datetime import UTC, datetime
 
-import aiosqlite
-
 from relay import models
 from relay.errors import BadDataError, NameExistsError, NotFoundError
-from relay.store.sqlite import SqliteDatabase
+from relay.store.sql import Database, Row, Transaction
 
 
-class SqliteProjectStore:
-    def __init__(self, db: SqliteDatabase) -> None:
+class ProjectStore:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def get(self, project_id: str) -> models.ProjectOut:
@@ -49,13 +51,13 @@ class SqliteProjectStore:
         )
 
     async def create(self, body: models.CreateProject) -> models.ProjectOut:
-        async with self._db.write() as conn:
-            cursor = await conn.execute(
+        async with self._db.transaction() as tx:
+            created = await tx.execute(
                 "INSERT INTO projects (id, name, description, created_at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (id) DO NOTHING",
                 (body.id, body.name, body.description, time.time()),
             )
-            if cursor.rowcount != 1:
+            if created != 1:
                 raise NameExistsError(f"A project with id {body.id} already exists")
         return await self.get(body.id)
 
@@ -66,21 +68,20 @@ class SqliteProjectStore:
         return [_environment(row) for row in rows]
 
     async def create_environment(self, body: models.CreateEnvironment) -> models.EnvironmentOut:
-        async with self._db.write() as conn:
+        async with self._db.transaction() as tx:
             if body.sortOrder is None:
-                async with conn.execute(
+                [row] = await tx.fetch_all(
                     "SELECT coalesce(max(sort_order), 0) + 100 FROM environments"
-                ) as cursor:
-                    row = await cursor.fetchone()
-                sort_order = int(row[0]) if row is not None else 100
+                )
+                sort_order = int(row[0])
             else:
                 sort_order = body.sortOrder
-            cursor = await conn.execute(
+            created = await tx.execute(
                 "INSERT INTO environments (name, type, enabled, sort_order, created_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
                 (body.name, body.type, int(body.enabled), sort_order, time.time()),
             )
-            if cursor.rowcount != 1:
+            if created != 1:
                 raise NameExistsError(f"Environment {body.name} already exists")
         return models.EnvironmentOut(
             name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
@@ -94,17 +95,15 @@ class SqliteProjectStore:
             if body.defaultStrategy is not None
             else None
         )
-        async with self._db.write() as conn:
-            if not await _exists(conn, "SELECT 1 FROM projects WHERE id = ?", project_id):
+        async with self._db.transaction() as tx:
+            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFoundError("No project found")
-            if not await _exists(
-                conn, "SELECT 1 FROM environments WHERE name = ?", body.environment
-            ):
+            if not await _exists(tx, "SELECT 1 FROM environments WHERE name = ?", body.environment):
                 raise BadDataError(f"Environment {body.environment} does not exist")
-            cursor = await conn.execute(
+            created = await tx.execute(
                 "INSERT INTO project_environments (project_id, environment,"
                 " change_requests_enabled, default_strategy, created_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (project_id, environment) DO NOTHING",
                 (
                     project_id,
                     body.environment,
@@ -113,20 +112,20 @@ class SqliteProjectStore:
                     time.time(),
                 ),
             )
-            if cursor.rowcount != 1:
+            if created != 1:
                 raise NameExistsError(
                     f"{project_id} already has the environment {body.environment} enabled"
                 )
 
     async def remove_environment(self, project_id: str, environment: str) -> None:
-        async with self._db.write() as conn:
-            if not await _exists(conn, "SELECT 1 FROM projects WHERE id = ?", project_id):
+        async with self._db.transaction() as tx:
+            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFoundError("No project found")
-            cursor = await conn.execute(
+            removed = await tx.execute(
                 "DELETE FROM project_environments WHERE project_id = ? AND environment = ?",
                 (project_id, environment),
             )
-            if cursor.rowcount != 1:
+            if removed != 1:
                 raise NotFoundError(f"{project_id} does not have the environment {environment}")
 
     async def environment_exists(self, name: str) -> bool:
@@ -134,12 +133,11 @@ class SqliteProjectStore:
         return row is not None
 
 
-async def _exists(conn: aiosqlite.Connection, sql: str, value: str) -> bool:
-    async with conn.execute(sql, (value,)) as cursor:
-        return await cursor.fetchone() is not None
+async def _exists(tx: Transaction, sql: str, value: str) -> bool:
+    return bool(await tx.fetch_all(sql, (value,)))
 
 
-def _environment(row: sqlite3.Row) -> models.EnvironmentOut:
+def _environment(row: Row) -> models.EnvironmentOut:
     return models.EnvironmentOut(
         name=row["name"],
         type=row["type"],

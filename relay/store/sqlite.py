@@ -13,18 +13,34 @@ import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-CENTRAL_SCHEMA = ("ingest", "central")
-BUFFER_SCHEMA = ("ingest", "buffer")
+from relay.store.errors import StorageError
+from relay.store.sql import BUFFER_SCHEMA, CENTRAL_SCHEMA, migration_scripts
+
+__all__ = ["BUFFER_SCHEMA", "CENTRAL_SCHEMA", "SqliteDatabase", "SqliteTransaction", "StorageError"]
 
 
-class StorageError(Exception):
-    """The database cannot be read or written (disk full, read-only, corrupt, locked)."""
+class SqliteTransaction:
+    """The backend-neutral face (``relay.store.sql.Transaction``) of one ``write()`` block."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = await self.conn.execute(sql, params)
+        return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self.conn.executemany(sql, rows)
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self.conn.execute(sql, params) as cursor:
+            cursor_rows: Iterable[sqlite3.Row] = await cursor.fetchall()
+            return list(cursor_rows)
 
 
 class SqliteDatabase:
@@ -84,16 +100,9 @@ class SqliteDatabase:
         )
         async with conn.execute("SELECT version FROM schema_migrations") as cursor:
             done = {row[0] for row in await cursor.fetchall()}
-        root = resources.files("relay.store").joinpath("migrations")
-        for folder in self._migrations:
-            scripts = sorted(
-                (f for f in root.joinpath(folder).iterdir() if f.name.endswith(".sql")),
-                key=lambda f: f.name,
-            )
-            for script in scripts:
-                version = f"{folder}/{script.name.removesuffix('.sql')}"
-                if version not in done:
-                    await self._apply_script(conn, version, script.read_text(encoding="utf-8"))
+        for version, sql in migration_scripts(self._migrations):
+            if version not in done:
+                await self._apply_script(conn, version, sql)
 
     async def _apply_script(self, conn: aiosqlite.Connection, version: str, sql: str) -> None:
         await conn.execute("BEGIN IMMEDIATE")
@@ -126,12 +135,16 @@ class SqliteDatabase:
                     raise StorageError(str(exc)) from exc
                 raise
 
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqliteTransaction]:
+        """``write()`` for the backend-neutral stores (``relay.store.sql``)."""
+        async with self.write() as conn:
+            yield SqliteTransaction(conn)
+
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        conn = self._require(self._reader)
+        reader = SqliteTransaction(self._require(self._reader))  # reads only, no BEGIN
         try:
-            async with conn.execute(sql, params) as cursor:
-                cursor_rows: Iterable[sqlite3.Row] = await cursor.fetchall()
-                return list(cursor_rows)
+            return await reader.fetch_all(sql, params)
         except sqlite3.Error as exc:
             raise StorageError(str(exc)) from exc
 

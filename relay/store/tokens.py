@@ -1,4 +1,5 @@
-"""API keys of the central service, stored only as SHA-256 hashes (see ``relay.auth``)."""
+"""API keys of the central service, stored only as SHA-256 hashes (see ``relay.auth``), on
+either backend."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import time
 
 from relay.auth import KeySpec, Principal, hash_key
 from relay.models import TokenType
-from relay.store.sqlite import SqliteDatabase
+from relay.store.sql import Database
 
 
-class SqliteKeyStore:
+class TokenStore:
     """Resolves presented keys; caches hits, since keys are read on every request."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._cache: dict[str, Principal] = {}
 
@@ -42,8 +43,8 @@ class SqliteKeyStore:
     async def add(self, spec: KeySpec) -> bool:
         """Store a key unless it exists; True when it was created."""
         p = spec.principal
-        async with self._db.write() as conn:
-            cursor = await conn.execute(
+        async with self._db.transaction() as tx:
+            created = await tx.execute(
                 "INSERT INTO api_tokens (secret_hash, display, type, environment, projects,"
                 " token_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (secret_hash) DO NOTHING",
@@ -57,7 +58,7 @@ class SqliteKeyStore:
                     time.time(),
                 ),
             )
-            return cursor.rowcount == 1
+            return created == 1
 
     async def count(self) -> int:
         row = await self._db.fetch_one("SELECT count(*) AS n FROM api_tokens")

@@ -74,6 +74,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq .Values.mode "standalone" }}
 {{- with .Values.tokens.initAdmin }}{{ $_ := set $data "RELAY_INIT_ADMIN_API_TOKENS" (join "," .) }}{{ end }}
 {{- with .Values.tokens.initClient }}{{ $_ := set $data "RELAY_INIT_CLIENT_API_TOKENS" (join "," .) }}{{ end }}
+{{- with .Values.database.url }}{{ $_ := set $data "RELAY_DATABASE_URL" . }}{{ end }}
 {{- else }}
 {{- with .Values.tokens.upstream }}{{ $_ := set $data "RELAY_UPSTREAM_TOKENS" (join "," .) }}{{ end }}
 {{- with .Values.tokens.client }}{{ $_ := set $data "RELAY_CLIENT_TOKENS" (join "," .) }}{{ end }}
@@ -121,13 +122,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* "true" when the standalone service keeps its data in PostgreSQL (URL in the Secret). */}}
+{{- define "relay.postgres" -}}
+{{- if and (eq .Values.mode "standalone") (or .Values.database.url .Values.database.urlInExistingSecret) }}true{{ end }}
+{{- end }}
+
+{{/* A claimed volume for the data dir: SQLite store or relay buffer, never for PostgreSQL. */}}
+{{- define "relay.persistent" -}}
+{{- if and (ne .Values.mode "sidecar") .Values.persistence.enabled (not (include "relay.postgres" .)) }}true{{ end }}
+{{- end }}
+
 {{/* Rules between values that values.schema.json does not express. */}}
 {{- define "relay.validate" -}}
 {{- $replicas := .Values.replicaCount | int }}
-{{- if and (eq .Values.mode "standalone") (gt $replicas 1) (not .Values.config.database_url) }}
-{{- fail "standalone keeps its data in one SQLite file: replicaCount > 1 needs config.database_url" }}
+{{- if and (eq .Values.mode "standalone") (gt $replicas 1) (not .Values.config.database_url) (not (include "relay.postgres" .)) }}
+{{- fail "standalone keeps its data in one SQLite file: replicaCount > 1 needs PostgreSQL (database.url or database.urlInExistingSecret)" }}
 {{- end }}
-{{- if and (ne .Values.mode "sidecar") .Values.persistence.enabled (gt $replicas 1) (not (has "ReadWriteMany" .Values.persistence.accessModes)) }}
+{{- if and (include "relay.persistent" .) (gt $replicas 1) (not (has "ReadWriteMany" .Values.persistence.accessModes)) }}
 {{- fail (printf "persistence.accessModes %v cannot be shared by %d replicas: use replicaCount 1, ReadWriteMany, or persistence.enabled=false (relay)" .Values.persistence.accessModes $replicas) }}
 {{- end }}
 {{- $_ := include "relay.terminationGracePeriodSeconds" . }}
@@ -160,6 +171,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $keys := list "RELAY_UPSTREAM_TOKENS" "RELAY_CLIENT_TOKENS" }}
 {{- if eq .Values.mode "standalone" }}
 {{- $keys = list "RELAY_INIT_ADMIN_API_TOKENS" "RELAY_INIT_CLIENT_API_TOKENS" }}
+{{- if include "relay.postgres" . }}
+{{- $keys = append $keys "RELAY_DATABASE_URL" }}
+{{- end }}
 {{- end }}
 {{- range $keys }}
 - name: {{ . }}
@@ -167,7 +181,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     secretKeyRef:
       name: {{ $secret }}
       key: {{ . }}
-      optional: {{ ne . "RELAY_UPSTREAM_TOKENS" }}
+      optional: {{ not (has . (list "RELAY_UPSTREAM_TOKENS" "RELAY_DATABASE_URL")) }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}

@@ -1,0 +1,69 @@
+"""What the stores need of a database, whichever backend holds it.
+
+The stores (metrics, projects, tokens) are written once against these protocols in the SQL
+both SQLite and PostgreSQL understand: ``?`` placeholders (the PostgreSQL backend numbers
+them), ``ON CONFLICT (target) DO ...`` upserts with qualified column names, ``RETURNING``.
+So the two backends cannot drift apart in behaviour; only connections, migrations and error
+mapping differ (``sqlite.py``, ``postgres.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from importlib import resources
+from typing import Any, Protocol
+
+CENTRAL_SCHEMA = ("ingest", "central")
+BUFFER_SCHEMA = ("ingest", "buffer")
+
+
+class Row(Protocol):
+    """A result row: ``sqlite3.Row`` and ``asyncpg.Record`` both index by name and position."""
+
+    def __getitem__(self, key: str | int, /) -> Any: ...
+
+
+class Transaction(Protocol):
+    """One open write transaction; committed when its ``transaction()`` block exits."""
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it inserted, updated or deleted."""
+        ...
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Row]: ...
+
+
+class Database(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Row]: ...
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+
+
+def migration_scripts(folders: Sequence[str], root: str = "") -> list[tuple[str, str]]:
+    """``(version, sql)`` of ``migrations/[root/]<folder>/NNNN_*.sql`` in order of application.
+
+    Versions are ``<folder>/<NNNN_name>`` for both backends, so one schema history is
+    recorded the same way whichever database holds it."""
+    base = resources.files("relay.store").joinpath("migrations")
+    if root:
+        base = base.joinpath(root)
+    scripts = []
+    for folder in folders:
+        files = sorted(
+            (f for f in base.joinpath(folder).iterdir() if f.name.endswith(".sql")),
+            key=lambda f: f.name,
+        )
+        scripts += [
+            (f"{folder}/{f.name.removesuffix('.sql')}", f.read_text(encoding="utf-8"))
+            for f in files
+        ]
+    return scripts
