@@ -191,9 +191,16 @@ def _announce(created: list[KeySpec]) -> None:
 def _every(
     seconds: float, job: Callable[[], Awaitable[object]], name: str
 ) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Run ``job`` every ``seconds``. On shutdown a run in progress is let finish, never
+    cancelled: a cancelled await does not stop a statement already handed to the database
+    thread, so the job's bookkeeping after it (counting evicted entries) would be lost."""
+    stop = asyncio.Event()
+
     async def loop() -> None:
-        while True:
-            await asyncio.sleep(seconds)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), seconds)
+                return
             try:
                 await job()
             except Exception:
@@ -202,8 +209,7 @@ def _every(
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(loop(), name=name)
         yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stop.set()
+        await task
 
     return ctx

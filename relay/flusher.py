@@ -59,28 +59,35 @@ class Flusher:
         self._blocked: dict[str, float] = {}
         self._warned_no_token: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
 
     async def stop(self, final_flush_timeout: float) -> None:
-        """Stop the loop, then one last flush within the deadline; what is left stays on
-        disk for the next start."""
+        """Stop the loop, letting a flush in progress finish (it is cancelled only when the
+        deadline passes), then one last flush; what is left stays on disk for the next
+        start."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + final_flush_timeout
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._stop.set()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, final_flush_timeout)
             self._task = None
         self._retry_at = 0.0
         try:
-            drained = await asyncio.wait_for(self.flush(), final_flush_timeout)
+            drained = await asyncio.wait_for(self.flush(), max(0.0, deadline - loop.time()))
         except TimeoutError:
             drained = False
         log.info("final flush", extra={"drained": drained})
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(max(self._interval, self._retry_at - self._clock()))
+        while not self._stop.is_set():
+            delay = max(self._interval, self._retry_at - self._clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+                return
             try:
                 await self.flush()
             except Exception:  # a storage error must not end the loop: retry next interval

@@ -20,8 +20,9 @@ MAX_VARIANTS = 100
 MAX_LIST = 100
 
 
-Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
-Text = Annotated[str, Field(max_length=MAX_NAME)]
+# No NUL characters: PostgreSQL text cannot hold them, and both stores must accept the same.
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]+$")]
+Text = Annotated[str, Field(max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 # RFC 3339 requires an offset; a timestamp without one is read as UTC (``domain.epoch``), not
 # refused, because a 4xx makes the Node SDK stop sending metrics for good. Normalising here

@@ -42,8 +42,9 @@ HTTP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 
 # --- strategies: valid bodies ---
 
-# Any Unicode scalar value (JSON cannot carry lone surrogates), control characters included.
-ANY_TEXT = st.characters(codec="utf-8")
+# Any Unicode scalar value (JSON cannot carry lone surrogates), control characters included,
+# but NUL: no name may hold it (PostgreSQL text cannot), which BAD_NAMES covers.
+ANY_TEXT = st.characters(codec="utf-8", exclude_characters="\x00")
 any_name = st.text(ANY_TEXT, min_size=1, max_size=MAX_NAME)
 # A few common names so that entries collide on the same key and must be summed.
 names = st.one_of(st.sampled_from(["f1", "f2", "app", "é/ü ?#%", "{x}", ".."]), any_name)
@@ -360,6 +361,9 @@ BAD_COUNTS = st.one_of(
 BAD_NAMES = st.one_of(
     st.just(""),
     st.text(ANY_TEXT, min_size=MAX_NAME + 1, max_size=MAX_NAME + 40),
+    st.builds(
+        lambda a, b: f"{a}\x00{b}", st.text(ANY_TEXT, max_size=5), st.text(ANY_TEXT, max_size=5)
+    ),
     st.integers(),
     st.booleans(),
     st.none(),
