@@ -17,10 +17,28 @@ from relay.domain import (
     Hop,
     IngestBatch,
     MetricKey,
+    OutOfRange,
     Registration,
     RegistrationKey,
+    epoch,
     hour_start,
 )
+
+
+class InvalidEntry(ValueError):
+    """An entry the models accept but the domain cannot (a time outside years 1..9999)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _hour(moment: datetime, path: str) -> int:
+    try:
+        return hour_start(moment)
+    except OutOfRange as exc:
+        raise InvalidEntry(path, str(exc)) from None
 
 
 @dataclass(slots=True)
@@ -37,7 +55,7 @@ def from_bulk(
     counts = result.batch.counts
     hours: dict[datetime | None, int] = {None: hour_start(now)}  # one parse per distinct time
     dropped = result.dropped
-    for entry in body.metrics:
+    for index, entry in enumerate(body.metrics):
         if entry.environment != environment:
             dropped["environment"] += 1
             continue
@@ -45,9 +63,11 @@ def from_bulk(
         if not (yes or no or any(variants.values())):
             dropped["empty"] += 1
             continue
-        hour = hours.get(entry.timestamp)
+        timestamp = entry.timestamp
+        hour = hours.get(timestamp)
         if hour is None:
-            hour = hours[entry.timestamp] = hour_start(entry.timestamp)  # type: ignore[arg-type]
+            assert timestamp is not None  # None is in ``hours`` from the start
+            hour = hours[timestamp] = _hour(timestamp, f"/body/metrics/{index}/timestamp")
         key = MetricKey(entry.appName, environment, entry.featureName, hour)
         existing = counts.get(key)
         if existing is None:
@@ -55,9 +75,10 @@ def from_bulk(
         else:
             existing.add(yes, no, variants)
         result.accepted += 1
-    for app in body.applications:
+    for index, app in enumerate(body.applications):
         if app.environment == environment:
-            result.batch.add_registration(_registration(app, environment, now, hop))
+            path = f"/body/applications/{index}/started"
+            result.batch.add_registration(_registration(app, environment, now, hop, path))
     return result
 
 
@@ -67,7 +88,7 @@ def from_client_metrics(body: models.ClientMetrics, environment: str, now: datet
     bucket = body.bucket
     if bucket is None:
         return result
-    hour = hour_start(bucket.start or now)
+    hour = _hour(bucket.start or now, "/body/bucket/start")
     for feature, toggle in bucket.toggles.items():
         if toggle.yes == 0 and toggle.no == 0 and not any(toggle.variants.values()):
             result.dropped["empty"] += 1
@@ -82,14 +103,23 @@ def from_client_registration(
     body: models.ClientRegistration, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
     result = Conversion()
-    result.batch.add_registration(_registration(body, environment, now, hop))
+    result.batch.add_registration(_registration(body, environment, now, hop, "/body/started"))
     return result
 
 
 def _registration(
-    body: models.ClientRegistration, environment: str, now: datetime, hop: Hop | None
+    body: models.ClientRegistration,
+    environment: str,
+    now: datetime,
+    hop: Hop | None,
+    started_path: str,
 ) -> Registration:
     """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
+    if body.started is not None:
+        try:
+            epoch(body.started)
+        except OutOfRange as exc:
+            raise InvalidEntry(started_path, str(exc)) from None
     via = tuple(Hop(v.appName, v.instanceId) for v in body.connectVia)
     return Registration(
         key=RegistrationKey(body.appName, environment, body.instanceId),

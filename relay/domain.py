@@ -14,11 +14,26 @@ from typing import NamedTuple
 HOUR = 3600
 
 
+_FIRST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_LAST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+
+
+class OutOfRange(ValueError):
+    """A time that is not in years 1..9999 once in UTC: it could be stored, but never read
+    back as a datetime or flushed (9999-12-31T23:00-05:00 is in year 10000)."""
+
+
 def epoch(moment: datetime) -> float:
     """Epoch seconds; a timestamp without an offset is UTC (never the machine's zone)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    try:
+        seconds = moment.timestamp()  # before year 1 in UTC this overflows
+    except OverflowError:
+        seconds = _FIRST
+    if not _FIRST < seconds < _LAST:
+        raise OutOfRange(f"{moment.isoformat()} is not within years 1 to 9999 in UTC")
+    return seconds
 
 
 def hour_start(moment: datetime) -> int:

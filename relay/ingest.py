@@ -7,7 +7,8 @@ of accepted/dropped entries cannot differ between them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -16,6 +17,8 @@ from prometheus_client import Counter
 from relay import aggregate, models
 from relay.aggregate import Conversion
 from relay.domain import Hop, IngestBatch
+from relay.errors import BadDataError
+from relay.models import ErrorDetail
 
 ENTRIES = Counter("relay_metric_entries_total", "Metric entries received, by outcome", ["outcome"])
 REGISTRATIONS = Counter("relay_registrations_total", "Application registrations accepted")
@@ -28,6 +31,15 @@ class MetricsSink(Protocol):
     async def write(self, batch: IngestBatch, idempotency_key: str | None) -> bool:
         """Durably store the batch before returning; False if it was an idempotent replay."""
         ...
+
+
+@contextmanager
+def _invalid_as_400() -> Iterator[None]:
+    try:
+        yield
+    except aggregate.InvalidEntry as exc:
+        detail = ErrorDetail(path=exc.path, message=f"The `{exc.path}` property {exc.message}")
+        raise BadDataError(f"Request validation failed: {detail.message}", [detail]) from None
 
 
 def _utcnow() -> datetime:
@@ -47,19 +59,24 @@ class Ingest:
     async def bulk(
         self, body: models.BulkMetrics, environment: str, idempotency_key: str | None
     ) -> None:
-        conversion = aggregate.from_bulk(body, environment, self._clock(), self._hop)
+        with _invalid_as_400():
+            conversion = aggregate.from_bulk(body, environment, self._clock(), self._hop)
         await self._write(conversion, idempotency_key)
 
     async def client_metrics(
         self, body: models.ClientMetrics, environment: str, idempotency_key: str | None
     ) -> None:
-        conversion = aggregate.from_client_metrics(body, environment, self._clock())
+        with _invalid_as_400():
+            conversion = aggregate.from_client_metrics(body, environment, self._clock())
         await self._write(conversion, idempotency_key)
 
     async def register(
         self, body: models.ClientRegistration, environment: str, idempotency_key: str | None
     ) -> None:
-        conversion = aggregate.from_client_registration(body, environment, self._clock(), self._hop)
+        with _invalid_as_400():
+            conversion = aggregate.from_client_registration(
+                body, environment, self._clock(), self._hop
+            )
         await self._write(conversion, idempotency_key)
 
     async def _write(self, conversion: Conversion, idempotency_key: str | None) -> None:

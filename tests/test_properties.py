@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from yarl import URL
 
-from relay import models
+from relay import aggregate, models
 from relay.aggregate import from_bulk, from_client_metrics
 from relay.domain import Counts, MetricKey, RegistrationKey
 from relay.models import MAX_COUNT, MAX_NAME, MAX_VARIANTS
@@ -218,8 +218,12 @@ def batch_totals(counts: dict[MetricKey, Counts]) -> Totals:
 # --- pure properties: models and aggregation ---
 
 
+# the server's clock: any time it can run at (years 1..9999 in UTC, ends excluded)
+CLOCK = st.datetimes(datetime(1, 1, 3), datetime(9999, 12, 29), timezones=st.just(UTC))
+
+
 @PURE
-@given(body=bulk_bodies(), environment=environments, now=st.datetimes(timezones=st.just(UTC)))
+@given(body=bulk_bodies(), environment=environments, now=CLOCK)
 def test_bulk_conversion_preserves_totals_and_counts_what_it_drops(
     body: tuple[list[Entry], list[dict[str, Any]]], environment: str, now: datetime
 ) -> None:
@@ -319,7 +323,7 @@ def sdk_expected(sdk: Sdk, environment: str, now: datetime) -> tuple[Totals, int
 
 
 @PURE
-@given(body=sdk_bodies(), environment=environments, now=st.datetimes(timezones=st.just(UTC)))
+@given(body=sdk_bodies(), environment=environments, now=CLOCK)
 def test_sdk_metrics_conversion_preserves_totals(
     body: Sdk, environment: str, now: datetime
 ) -> None:
@@ -509,9 +513,43 @@ NOT_JSON = st.one_of(
 )
 
 
+def bulk_of(metrics: list[Entry]) -> dict[str, Any]:
+    return {"applications": [], "metrics": metrics}
+
+
 def with_timestamp(moment: str) -> Bad:
     body = {"applications": [], "metrics": [{**valid_metric(), "timestamp": moment}]}
     return Bad(json.dumps(body).encode(), "/body/metrics/0/timestamp")
+
+
+def has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def refused_by_parsing(body: bytes, sdk: bool = False) -> bool:
+    """What ``read_json`` and the ingest path refuse before anything is stored: the models,
+    then NUL anywhere (PostgreSQL text cannot hold it), then times outside years 1..9999."""
+    now = datetime.now(UTC)
+    try:
+        if sdk:
+            sdk_body = models.ClientMetrics.model_validate_json(body)
+            if has_nul(sdk_body.model_dump()):
+                return True
+            aggregate.from_client_metrics(sdk_body, ENV, now)
+        else:
+            bulk_body = models.BulkMetrics.model_validate_json(body)
+            if has_nul(bulk_body.model_dump()):
+                return True
+            aggregate.from_bulk(bulk_body, ENV, now)
+    except (ValidationError, aggregate.InvalidEntry):
+        return True
+    return False
 
 
 @PURE
@@ -519,16 +557,33 @@ def with_timestamp(moment: str) -> Bad:
 # instants past the years 1..9999 in UTC: accepted once, then unreadable and unflushable
 @example(bad=with_timestamp("9999-12-31T23:59:59-23:59"))
 @example(bad=with_timestamp("0001-01-01T00:00:00+00:01"))
-def test_models_refuse_a_body_breaking_any_rule(bad: Bad) -> None:
-    with pytest.raises(ValidationError):
-        models.BulkMetrics.model_validate_json(bad.body)
+def test_a_body_breaking_any_rule_is_refused_before_storage(bad: Bad) -> None:
+    assert refused_by_parsing(bad.body)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        with_timestamp("9999-12-31T23:59:59-23:59"),
+        with_timestamp("0001-01-01T00:00:00+00:01"),
+        Bad(
+            json.dumps(bulk_of([{**valid_metric(), "appName": "a\x00b"}])).encode(),
+            "/body/metrics/0/appName",
+        ),
+    ],
+    ids=["after-9999", "before-1", "nul"],
+)
+async def test_times_out_of_range_and_nul_get_400_naming_the_field(client: Any, bad: Bad) -> None:
+    status, answer = await post(client, "/api/client/metrics/bulk", bad.body)
+    assert status == 400, answer
+    assert_error(answer, "BadDataError")
+    assert [d["path"] for d in answer["details"]] == [bad.path]
 
 
 @PURE
 @given(bad=bad_sdk_bodies())
-def test_models_refuse_an_sdk_body_breaking_any_rule(bad: Bad) -> None:
-    with pytest.raises(ValidationError):
-        models.ClientMetrics.model_validate_json(bad.body)
+def test_an_sdk_body_breaking_any_rule_is_refused_before_storage(bad: Bad) -> None:
+    assert refused_by_parsing(bad.body, sdk=True)
 
 
 # --- through the HTTP API ---

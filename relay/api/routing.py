@@ -106,9 +106,34 @@ async def read_json(request: web.Request, model: type[Model]) -> Model:
         limit = settings.max_body_bytes
         raise ContentTooLarge(f"Request body is larger than the limit of {limit} bytes") from None
     try:
-        return model.model_validate_json(raw)
+        parsed = model.model_validate_json(raw)
     except ValidationError as exc:
         raise from_validation(exc) from None
+    if b"\\u0000" in raw:  # JSON carries NUL only escaped: the precise walk is rarely needed
+        path = _nul_path(parsed.model_dump(), "/body")
+        if path is not None:
+            message = f"The `{path}` property must not contain NUL characters"
+            raise BadDataError(
+                f"Request validation failed: {message}", [ErrorDetail(path=path, message=message)]
+            )
+    return parsed
+
+
+def _nul_path(value: object, path: str) -> str | None:
+    """JSON pointer of the first string (or key) holding NUL, which no store can keep."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nul_path(key, f"{path}/{key}") or _nul_path(item, f"{path}/{key}")
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{path}/{index}")
+            if found is not None:
+                return found
+    return None
 
 
 MAX_IDEMPOTENCY_KEY = 255
