@@ -71,20 +71,22 @@ def bulk_body(features: int = 20, apps: int = 5, entries: int = 100) -> bytes:
 
 def sdk_body(toggles: int = 20) -> bytes:
     now = datetime.now(UTC).isoformat()
-    return json.dumps({
-        "appName": "checkout-service",
-        "instanceId": "pod-1",
-        "connectionId": "c0ffee",
-        "environment": "default",
-        "bucket": {
-            "start": now,
-            "stop": now,
-            "toggles": {
-                f"feature-flag-number-{i:03d}": {"yes": 10 + i, "no": i, "variants": {"a": 3}}
-                for i in range(toggles)
+    return json.dumps(
+        {
+            "appName": "checkout-service",
+            "instanceId": "pod-1",
+            "connectionId": "c0ffee",
+            "environment": "default",
+            "bucket": {
+                "start": now,
+                "stop": now,
+                "toggles": {
+                    f"feature-flag-number-{i:03d}": {"yes": 10 + i, "no": i, "variants": {"a": 3}}
+                    for i in range(toggles)
+                },
             },
-        },
-    }).encode()
+        }
+    ).encode()
 
 
 # --- processes ---
@@ -131,12 +133,16 @@ def start(name: str, workdir: Path, env: dict[str, str]) -> Server:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     full = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
-    full.update({"RELAY_PORT": str(port), "RELAY_HOST": "127.0.0.1", "RELAY_LOG_LEVEL": "WARNING",
-                 **env})
+    full.update(
+        {"RELAY_PORT": str(port), "RELAY_HOST": "127.0.0.1", "RELAY_LOG_LEVEL": "WARNING", **env}
+    )
     with (workdir / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "relay", "serve"], cwd=workdir, env=full,
-            stdout=log, stderr=log,
+            [sys.executable, "-m", "relay", "serve"],
+            cwd=workdir,
+            env=full,
+            stdout=log,
+            stderr=log,
         )
     server = Server(name, process, port)
     deadline = time.monotonic() + 30
@@ -151,18 +157,29 @@ def start(name: str, workdir: Path, env: dict[str, str]) -> Server:
 
 
 def standalone(workdir: Path) -> Server:
-    return start("standalone", workdir / "standalone", {
-        "RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
-    })
+    return start(
+        "standalone",
+        workdir / "standalone",
+        {
+            "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
+            "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+        },
+    )
 
 
 def relay(workdir: Path, upstream: Server, flush_interval: str = "10") -> Server:
-    return start("relay", workdir / "relay", {
-        "RELAY_MODE": "relay", "RELAY_UPSTREAM_URL": upstream.url,
-        "RELAY_UPSTREAM_TOKENS": CLIENT, "RELAY_CLIENT_TOKENS": CLIENT,
-        "RELAY_FLUSH_INTERVAL": flush_interval,
-        "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
-    })
+    return start(
+        "relay",
+        workdir / "relay",
+        {
+            "RELAY_MODE": "relay",
+            "RELAY_UPSTREAM_URL": upstream.url,
+            "RELAY_UPSTREAM_TOKENS": CLIENT,
+            "RELAY_CLIENT_TOKENS": CLIENT,
+            "RELAY_FLUSH_INTERVAL": flush_interval,
+            "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
+        },
+    )
 
 
 def scrape(server: Server, name: str, labels: str = "") -> float:
@@ -211,9 +228,22 @@ def _wrk(url: str, body: bytes, connections: int, seconds: float, workdir: Path)
     )
     threads = min(2, connections)
     out = subprocess.run(
-        ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--latency",
-         "-s", str(script), url],
-        capture_output=True, text=True, check=True,
+        [
+            "wrk",
+            "-t",
+            str(threads),
+            "-c",
+            str(connections),
+            "-d",
+            f"{max(1, round(seconds))}s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     duration = re.search(r"requests in ([\d.]+)(\w+),", out)
@@ -221,8 +251,12 @@ def _wrk(url: str, body: bytes, connections: int, seconds: float, workdir: Path)
     secs = float(duration.group(1)) * {"s": 1, "ms": 0.001, "m": 60}[duration.group(2)]
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return Load(
-        requests, secs, _wrk_ms(out, "50%"), _wrk_ms(out, "99%"),
-        int(non_2xx.group(1)) if non_2xx else 0, "wrk",
+        requests,
+        secs,
+        _wrk_ms(out, "50%"),
+        _wrk_ms(out, "99%"),
+        int(non_2xx.group(1)) if non_2xx else 0,
+        "wrk",
     )
 
 
@@ -260,8 +294,12 @@ async def _aiohttp_load(url: str, body: bytes, connections: int, seconds: float)
     cpu = (time.process_time() - cpu0) / elapsed
     print(f"    (load generator: aiohttp, used {cpu:.0%} of a core)")
     return Load(
-        len(latencies), elapsed, latencies[len(latencies) // 2] * 1000,
-        latencies[int(len(latencies) * 0.99)] * 1000, non_2xx, "aiohttp",
+        len(latencies),
+        elapsed,
+        latencies[len(latencies) // 2] * 1000,
+        latencies[int(len(latencies) * 0.99)] * 1000,
+        non_2xx,
+        "aiohttp",
     )
 
 
@@ -283,11 +321,44 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
     return row
 
 
+def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
+    """A bare handler that only validates the body: the yardstick for the others."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "baseline.py"), str(port)])
+    server = Server("baseline", process, port)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{server.url}/ready", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        load = drive(
+            f"{server.url}/api/client/metrics/bulk",
+            bulk_body(),
+            args.connections,
+            args.duration,
+            workdir,
+        )
+        report("baseline: validate only", load, 100, server)
+    finally:
+        server.stop()
+
+
 def scenario_standalone(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir)
     try:
-        load = drive(f"{central.url}/api/client/metrics/bulk", bulk_body(), args.connections,
-                     args.duration, workdir)
+        load = drive(
+            f"{central.url}/api/client/metrics/bulk",
+            bulk_body(),
+            args.connections,
+            args.duration,
+            workdir,
+        )
         report("standalone bulk ingest", load, 100, central)
     finally:
         central.stop()
@@ -298,18 +369,27 @@ def scenario_relay(args: argparse.Namespace, workdir: Path) -> None:
     edge = relay(workdir, central, flush_interval=str(args.flush_interval))
     try:
         before = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
-        load = drive(f"{edge.url}/api/client/metrics/bulk", bulk_body(), args.connections,
-                     args.duration, workdir)
+        load = drive(
+            f"{edge.url}/api/client/metrics/bulk",
+            bulk_body(),
+            args.connections,
+            args.duration,
+            workdir,
+        )
         row = report("relay bulk ingest", load, 100, edge)
         after = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
         intervals = max(1.0, load.seconds / args.flush_interval)
-        print(json.dumps({
-            "scenario": "relay upstream traffic",
-            "sdk_requests": load.requests,
-            "upstream_requests": int(after - before),
-            "upstream_requests_per_interval": round((after - before) / intervals, 2),
-            "peak_rss_mb": row["peak_rss_mb"],
-        }))
+        print(
+            json.dumps(
+                {
+                    "scenario": "relay upstream traffic",
+                    "sdk_requests": load.requests,
+                    "upstream_requests": int(after - before),
+                    "upstream_requests_per_interval": round((after - before) / intervals, 2),
+                    "peak_rss_mb": row["peak_rss_mb"],
+                }
+            )
+        )
     finally:
         edge.stop()
         central.stop()
@@ -319,8 +399,9 @@ def scenario_sdk(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir)
     edge = relay(workdir, central)
     try:
-        load = drive(f"{edge.url}/api/client/metrics", sdk_body(), args.connections,
-                     args.duration, workdir)
+        load = drive(
+            f"{edge.url}/api/client/metrics", sdk_body(), args.connections, args.duration, workdir
+        )
         report("relay SDK /api/client/metrics", load, 20, edge)
     finally:
         edge.stop()
@@ -337,8 +418,14 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
     try:
         for first in range(0, keys, per_post):
             metrics = [
-                {"featureName": f"drain-feature-{i:08d}", "appName": "drain-app",
-                 "environment": "development", "timestamp": now, "yes": 1, "no": 0}
+                {
+                    "featureName": f"drain-feature-{i:08d}",
+                    "appName": "drain-app",
+                    "environment": "development",
+                    "timestamp": now,
+                    "yes": 1,
+                    "no": 0,
+                }
                 for i in range(first, min(keys, first + per_post))
             ]
             request = urllib.request.Request(
@@ -361,20 +448,25 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
                 raise RuntimeError("drain did not finish in time")
             time.sleep(0.2)
         elapsed = time.monotonic() - started
-        print(json.dumps({
-            "scenario": "drain buffered keys into standalone",
-            "keys": keys,
-            "seconds": round(elapsed, 2),
-            "entries_per_s": round(keys / elapsed),
-            "relay_peak_rss_mb_filling": round(filled_rss, 1),
-            "relay_peak_rss_mb_draining": round(max(peak, edge.peak_rss_mb()), 1),
-        }))
+        print(
+            json.dumps(
+                {
+                    "scenario": "drain buffered keys into standalone",
+                    "keys": keys,
+                    "seconds": round(elapsed, 2),
+                    "entries_per_s": round(keys / elapsed),
+                    "relay_peak_rss_mb_filling": round(filled_rss, 1),
+                    "relay_peak_rss_mb_draining": round(max(peak, edge.peak_rss_mb()), 1),
+                }
+            )
+        )
     finally:
         edge.stop()
         central.stop()
 
 
 SCENARIOS = {
+    "baseline": scenario_baseline,
     "relay": scenario_relay,
     "standalone": scenario_standalone,
     "sdk": scenario_sdk,
@@ -383,8 +475,9 @@ SCENARIOS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=16)
