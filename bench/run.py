@@ -129,7 +129,11 @@ class Server:
                 self.process.wait()
 
 
-def start(name: str, workdir: Path, env: dict[str, str]) -> Server:
+def start(
+    name: str, workdir: Path, env: dict[str, str], command: list[str] | None = None
+) -> Server:
+    """Start ``relay serve`` (or ``command``, given the port as last argument) and wait until
+    it answers ``/ready``."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     full = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
@@ -323,20 +327,8 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
 
 def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
     """A bare handler that only validates the body: the yardstick for the others."""
-    port = free_port()
-    workdir.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "baseline.py"), str(port)])
-    server = Server("baseline", process, port)
+    server = start("baseline", workdir, {}, [sys.executable, str(ROOT / "bench" / "baseline.py")])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{server.url}/ready", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
         load = drive(
             f"{server.url}/api/client/metrics/bulk",
             bulk_body(),
