@@ -43,6 +43,7 @@ from relay.state import (
     SETTINGS,
     UPSTREAM,
 )
+from relay.store.errors import StorageError
 from relay.store.metrics import MetricsStore
 from relay.store.outbox import SqliteOutbox
 from relay.store.postgres import PostgresDatabase
@@ -97,22 +98,59 @@ def _standalone(app: web.Application, settings: Settings) -> list[Route]:
     app[KEYS] = keys
     app[INGEST] = Ingest(metrics)
 
-    async def storage(app: web.Application) -> AsyncIterator[None]:
+    async def prepare() -> None:
         await db.open()
         try:
             await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
             _announce(await keys.bootstrap())
-            metrics.start()
-            app[READY][0] = True
+        except StorageError:
+            await db.close()
+            raise
+        app[READY][0] = True
+
+    async def storage(app: web.Application) -> AsyncIterator[None]:
+        metrics.start()
+        opening: asyncio.Task[None] | None = None
+        try:
+            try:
+                await prepare()
+            except StorageError as exc:
+                if not settings.uses_postgres:
+                    raise  # a SQLite file that cannot be opened is a configuration error
+                log.error(
+                    "database unavailable at start-up: answering 503 and retrying",
+                    extra={"error": str(exc)},
+                )
+                opening = asyncio.create_task(_until_open(prepare), name="database-open")
             yield
-            app[READY][0] = False
-            await metrics.stop()
         finally:
+            app[READY][0] = False
+            if opening is not None:
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await opening
+            await metrics.stop()
             await db.close()
 
     app.cleanup_ctx.append(storage)
     app.cleanup_ctx.append(_every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
     return [*client.ROUTES, *features.ROUTES, *admin.ROUTES, *edge.ROUTES]
+
+
+async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
+    """A shared database may be down when a replica starts: the replica stays up, not ready,
+    answering 503, and becomes ready as soon as the database answers."""
+    delay = 1.0
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            await prepare()
+        except StorageError as exc:
+            delay = min(delay * 2, 30.0)
+            log.warning("database still unavailable", extra={"error": str(exc), "retry_in": delay})
+        else:
+            log.info("database available: ready")
+            return
 
 
 def _relay(app: web.Application, settings: Settings) -> list[Route]:

@@ -45,13 +45,15 @@ class Service:
         return self.process.wait(timeout)
 
 
-def wait_ready(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
+def wait_ready(
+    url: str, process: subprocess.Popen[str], timeout: float = 30, path: str = "/ready"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"service exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(f"{url}/ready", timeout=1) as response:
+            with urllib.request.urlopen(f"{url}{path}", timeout=1) as response:
                 if response.status == 200:
                     return
         except OSError:
@@ -66,6 +68,7 @@ def start(
     env: dict[str, str] | None = None,
     port: int | None = None,
     name: str = "relay",
+    wait_for: str = "/ready",
 ) -> Service:
     """Start ``relay serve`` in ``workdir`` with only the given RELAY_* variables set."""
     port = port or free_port()
@@ -87,7 +90,7 @@ def start(
         )
     service = Service(process, port, log_path, out_path)
     try:
-        wait_ready(service.url, process)
+        wait_ready(service.url, process, path=wait_for)
     except Exception:
         service.stop(signal.SIGKILL)
         raise RuntimeError(f"{name} failed to start:\n{service.logs()}") from None

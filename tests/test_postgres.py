@@ -28,6 +28,7 @@ from conftest import (
     assert_error,
     auth,
     bulk,
+    eventually,
     metric,
     standalone_settings,
 )
@@ -57,7 +58,8 @@ def call(
             raw = response.read()
             return response.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        with exc:
+            return exc.code, json.loads(exc.read() or b"null")
 
 
 def service_env(url: str) -> dict[str, str]:
@@ -224,23 +226,50 @@ async def test_database_going_away_is_503_then_recovers(
     assert [row["yes"] for row in (await response.json())["data"]] == [101]
 
 
-def test_start_with_the_database_unreachable_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
-    url = f"postgresql://relay:do-not-print-me@127.0.0.1:{free_port()}/relay"
-    env.update(RELAY_DATABASE_URL=url, RELAY_DATABASE_TIMEOUT="2", RELAY_PORT=str(free_port()))
-    result = subprocess.run(
-        [sys.executable, "-m", "relay", "serve"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+async def test_database_down_at_start_is_503_and_not_ready_until_it_returns(
+    postgres_url: str, aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = pg.name_of(postgres_url)
+    await pg.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    settings = standalone_settings(tmp_path, database_url=postgres_url, database_timeout=3)
+    client = await aiohttp_client(build_app(settings))
+    assert (await client.get("/health")).status == 200
+    assert (await client.get("/ready")).status == 503
+    url = "/api/client/metrics/bulk"
+    response = await client.post(url, json=bulk([metric(yes=1)]), headers=auth(DEV_KEY))
+    assert response.status == 503
+    assert_error(await response.json(), "ServiceUnavailableError")
+    assert "database unavailable at start-up" in caplog.text
+
+    await pg.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+    async def ready() -> bool:
+        return bool((await client.get("/ready")).status == 200)
+
+    await eventually(ready, within=30)
+    response = await client.post(url, json=bulk([metric(yes=7)]), headers=auth(DEV_KEY))
+    assert response.status == 202
+    response = await client.get(
+        "/api/admin/client-metrics/features/f1/raw", headers=auth(ADMIN_KEY)
     )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("relay: error: cannot open database 127.0.0.1:")
-    assert "do-not-print-me" not in result.stderr
+    assert [row["yes"] for row in (await response.json())["data"]] == [7]
+
+
+def test_a_replica_started_without_its_database_stays_up_and_never_prints_the_password(
+    tmp_path: Path,
+) -> None:
+    url = f"postgresql://relay:do-not-print-me@127.0.0.1:{free_port()}/relay"
+    env = {"RELAY_DATABASE_URL": url, "RELAY_DATABASE_TIMEOUT": "1", "RELAY_LOG_FORMAT": "text"}
+    service = start(tmp_path, env=env, wait_for="/health")  # up, but not ready
+    try:
+        assert call(f"{service.url}/ready", DEV_KEY)[0] == 503
+        status, body = call(f"{service.url}/api/client/metrics/bulk", DEV_KEY, bulk([]))
+        assert status == 503 and body["name"] == "ServiceUnavailableError"
+    finally:
+        assert service.stop() == 0
+    logs = service.logs()
+    assert "database unavailable at start-up" in logs
+    assert "do-not-print-me" not in logs + service.stdout()
 
 
 def test_keys_create_uses_the_database(tmp_path: Path, postgres_url: str) -> None:
