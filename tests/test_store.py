@@ -105,14 +105,12 @@ async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
 
 
 async def set_max_pages(db: SqliteDatabase, pages: int | None) -> None:
-    async with db.write() as conn:
+    async with db.transaction() as tx:
         if pages is None:
-            await conn.execute("PRAGMA max_page_count = 1073741823")
+            await tx.execute("PRAGMA max_page_count = 1073741823")
         else:
-            async with conn.execute("PRAGMA page_count") as cursor:
-                row = await cursor.fetchone()
-            assert row is not None
-            await conn.execute(f"PRAGMA max_page_count = {row[0] + pages}")
+            [row] = await tx.fetch_all("PRAGMA page_count")
+            await tx.execute(f"PRAGMA max_page_count = {row[0] + pages}")
 
 
 async def test_full_disk_fails_every_waiter_and_the_writer_recovers(tmp_path: Path) -> None:

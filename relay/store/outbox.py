@@ -15,11 +15,10 @@ import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 
-import aiosqlite
-
 from relay import batching
 from relay.batching import Entry
 from relay.domain import from_epoch
+from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 
 
@@ -52,17 +51,15 @@ class SqliteOutbox:
         and their registrations, into new batches. True when an environment had more than
         that: a backlog is left in the buffer."""
         backlog = False
-        async with self._db.write() as conn:
+        async with self._db.transaction() as tx:
             for environment in sorted(environments):
-                claimed = await self._claim_environment(conn, environment, max_entries)
+                claimed = await self._claim_environment(tx, environment, max_entries)
                 backlog = backlog or claimed >= max_entries
         return backlog
 
-    async def _claim_environment(
-        self, conn: aiosqlite.Connection, environment: str, max_entries: int
-    ) -> int:
+    async def _claim_environment(self, tx: Transaction, environment: str, max_entries: int) -> int:
         """Returns how many counts were claimed."""
-        async with conn.execute(
+        rows = await tx.fetch_all(
             "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
             " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
             "  WHERE v.feature_name = m.feature_name AND v.app_name = m.app_name"
@@ -70,14 +67,12 @@ class SqliteOutbox:
             " FROM metrics m WHERE m.environment = ?"
             " ORDER BY m.hour, m.app_name, m.feature_name LIMIT ?",
             (environment, max_entries),
-        ) as cursor:
-            rows = list(await cursor.fetchall())
-        async with conn.execute(
+        )
+        registrations = await tx.fetch_all(
             "SELECT app_name, instance_id, connect_via, sdk_version, strategies, interval,"
             " started, first_seen FROM registrations WHERE environment = ?",
             (environment,),
-        ) as cursor:
-            registrations = list(await cursor.fetchall())
+        )
         if not rows and not registrations:
             return 0
         metrics = [_metric(environment, row) for row in rows]
@@ -87,19 +82,19 @@ class SqliteOutbox:
             (environment, str(uuid.uuid4()), payload, entries, now)
             for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
         ]
-        await conn.executemany(
+        await tx.executemany(
             "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
             batches,
         )
         keys = [(row["feature_name"], row["app_name"], environment, row["hour"]) for row in rows]
         for table in ("metrics", "metric_variants"):
-            await conn.executemany(
+            await tx.executemany(
                 f"DELETE FROM {table} WHERE feature_name = ? AND app_name = ?"
                 " AND environment = ? AND hour = ?",
                 keys,
             )
-        await conn.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
+        await tx.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
         return len(rows)
 
     async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]:
@@ -117,12 +112,12 @@ class SqliteOutbox:
         ]
 
     async def ack(self, batch: OutboxBatch) -> None:
-        async with self._db.write() as conn:
-            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
 
     async def record_failure(self, batch: OutboxBatch, error: str) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(
+        async with self._db.transaction() as tx:
+            await tx.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
                 (error[:500], batch.id),
             )
@@ -134,9 +129,9 @@ class SqliteOutbox:
         if parts is None:
             return False
         now = time.time()
-        async with self._db.write() as conn:
-            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
-            await conn.executemany(
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await tx.executemany(
                 "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [(batch.environment, str(uuid.uuid4()), body, n, now) for body, n in parts],
@@ -144,9 +139,9 @@ class SqliteOutbox:
         return True
 
     async def dead_letter(self, batch: OutboxBatch, status: int | None, reason: str) -> None:
-        async with self._db.write() as conn:
-            await conn.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
-            await conn.execute(
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await tx.execute(
                 "INSERT INTO dead_letters (environment, idempotency_key, body, entries, status,"
                 " reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -207,23 +202,20 @@ class SqliteOutbox:
     async def evict_oldest(self) -> int:
         """Drop the oldest data, returning the entries dropped: the first batch of the outbox
         (cut before anything now in the buffer), else the buffer's oldest hour window."""
-        async with self._db.write() as conn:
-            async with conn.execute(
+        async with self._db.transaction() as tx:
+            batch = await tx.fetch_all(
                 "DELETE FROM outbox WHERE id = (SELECT min(id) FROM outbox) RETURNING entries"
-            ) as cursor:
-                batch = await cursor.fetchone()
-            if batch is not None:
-                return int(batch[0])
-            async with conn.execute("SELECT min(hour) FROM metrics") as cursor:
-                row = await cursor.fetchone()
-            if row is None or row[0] is None:
+            )
+            if batch:
+                return int(batch[0][0])
+            [oldest] = await tx.fetch_all("SELECT min(hour) FROM metrics")
+            if oldest[0] is None:
                 return 0
-            await conn.execute("DELETE FROM metric_variants WHERE hour = ?", (row[0],))
-            cursor = await conn.execute("DELETE FROM metrics WHERE hour = ?", (row[0],))
-            return cursor.rowcount
+            await tx.execute("DELETE FROM metric_variants WHERE hour = ?", (oldest[0],))
+            return await tx.execute("DELETE FROM metrics WHERE hour = ?", (oldest[0],))
 
 
-def _metric(environment: str, row: aiosqlite.Row) -> Entry:
+def _metric(environment: str, row: Row) -> Entry:
     return {
         "featureName": row["feature_name"],
         "appName": row["app_name"],
@@ -235,7 +227,7 @@ def _metric(environment: str, row: aiosqlite.Row) -> Entry:
     }
 
 
-def _application(environment: str, row: aiosqlite.Row) -> Entry:
+def _application(environment: str, row: Row) -> Entry:
     entry: Entry = {
         "appName": row["app_name"],
         "environment": environment,

@@ -79,7 +79,7 @@ class SqliteDatabase:
 
     async def _connect(self) -> aiosqlite.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a transaction's extent
-        # is exactly the `write()` block.
+        # is exactly the `transaction()` block.
         conn = await aiosqlite.connect(self.path, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
@@ -116,7 +116,7 @@ class SqliteDatabase:
             raise
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[SqliteTransaction]:
         """One write transaction; committed when the block exits normally.
 
         A statement whose awaiting coroutine is cancelled still runs on aiosqlite's thread.
@@ -126,7 +126,7 @@ class SqliteDatabase:
             conn = self._require(self._writer)
             try:
                 await conn.execute("BEGIN IMMEDIATE")
-                yield conn
+                yield SqliteTransaction(conn)
                 await conn.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):  # "no transaction is active"
@@ -134,12 +134,6 @@ class SqliteDatabase:
                 if isinstance(exc, sqlite3.Error):
                     raise StorageError(str(exc)) from exc
                 raise
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqliteTransaction]:
-        """``write()`` for the backend-neutral stores (``relay.store.sql``)."""
-        async with self.write() as conn:
-            yield SqliteTransaction(conn)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         reader = SqliteTransaction(self._require(self._reader))  # reads only, no BEGIN
