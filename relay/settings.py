@@ -182,6 +182,10 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("http://", "https://")) or value[-3:] == "://":
             raise ValueError("must be an http:// or https:// URL")
+        if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+            # the upstream takes keys in Authorization (RELAY_UPSTREAM_TOKENS); user:password in
+            # the URL clashes with that header on every request, and would end up in logs
+            raise ValueError("must not contain user:password; keys go in upstream_tokens")
         return value.rstrip("/")
 
     @model_validator(mode="after")

@@ -84,3 +84,13 @@ def test_config_examples_load_and_cover_every_setting(name: str) -> None:
     text = path.read_text()
     for field in Settings.model_fields:
         assert f"{field} =" in text, f"{name} does not document {field}"
+
+
+def test_upstream_url_refuses_credentials() -> None:
+    relay = {"mode": "relay", "upstream_tokens": ["default:development.secret123"]}
+    with pytest.raises(SettingsError, match="upstream_url: must not contain user:password"):
+        load_settings({**relay, "upstream_url": "https://relay:s3cret@unleash.example.com/x"})
+    with pytest.raises(SettingsError, match="upstream_url: must be an http"):
+        load_settings({**relay, "upstream_url": "ftp://unleash.example.com"})
+    settings = load_settings({**relay, "upstream_url": "https://unleash.example.com/a@b/"})
+    assert settings.upstream_url == "https://unleash.example.com/a@b"
