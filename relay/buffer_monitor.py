@@ -12,13 +12,13 @@ import time
 
 from prometheus_client import Counter, Gauge
 
-from relay.store.outbox import SqliteOutbox
+from relay.store.outbox import BufferStats, SqliteOutbox
 
 log = logging.getLogger(__name__)
 
 BUFFERED_ENTRIES = Gauge("relay_buffer_entries", "Counts waiting in the buffer (not yet batched)")
 BUFFERED_REGISTRATIONS = Gauge("relay_buffer_registrations", "Registrations waiting in the buffer")
-BUFFER_BYTES = Gauge("relay_buffer_bytes", "Estimated bytes of buffered data and batches")
+BUFFER_BYTES = Gauge("relay_buffer_bytes", "Bytes of the buffer database file in use")
 OUTBOX_BATCHES = Gauge("relay_outbox_batches", "Batches waiting to be accepted upstream")
 OUTBOX_ENTRIES = Gauge("relay_outbox_entries", "Entries in batches waiting upstream")
 OLDEST_AGE = Gauge(
@@ -33,6 +33,13 @@ class BufferMonitor:
         self._max_bytes = max_bytes
 
     async def check(self) -> None:
+        """Runs every few seconds. The estimate of the data held scans every buffered row, so
+        it is computed only once the file itself (a cheap upper bound) has passed the cap."""
+        if await self._outbox.file_bytes() > self._max_bytes:
+            await self._evict()
+        self._publish(await self._outbox.stats())
+
+    async def _evict(self) -> None:
         while await self._outbox.used_bytes() > self._max_bytes:
             evicted = await self._outbox.evict_oldest()
             if evicted == 0:
@@ -42,7 +49,8 @@ class BufferMonitor:
                 "buffer full: evicted the oldest counts",
                 extra={"entries": evicted, "max_bytes": self._max_bytes},
             )
-        stats = await self._outbox.stats()
+
+    def _publish(self, stats: BufferStats) -> None:
         BUFFERED_ENTRIES.set(stats.entries)
         BUFFERED_REGISTRATIONS.set(stats.registrations)
         BUFFER_BYTES.set(stats.bytes)

@@ -45,15 +45,15 @@ class Route:
     errors: Sequence[int] = ()
 
 
+# aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}`` (valid, 1..255
+# characters of anything) could be written but never read back (404).
+_ANY_SEGMENT = re.compile(r"{(\w+)}")
+
+
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
     for route in routes:
         handler = route.handler if route.auth is None else _authenticated(route.handler, route.auth)
         app.router.add_route(route.method, _ANY_SEGMENT.sub(r"{\1:[^/]+}", route.path), handler)
-
-
-# aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}`` (valid, 1..255
-# characters of anything) could be written but never read back (404).
-_ANY_SEGMENT = re.compile(r"{(\w+)}")
 
 
 def _authenticated(inner: Handler, required: TokenType) -> Handler:
