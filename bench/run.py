@@ -142,7 +142,7 @@ def start(
     )
     with (workdir / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "relay", "serve"],
+            [*command, str(port)] if command else [sys.executable, "-m", "relay", "serve"],
             cwd=workdir,
             env=full,
             stdout=log,
@@ -322,6 +322,9 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
         "generator": load.generator,
     }
     print(json.dumps(row))
+    if load.non_2xx:
+        # A figure made of error answers measures nothing: fail the run (and the CI smoke).
+        raise SystemExit(f"{name}: {load.non_2xx} answers were not 2xx")
     return row
 
 
