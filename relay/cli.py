@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 import urllib.error
@@ -132,10 +133,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k[len(prefix) :]: v for k, v in vars(args).items() if k.startswith(prefix)}
 
 
+# A bulk body allocates thousands of short-lived objects, all freed by reference counting.
+# At CPython's default gen-0 threshold (700) the cyclic collector ran several times per
+# request and rescanned every object alive since start-up: measured as 40 % of validation
+# time and most of the p99 under load (bench/README.md). Start-up objects are frozen out of
+# collection; young garbage is collected every 50,000 allocations instead of 700.
+GC_GEN0_THRESHOLD = 50_000
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     logs.configure(settings.log_level, settings.log_format)
+    app = build_app(settings)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     web.run_app(
-        build_app(settings),
+        app,
         host=settings.host,
         port=settings.listen_port,
         shutdown_timeout=settings.shutdown_timeout,
