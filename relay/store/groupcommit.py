@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar
 
 from relay.store.errors import StorageError
@@ -20,19 +19,20 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 Apply = Callable[[Conn, Sequence[Item]], Awaitable[Sequence[Result]]]
-Begin = Callable[[], AbstractAsyncContextManager[Conn]]
+Work = Callable[[Conn], Awaitable[Sequence[Result]]]
+Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result]]]
 
 
 class GroupCommitter(Generic[Conn, Item, Result]):
     """Feeds queued items to ``apply`` in groups, one write transaction per group.
 
-    ``begin`` opens that transaction (any backend: the committer only needs the block to
-    commit when it exits normally and to roll back when it raises)."""
+    ``run`` runs a function in one transaction (any backend: it commits when the function
+    returns and rolls back when it raises)."""
 
     def __init__(
-        self, begin: Begin[Conn], apply: Apply[Conn, Item, Result], max_items: int
+        self, run: Run[Conn, Result], apply: Apply[Conn, Item, Result], max_items: int
     ) -> None:
-        self._begin = begin
+        self._run_in_transaction = run
         self._apply = apply
         self._max_items = max_items
         self._queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]] = asyncio.Queue()
@@ -72,9 +72,9 @@ class GroupCommitter(Generic[Conn, Item, Result]):
                     self._queue.task_done()
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        items = [item for item, _ in group]
         try:
-            async with self._begin() as conn:
-                results = await self._apply(conn, [item for item, _ in group])
+            results = await self._run_in_transaction(lambda conn: self._apply(conn, items))
         except Exception as exc:  # every waiter learns of the failure; the writer lives on
             for _, future in group:
                 if not future.done():

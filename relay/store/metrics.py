@@ -46,7 +46,7 @@ class MetricsStore:
         self._ttl = idempotency_ttl
         self._clock = clock
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
-            db.transaction, self._apply, max_group
+            db.run, self._apply, max_group
         )
 
     def start(self) -> None:

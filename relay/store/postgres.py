@@ -18,7 +18,7 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +27,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from relay.store.errors import StorageError
-from relay.store.sql import migration_scripts
+from relay.store.sql import T, Transaction, migration_scripts
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,10 @@ class PostgresDatabase:
         with _mapped(f"database {describe(self.url)} unavailable"):
             async with pool.acquire(timeout=self._timeout) as conn, conn.transaction():
                 yield PostgresTransaction(conn)
+
+    async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        async with self.transaction() as tx:
+            return await work(tx)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[asyncpg.Record]:
         pool = self._require()

@@ -9,10 +9,12 @@ mapping differ (``sqlite.py``, ``postgres.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 CENTRAL_SCHEMA = ("ingest", "central")
 BUFFER_SCHEMA = ("ingest", "buffer")
@@ -42,6 +44,11 @@ class Database(Protocol):
     async def close(self) -> None: ...
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+
+    async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``work`` in one write transaction, committed when it returns. It may await the
+        transaction's methods and nothing else: SQLite runs it whole on its writer thread."""
+        ...
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Row]: ...
 

@@ -1,46 +1,74 @@
 """One SQLite database file: connections, pragmas, migrations, serialised write transactions.
 
-Writes go through a single connection guarded by a lock, so a transaction never interleaves
-with another (aiosqlite runs every statement of one connection on one thread, and two
-coroutines sharing it would otherwise share a transaction). Reads use a second connection:
-in WAL mode they see only committed data and never wait for the writer.
+Writes go through one connection owned by one thread, so statements run in order and a
+transaction never interleaves with another. Group commits (``run``) execute whole on that
+thread: SQLite's write lock, which other worker processes wait for, is then held for the
+statements' time only, never for round trips through a busy event loop (measured: 2-4 ms
+per transaction under load when each statement was a round trip). Reads use a second
+connection (aiosqlite): in WAL mode they see only committed data and never wait.
+
+Processes sharing the file (``workers`` > 1) take turns through a ``flock`` on
+``<file>-lock`` before ``BEGIN IMMEDIATE``. SQLite's own wait for its lock is polling with
+sleeps of up to 100 ms, which let one busy process starve another (measured: BEGIN waits of
+230-430 ms, p99 over a second); a blocked ``flock`` is woken as soon as the lock is free.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from relay.store.errors import StorageError
-from relay.store.sql import BUFFER_SCHEMA, CENTRAL_SCHEMA, migration_scripts
+from relay.store.sql import BUFFER_SCHEMA, CENTRAL_SCHEMA, Transaction, migration_scripts
 
-__all__ = ["BUFFER_SCHEMA", "CENTRAL_SCHEMA", "SqliteDatabase", "SqliteTransaction", "StorageError"]
+__all__ = ["BUFFER_SCHEMA", "CENTRAL_SCHEMA", "SqliteDatabase", "StorageError"]
+
+T = TypeVar("T")
 
 
-class SqliteTransaction:
-    """The backend-neutral face (``relay.store.sql.Transaction``) of one ``write()`` block."""
+class _Direct:
+    """The ``Transaction`` face on the writer thread itself: the methods are coroutines that
+    never suspend, so ``_drive`` runs a whole transaction's work synchronously there."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        cursor = await self.conn.execute(sql, params)
-        return cursor.rowcount
+        return self._conn.execute(sql, params).rowcount
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self.conn.executemany(sql, rows)
+        self._conn.executemany(sql, rows)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self.conn.execute(sql, params) as cursor:
-            cursor_rows: Iterable[sqlite3.Row] = await cursor.fetchall()
-            return list(cursor_rows)
+        return self._conn.execute(sql, params).fetchall()
+
+
+class _Hops:
+    """The ``Transaction`` face of a ``transaction()`` block: each statement a hop to the
+    writer thread."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return await self._db.on_writer(lambda c: c.execute(sql, params).rowcount)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._db.on_writer(lambda c: c.executemany(sql, rows))
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return await self._db.on_writer(lambda c: c.execute(sql, params).fetchall())
 
 
 class SqliteDatabase:
@@ -48,97 +76,160 @@ class SqliteDatabase:
         self.path = path
         self._migrations = migrations
         self._synchronous = synchronous
-        self._writer: aiosqlite.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        self._writer: sqlite3.Connection | None = None  # used on self._thread only
+        self._turn: int | None = None  # fd of <file>-lock
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
 
     async def open(self) -> None:
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"sqlite-{self.path.stem}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = await self._connect()
-            await self._writer.execute("PRAGMA journal_mode=WAL")
-            await self._migrate(self._writer)
-            await self._probe_write(self._writer)
-            self._reader = await self._connect()
+            self._turn = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self._writer = await self._call(self._open_writer)
+            self._reader = await aiosqlite.connect(self.path, isolation_level=None)
+            self._reader.row_factory = sqlite3.Row
+            await self._reader.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
 
     async def close(self) -> None:
-        for conn in (self._reader, self._writer):
-            if conn is not None:
-                await conn.close()
-        self._reader = self._writer = None
+        if self._reader is not None:
+            await self._reader.close()
+        self._reader = None
+        if self._thread is not None:
+            if self._writer is not None:
+                await self._call(self._writer.close)
+            self._thread.shutdown()
+        self._thread = self._writer = None
+        if self._turn is not None:
+            os.close(self._turn)
+        self._turn = None
 
-    async def _probe_write(self, conn: aiosqlite.Connection) -> None:
-        """SQLite opens a file it cannot write read-only without a word; a service that
-        would then refuse every write must rather not start."""
-        async with conn.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
-        await conn.execute(f"PRAGMA user_version = {int(row[0]) if row else 0}")
-
-    async def _connect(self) -> aiosqlite.Connection:
+    def _open_writer(self) -> sqlite3.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a transaction's extent
-        # is exactly the `transaction()` block.
-        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        # is exactly the `run()` or `transaction()` it belongs to.
+        conn = sqlite3.connect(self.path, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
-            await conn.execute("PRAGMA busy_timeout=5000")
-            await conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            await conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._migrate(conn)
+            # SQLite opens a file it cannot write read-only without a word; a service that
+            # would then refuse every write must rather not start.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {int(version)}")
         except BaseException:
-            await conn.close()  # else its thread outlives us and the process cannot exit
+            conn.close()
             raise
         return conn
 
-    async def _migrate(self, conn: aiosqlite.Connection) -> None:
+    def _migrate(self, conn: sqlite3.Connection) -> None:
         """Apply ``migrations/<folder>/NNNN_*.sql`` not yet recorded, folder by folder, each
-        script in its own transaction, so a crash mid-way leaves a known schema version."""
-        await conn.execute(
+        script in its own transaction, so a crash mid-way leaves a known schema version.
+        ``BEGIN IMMEDIATE`` before reading what is done: two processes starting at once
+        apply each script once."""
+        conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY,"
             " applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
         )
-        async with conn.execute("SELECT version FROM schema_migrations") as cursor:
-            done = {row[0] for row in await cursor.fetchall()}
         for version, sql in migration_scripts(self._migrations):
-            if version not in done:
-                await self._apply_script(conn, version, sql)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                ).fetchone()
+                if done is None:
+                    for statement in _split_sql(sql):
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
-    async def _apply_script(self, conn: aiosqlite.Connection, version: str, sql: str) -> None:
-        await conn.execute("BEGIN IMMEDIATE")
+    async def on_writer(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``job`` with the write connection on its thread (inside a transaction() block)."""
+        writer = self._writer
+        if writer is None:
+            raise StorageError("database is not open")
+        return await self._call(partial(job, writer))
+
+    async def _call(self, job: Callable[[], T]) -> T:
+        if self._thread is None:
+            raise StorageError("database is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, job)
+
+    async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``work`` in one write transaction, run whole on the writer thread (see above)."""
+        async with self._write_lock:
+            try:
+                return await self.on_writer(partial(self._whole, work))
+            except sqlite3.Error as exc:
+                raise StorageError(str(exc)) from exc
+
+    def _whole(self, work: Callable[[Transaction], Awaitable[T]], conn: sqlite3.Connection) -> T:
+        self._begin(conn)
         try:
-            for statement in _split_sql(sql):
-                await conn.execute(statement)
-            await conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
-            await conn.execute("COMMIT")
+            result = _drive(work(_Direct(conn)))
+            self._end(conn, "COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            self._end(conn, "ROLLBACK")
+            raise
+        return result
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        assert self._turn is not None
+        fcntl.flock(self._turn, fcntl.LOCK_EX)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
             raise
 
+    def _end(self, conn: sqlite3.Connection, how: str) -> None:
+        """COMMIT or ROLLBACK, then the next process's turn. A failed COMMIT leaves the
+        transaction open: it is rolled back, so the file lock never outlives it."""
+        assert self._turn is not None
+        try:
+            if conn.in_transaction:
+                conn.execute(how)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            if not conn.in_transaction:
+                fcntl.flock(self._turn, fcntl.LOCK_UN)
+
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqliteTransaction]:
+    async def transaction(self) -> AsyncIterator[Transaction]:
         """One write transaction; committed when the block exits normally.
 
-        A statement whose awaiting coroutine is cancelled still runs on aiosqlite's thread.
+        A statement whose awaiting coroutine is cancelled still runs on the writer thread.
         The ROLLBACK on any failure is queued behind it, so the transaction is always closed
         before the lock is released, whatever was in flight."""
         async with self._write_lock:
-            conn = self._require(self._writer)
             try:
-                await conn.execute("BEGIN IMMEDIATE")
-                yield SqliteTransaction(conn)
-                await conn.execute("COMMIT")
+                await self.on_writer(self._begin)
+                yield _Hops(self)
+                await self.on_writer(partial(self._end, how="COMMIT"))
             except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):  # "no transaction is active"
-                    await asyncio.shield(conn.execute("ROLLBACK"))
+                with contextlib.suppress(sqlite3.Error, StorageError):
+                    await asyncio.shield(self.on_writer(partial(self._end, how="ROLLBACK")))
                 if isinstance(exc, sqlite3.Error):
                     raise StorageError(str(exc)) from exc
                 raise
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        reader = SqliteTransaction(self._require(self._reader))  # reads only, no BEGIN
+        reader = self._require(self._reader)  # reads only, no BEGIN
         try:
-            return await reader.fetch_all(sql, params)
+            async with reader.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
         except sqlite3.Error as exc:
             raise StorageError(str(exc)) from exc
 
@@ -150,6 +241,21 @@ class SqliteDatabase:
         if conn is None:
             raise StorageError("database is not open")
         return conn
+
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run a coroutine that never suspends to its end, synchronously."""
+    coroutine: Coroutine[Any, Any, T] = awaitable  # type: ignore[assignment]
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("work run in a SQLite transaction awaited something else")
 
 
 def _split_sql(script: str) -> list[str]:
