@@ -59,7 +59,9 @@ PRUNE_INTERVAL = 3600.0
 MONITOR_INTERVAL = 2.0
 
 
-def build_app(settings: Settings) -> web.Application:
+def build_app(settings: Settings, leader: bool = True) -> web.Application:
+    """``leader``: this process runs the jobs there must be one of (flusher, buffer monitor,
+    pruning); with several workers only the first does (relay/server.py)."""
     middlewares: list[Middleware] = [observe]
     if settings.cors_origins:
         middlewares.append(cors_middleware(settings.cors_origins))
@@ -67,7 +69,7 @@ def build_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[READY] = [False]
     wire = _relay if settings.mode is Mode.RELAY else _standalone
-    routes = [*wire(app, settings), *backstage.ROUTES, *docs.ROUTES]
+    routes = [*wire(app, settings, leader), *backstage.ROUTES, *docs.ROUTES]
     add_routes(app, routes)
     app[OPENAPI] = document(routes, version("relay"))
     return app
@@ -86,7 +88,36 @@ def central_database(settings: Settings) -> Database:
     return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
 
 
-def _standalone(app: web.Application, settings: Settings) -> list[Route]:
+async def initialise(settings: Settings) -> Settings:
+    """Start-up work done once before several workers start, so they never race on it:
+    migrations, configured and first-start keys, the relay's instance id (returned in the
+    settings the workers get). Each worker repeats the checks and finds nothing to do."""
+    if settings.mode is Mode.RELAY:
+        db: Database = SqliteDatabase(
+            settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous
+        )
+        await db.open()
+        await db.close()
+        instance_id = settings.instance_id or _instance_id(settings.data_dir)
+        return settings.model_copy(update={"instance_id": instance_id})
+    db = central_database(settings)
+    try:
+        await db.open()
+    except StorageError as exc:
+        if not settings.uses_postgres:
+            raise
+        log.error("database unavailable at start-up", extra={"error": str(exc)})
+        return settings  # the workers answer 503 and retry, as one process would
+    try:
+        keys = KeyService(TokenStore(db), ProjectStore(db))
+        await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
+        _announce(await keys.bootstrap())
+    finally:
+        await db.close()
+    return settings
+
+
+def _standalone(app: web.Application, settings: Settings, leader: bool) -> list[Route]:
     db = central_database(settings)
     key_store = TokenStore(db)
     projects = ProjectStore(db)
@@ -133,7 +164,8 @@ def _standalone(app: web.Application, settings: Settings) -> list[Route]:
             await db.close()
 
     app.cleanup_ctx.append(storage)
-    app.cleanup_ctx.append(_every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
+    if leader:
+        app.cleanup_ctx.append(_every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
     return [*client.ROUTES, *features.ROUTES, *admin.ROUTES, *edge.ROUTES]
 
 
@@ -153,7 +185,7 @@ async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
             return
 
 
-def _relay(app: web.Application, settings: Settings) -> list[Route]:
+def _relay(app: web.Application, settings: Settings, leader: bool) -> list[Route]:
     assert settings.upstream_url is not None  # guaranteed by Settings validation
     db = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
     buffer = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
@@ -175,7 +207,8 @@ def _relay(app: web.Application, settings: Settings) -> list[Route]:
         try:
             await upstream.open()
             buffer.start()
-            await monitor.check()
+            if leader:
+                await monitor.check()
             app[READY][0] = True
             log.info(
                 "relay started",
@@ -199,9 +232,10 @@ def _relay(app: web.Application, settings: Settings) -> list[Route]:
         await flusher.stop(settings.final_flush_timeout)
 
     app.cleanup_ctx.append(storage)
-    app.cleanup_ctx.append(flushing)
-    app.cleanup_ctx.append(_every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
-    app.cleanup_ctx.append(_every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
+    if leader:
+        app.cleanup_ctx.append(flushing)
+        app.cleanup_ctx.append(_every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
+        app.cleanup_ctx.append(_every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
     return [*client.ROUTES, *passthrough.ROUTES, *edge.ROUTES]
 
 

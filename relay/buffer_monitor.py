@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Final
 
 from prometheus_client import Counter, Gauge
 
@@ -16,13 +17,29 @@ from relay.store.outbox import BufferStats, SqliteOutbox
 
 log = logging.getLogger(__name__)
 
-BUFFERED_ENTRIES = Gauge("relay_buffer_entries", "Counts waiting in the buffer (not yet batched)")
-BUFFERED_REGISTRATIONS = Gauge("relay_buffer_registrations", "Registrations waiting in the buffer")
-BUFFER_BYTES = Gauge("relay_buffer_bytes", "Bytes of the buffer database file in use")
-OUTBOX_BATCHES = Gauge("relay_outbox_batches", "Batches waiting to be accepted upstream")
-OUTBOX_ENTRIES = Gauge("relay_outbox_entries", "Entries in batches waiting upstream")
+# Set by the leader worker only (relay/server.py); the others report 0, hence "livemax".
+_ONE: Final = "livemax"
+BUFFERED_ENTRIES = Gauge(
+    "relay_buffer_entries",
+    "Counts waiting in the buffer (not yet batched)",
+    multiprocess_mode=_ONE,
+)
+BUFFERED_REGISTRATIONS = Gauge(
+    "relay_buffer_registrations", "Registrations waiting in the buffer", multiprocess_mode=_ONE
+)
+BUFFER_BYTES = Gauge(
+    "relay_buffer_bytes", "Bytes of the buffer database file in use", multiprocess_mode=_ONE
+)
+OUTBOX_BATCHES = Gauge(
+    "relay_outbox_batches", "Batches waiting to be accepted upstream", multiprocess_mode=_ONE
+)
+OUTBOX_ENTRIES = Gauge(
+    "relay_outbox_entries", "Entries in batches waiting upstream", multiprocess_mode=_ONE
+)
 OLDEST_AGE = Gauge(
-    "relay_buffer_oldest_entry_age_seconds", "Age of the oldest unflushed hour window"
+    "relay_buffer_oldest_entry_age_seconds",
+    "Age of the oldest unflushed hour window",
+    multiprocess_mode=_ONE,
 )
 EVICTED = Counter("relay_evicted_entries_total", "Buffered entries dropped to bound the buffer")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import sys
 import urllib.error
@@ -18,20 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from relay import logs
-from relay.app import build_app, central_database
 from relay.auth import InvalidKey
 from relay.errors import ApiError, from_validation
-from relay.keys import KeyService
 from relay.models import CreateApiToken, TokenType
+from relay.server import serve
 from relay.settings import Settings, SettingsError, load_settings
 from relay.store.errors import StorageError
-from relay.store.projects import ProjectStore
-from relay.store.tokens import TokenStore
 
 EXIT_CONFIG = 2
 
@@ -133,37 +127,18 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k[len(prefix) :]: v for k, v in vars(args).items() if k.startswith(prefix)}
 
 
-# A bulk body allocates thousands of short-lived objects, all freed by reference counting.
-# At CPython's default gen-0 threshold (700) the cyclic collector ran several times per
-# request and rescanned every object alive since start-up: measured as 40 % of validation
-# time and most of the p99 under load (bench/README.md). Start-up objects are frozen out of
-# collection; young garbage is collected every 50,000 allocations instead of 700.
-GC_GEN0_THRESHOLD = 50_000
-
-
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    logs.configure(settings.log_level, settings.log_format)
-    app = build_app(settings)
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.listen_port,
-        shutdown_timeout=settings.shutdown_timeout,
-        keepalive_timeout=settings.idle_timeout,
-        access_log=None,
-        print=lambda _: print(
-            f"relay {settings.mode.value} listening on {settings.host}:{settings.listen_port}",
-            file=sys.stderr,
-            flush=True,
-        ),
-    )
-    return 0
+    return serve(settings)
 
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    # imported here: ``relay serve`` with several workers runs a supervisor that stays
+    # small by never importing the application (relay/server.py)
+    from relay.app import central_database
+    from relay.keys import KeyService
+    from relay.store.projects import ProjectStore
+    from relay.store.tokens import TokenStore
+
     async def create(request: CreateApiToken) -> str:
         db = central_database(settings)
         await db.open()

@@ -41,11 +41,25 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure(level: str, fmt: LogFormat) -> None:
+def configure(level: str, fmt: LogFormat, **fields: object) -> None:
+    """``fields`` are added to every record (a worker's number, with several workers)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
+    if fields:
+        handler.addFilter(_Fields(fields))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     # aiohttp's access log would add a line per request; request metrics cover it
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+class _Fields(logging.Filter):
+    def __init__(self, fields: dict[str, object]) -> None:
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, value in self._fields.items():
+            setattr(record, name, value)
+        return True

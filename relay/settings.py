@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     port: int | None = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the port and the database (about one per core)",
+    )
     data_dir: Path = Field(Path("data"), description="Directory for the SQLite database/buffer")
     database_url: str | None = Field(
         None,

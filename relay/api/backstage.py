@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import os
+
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from relay import models
 from relay.api.routing import Route
@@ -24,7 +27,13 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    response = web.Response(body=generate_latest(REGISTRY))
+    """With several workers (relay/server.py) any of them answers the scrape, with the sum
+    of all of them, read from prometheus_client's multiprocess files."""
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    response = web.Response(body=generate_latest(registry))
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return response
 

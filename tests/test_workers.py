@@ -1,0 +1,134 @@
+"""``workers`` > 1: a supervisor and N server processes on one port and one database."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from service import Service, running, start
+from test_relay_e2e import STANDALONE_ENV, call, post_metric, relay_env, stored, wait_for
+
+TWO = {"RELAY_WORKERS": "2"}
+
+
+def workers(service: Service) -> list[int]:
+    """PIDs of the supervisor's server processes."""
+    pid = service.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [
+        int(child)
+        for child in children
+        if b"relay.server\x00worker" in Path(f"/proc/{child}/cmdline").read_bytes()
+    ]
+
+
+def accepted_entries(service: Service) -> float:
+    with urllib.request.urlopen(f"{service.url}/internal-backstage/metrics", timeout=10) as r:
+        text = r.read().decode()
+    match = re.search(r'^relay_metric_entries_total\{outcome="accepted"\} (\S+)$', text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_standalone_workers_share_port_database_keys_and_metrics(tmp_path: Path) -> None:
+    with running(tmp_path, env=TWO) as central:
+        assert len(workers(central)) == 2
+        # first-start keys are created once, by the supervisor, and shown once
+        assert central.stdout().count("shown only now") == 1
+        [admin] = re.findall(r"admin\s+(\S+)", central.stdout())
+        [client] = re.findall(r"client\s+(\S+)", central.stdout())
+        body = {
+            "applications": [],
+            "metrics": [
+                {"featureName": "f1", "appName": "app", "environment": "development", "yes": 1}
+            ],
+        }
+        for _ in range(40):  # a new connection each: SO_REUSEPORT spreads them over both
+            assert call(f"{central.url}/api/client/metrics/bulk", body, key=client)[0] == 202
+        _, raw = call(f"{central.url}/api/admin/client-metrics/features/f1/raw", key=admin)
+        assert sum(row["yes"] for row in raw["data"]) == 40
+        # whichever worker answers the scrape reports the sum over both
+        assert {accepted_entries(central) for _ in range(10)} == {40.0}
+        assert central.stop() == 0
+    logs = (tmp_path / "relay.log").read_text()
+    assert "worker 0 listening" in logs and "worker 1 listening" in logs
+
+
+def test_relay_workers_flush_once_and_sigterm_delivers_everything(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        env = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600", **TWO)
+        relay = start(tmp_path / "relay", env=env)
+        for _ in range(30):
+            post_metric(relay, 1)
+        assert stored(central) == 0  # no periodic flush yet: everything waits in the buffer
+        assert relay.stop(signal.SIGTERM) == 0
+        assert stored(central) == 30
+        # only the leader flushes, and it stops last: one final flush, with everything
+        assert relay.logs().count("final flush") == 1
+
+
+def test_a_dead_worker_stops_the_service_and_nothing_is_lost(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        env = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600", **TWO)
+        relay = start(tmp_path / "relay", env=env)
+        for _ in range(10):
+            post_metric(relay, 2)
+        victim, survivor = workers(relay)
+        subprocess.run(["kill", "-9", str(victim)], check=True)
+        assert relay.process.wait(30) == 1
+        assert not Path(f"/proc/{survivor}").exists() or _is_zombie(survivor)
+        assert "worker exited" in relay.logs()
+        wait_for(lambda: port_is_free(relay.port))
+        with running(tmp_path / "relay", env=relay_env(central.url, **TWO), port=relay.port):
+            wait_for(lambda: stored(central) == 20)
+
+
+def test_workers_end_with_a_killed_supervisor(tmp_path: Path) -> None:
+    relay = start(tmp_path, env=TWO)
+    pids = workers(relay)
+    relay.stop(signal.SIGKILL)
+    wait_for(lambda: all(not Path(f"/proc/{p}").exists() or _is_zombie(p) for p in pids))
+    wait_for(lambda: port_is_free(relay.port))
+
+
+def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with running(tmp_path / "first") as first:
+        result = subprocess.run(
+            [sys.executable, "-m", "relay", "serve"],
+            cwd=tmp_path,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "RELAY_WORKERS": "2",
+                "RELAY_HOST": "127.0.0.1",
+                "RELAY_PORT": str(first.port),
+                "RELAY_DATA_DIR": str(tmp_path / "second"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("relay: error:")
+    assert "in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
