@@ -110,14 +110,30 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def peak_rss_mb(self) -> float:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        match = re.search(r"VmHWM:\s+(\d+) kB", status)
-        return int(match.group(1)) / 1024 if match else float("nan")
+        """Summed over the process and its children (``workers`` > 1)."""
+        return self._memory("status", "VmHWM")
 
     def rss_mb(self) -> float:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        match = re.search(r"VmRSS:\s+(\d+) kB", status)
-        return int(match.group(1)) / 1024 if match else float("nan")
+        return self._memory("status", "VmRSS")
+
+    def pss_mb(self) -> float:
+        """Proportional set size, summed: shared pages (the interpreter, libraries) counted
+        once over the processes, as the node's memory accounting sees them."""
+        return self._memory("smaps_rollup", "Pss")
+
+    def _memory(self, source: str, field: str) -> float:
+        total = 0
+        pids = [self.process.pid]
+        while pids:
+            pid = pids.pop()
+            try:
+                text = Path(f"/proc/{pid}/{source}").read_text()
+                pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+            except OSError:
+                continue
+            match = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+            total += int(match.group(1)) if match else 0
+        return total / 1024
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process.poll() is None:
@@ -138,7 +154,12 @@ def start(
     workdir.mkdir(parents=True, exist_ok=True)
     full = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     full.update(
-        {"RELAY_PORT": str(port), "RELAY_HOST": "127.0.0.1", "RELAY_LOG_LEVEL": "WARNING", **env}
+        {
+            "RELAY_PORT": str(port),
+            "RELAY_HOST": "127.0.0.1",
+            "RELAY_LOG_LEVEL": "WARNING",
+            **env,
+        }
     )
     with (workdir / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
@@ -160,18 +181,19 @@ def start(
     raise RuntimeError(f"{name} did not start: see {workdir / (name + '.log')}")
 
 
-def standalone(workdir: Path) -> Server:
+def standalone(workdir: Path, workers: int) -> Server:
     return start(
         "standalone",
         workdir / "standalone",
         {
             "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
             "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+            "RELAY_WORKERS": str(workers),
         },
     )
 
 
-def relay(workdir: Path, upstream: Server, flush_interval: str = "10") -> Server:
+def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "10") -> Server:
     return start(
         "relay",
         workdir / "relay",
@@ -182,6 +204,7 @@ def relay(workdir: Path, upstream: Server, flush_interval: str = "10") -> Server
             "RELAY_CLIENT_TOKENS": CLIENT,
             "RELAY_FLUSH_INTERVAL": flush_interval,
             "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
+            "RELAY_WORKERS": str(workers),
         },
     )
 
@@ -319,6 +342,7 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
         "p99_ms": round(load.p99_ms, 2),
         "non_2xx": load.non_2xx,
         "peak_rss_mb": round(server.peak_rss_mb(), 1),
+        "pss_mb": round(server.pss_mb(), 1),
         "generator": load.generator,
     }
     print(json.dumps(row))
@@ -345,7 +369,7 @@ def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def scenario_standalone(args: argparse.Namespace, workdir: Path) -> None:
-    central = standalone(workdir)
+    central = standalone(workdir, args.workers)
     try:
         load = drive(
             f"{central.url}/api/client/metrics/bulk",
@@ -360,8 +384,8 @@ def scenario_standalone(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def scenario_relay(args: argparse.Namespace, workdir: Path) -> None:
-    central = standalone(workdir)
-    edge = relay(workdir, central, flush_interval=str(args.flush_interval))
+    central = standalone(workdir, args.workers)
+    edge = relay(workdir, central, args.workers, flush_interval=str(args.flush_interval))
     try:
         before = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
         load = drive(
@@ -391,8 +415,8 @@ def scenario_relay(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def scenario_sdk(args: argparse.Namespace, workdir: Path) -> None:
-    central = standalone(workdir)
-    edge = relay(workdir, central)
+    central = standalone(workdir, args.workers)
+    edge = relay(workdir, central, args.workers)
     try:
         load = drive(
             f"{edge.url}/api/client/metrics", sdk_body(), args.connections, args.duration, workdir
@@ -407,8 +431,8 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
     """Fill a relay's buffer with distinct keys while it does not flush, then restart it
     flushing and time until the standalone holds everything."""
     keys, per_post = args.drain_keys, min(4000, args.drain_keys)
-    central = standalone(workdir)
-    edge = relay(workdir, central, flush_interval="3600")
+    central = standalone(workdir, args.workers)
+    edge = relay(workdir, central, args.workers, flush_interval="3600")
     now = datetime.now(UTC).isoformat()
     try:
         for first in range(0, keys, per_post):
@@ -433,7 +457,7 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
         filled_rss = edge.peak_rss_mb()
         edge.stop(signal.SIGKILL)  # what is buffered stays on disk
         started = time.monotonic()
-        edge = relay(workdir, central, flush_interval="0.1")
+        edge = relay(workdir, central, args.workers, flush_interval="0.1")
         peak = 0.0
         while True:
             peak = max(peak, edge.rss_mb())
@@ -476,6 +500,7 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=1, help="RELAY_WORKERS of the services")
     parser.add_argument("--flush-interval", type=float, default=5.0)
     parser.add_argument("--drain-keys", type=int, default=1_000_000)
     parser.add_argument("--drain-timeout", type=float, default=600.0)
