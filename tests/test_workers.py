@@ -68,12 +68,19 @@ def test_standalone_workers_share_port_database_keys_and_metrics(tmp_path: Path)
     assert "worker 0 listening" in logs and "worker 1 listening" in logs
 
 
+def buffering_relay(tmp_path: Path, central: Service, posts: int, yes: int) -> Service:
+    """A two-worker relay that does not flush on its own, with ``posts`` counts buffered."""
+    relay = start(
+        tmp_path / "relay", env=relay_env(central.url, RELAY_FLUSH_INTERVAL="3600", **TWO)
+    )
+    for _ in range(posts):
+        post_metric(relay, yes)
+    return relay
+
+
 def test_relay_workers_flush_once_and_sigterm_delivers_everything(tmp_path: Path) -> None:
     with running(tmp_path / "central", env=STANDALONE_ENV) as central:
-        env = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600", **TWO)
-        relay = start(tmp_path / "relay", env=env)
-        for _ in range(30):
-            post_metric(relay, 1)
+        relay = buffering_relay(tmp_path, central, posts=30, yes=1)
         assert stored(central) == 0  # no periodic flush yet: everything waits in the buffer
         assert relay.stop(signal.SIGTERM) == 0
         assert stored(central) == 30
@@ -83,10 +90,7 @@ def test_relay_workers_flush_once_and_sigterm_delivers_everything(tmp_path: Path
 
 def test_a_dead_worker_stops_the_service_and_nothing_is_lost(tmp_path: Path) -> None:
     with running(tmp_path / "central", env=STANDALONE_ENV) as central:
-        env = relay_env(central.url, RELAY_FLUSH_INTERVAL="3600", **TWO)
-        relay = start(tmp_path / "relay", env=env)
-        for _ in range(10):
-            post_metric(relay, 2)
+        relay = buffering_relay(tmp_path, central, posts=10, yes=2)
         victim, survivor = workers(relay)
         subprocess.run(["kill", "-9", str(victim)], check=True)
         assert relay.process.wait(30) == 1
