@@ -352,18 +352,17 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
     return row
 
 
+def drive_bulk(server: Server, args: argparse.Namespace, workdir: Path) -> Load:
+    """The reference bulk body posted to ``server`` for the run's duration."""
+    url = f"{server.url}/api/client/metrics/bulk"
+    return drive(url, bulk_body(), args.connections, args.duration, workdir)
+
+
 def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
     """A bare handler that only validates the body: the yardstick for the others."""
     server = start("baseline", workdir, {}, [sys.executable, str(ROOT / "bench" / "baseline.py")])
     try:
-        load = drive(
-            f"{server.url}/api/client/metrics/bulk",
-            bulk_body(),
-            args.connections,
-            args.duration,
-            workdir,
-        )
-        report("baseline: validate only", load, 100, server)
+        report("baseline: validate only", drive_bulk(server, args, workdir), 100, server)
     finally:
         server.stop()
 
@@ -371,14 +370,7 @@ def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
 def scenario_standalone(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir, args.workers)
     try:
-        load = drive(
-            f"{central.url}/api/client/metrics/bulk",
-            bulk_body(),
-            args.connections,
-            args.duration,
-            workdir,
-        )
-        report("standalone bulk ingest", load, 100, central)
+        report("standalone bulk ingest", drive_bulk(central, args, workdir), 100, central)
     finally:
         central.stop()
 
@@ -388,13 +380,7 @@ def scenario_relay(args: argparse.Namespace, workdir: Path) -> None:
     edge = relay(workdir, central, args.workers, flush_interval=str(args.flush_interval))
     try:
         before = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
-        load = drive(
-            f"{edge.url}/api/client/metrics/bulk",
-            bulk_body(),
-            args.connections,
-            args.duration,
-            workdir,
-        )
+        load = drive_bulk(edge, args, workdir)
         row = report("relay bulk ingest", load, 100, edge)
         after = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
         intervals = max(1.0, load.seconds / args.flush_interval)

@@ -88,18 +88,17 @@ def central_database(settings: Settings) -> Database:
     return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
 
 
-async def initialise(settings: Settings) -> Settings:
+async def initialise(settings: Settings) -> None:
     """Start-up work done once before several workers start, so they never race on it:
-    migrations, configured and first-start keys, the relay's instance id (returned in the
-    settings the workers get). Each worker repeats the checks and finds nothing to do."""
+    migrations, configured and first-start keys, the relay's instance id file. Each worker
+    repeats the checks and finds nothing to do."""
     if settings.mode is Mode.RELAY:
-        db: Database = SqliteDatabase(
-            settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous
-        )
-        await db.open()
-        await db.close()
-        instance_id = settings.instance_id or _instance_id(settings.data_dir)
-        return settings.model_copy(update={"instance_id": instance_id})
+        buffer = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
+        await buffer.open()
+        await buffer.close()
+        if settings.instance_id is None:
+            _instance_id(settings.data_dir)
+        return
     db = central_database(settings)
     try:
         await db.open()
@@ -107,14 +106,17 @@ async def initialise(settings: Settings) -> Settings:
         if not settings.uses_postgres:
             raise
         log.error("database unavailable at start-up", extra={"error": str(exc)})
-        return settings  # the workers answer 503 and retry, as one process would
+        return  # the workers answer 503 and retry, as one process would
     try:
-        keys = KeyService(TokenStore(db), ProjectStore(db))
-        await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
-        _announce(await keys.bootstrap())
+        await _provision_keys(KeyService(TokenStore(db), ProjectStore(db)), settings)
     finally:
         await db.close()
-    return settings
+
+
+async def _provision_keys(keys: KeyService, settings: Settings) -> None:
+    """Configured keys that are absent, and on an empty store the first-start keys (shown)."""
+    await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
+    _announce(await keys.bootstrap())
 
 
 def _standalone(app: web.Application, settings: Settings, leader: bool) -> list[Route]:
@@ -132,8 +134,7 @@ def _standalone(app: web.Application, settings: Settings, leader: bool) -> list[
     async def prepare() -> None:
         await db.open()
         try:
-            await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
-            _announce(await keys.bootstrap())
+            await _provision_keys(keys, settings)
         except StorageError:
             await db.close()
             raise

@@ -125,7 +125,7 @@ class Supervisor:
                 )
                 sock.close()  # the worker has its own; its exit then closes the socket
             failed = self._watch(stopping, wake_r)
-            return self._stop_all(metrics_dir) or failed
+            return self._stop_all() or failed
         finally:
             for sock in sockets:
                 sock.close()
@@ -155,7 +155,7 @@ class Supervisor:
         log.info("stopping workers", extra={"signal": signal.Signals(stopping[0]).name})
         return 0
 
-    def _stop_all(self, metrics_dir: Path) -> int:
+    def _stop_all(self) -> int:
         """The leader last, after the others have committed their last requests; 1 when a
         worker did not exit cleanly."""
         failed = 0
@@ -172,8 +172,6 @@ class Supervisor:
                     worker.kill()
                     worker.wait()
                 failed |= worker.returncode != 0
-                for live in metrics_dir.glob(f"gauge_live*_{worker.pid}.db"):
-                    live.unlink()  # what prometheus_client's mark_process_dead does
         return failed
 
 
