@@ -38,24 +38,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def bulk_body(features: int = 20, apps: int = 5, entries: int = 100) -> bytes:
-    """The reference body: 100 entries over 20 flags and 5 apps, plus 5 registrations
-    (about 17 KB)."""
-    now = datetime.now(UTC).isoformat()
+    """The reference body of issue 5: 100 entries over 20 flags and 5 apps, plus 5
+    registrations, about 17 KB. Compact JSON with millisecond ``Z`` timestamps, as Node's
+    ``JSON.stringify`` and Unleash Edge write them; one flag in four carries two variants."""
+    now = _now()
     metrics = [
         {
-            "featureName": f"feature-flag-number-{i % features:03d}-with-a-realistic-name",
-            "appName": f"application-service-{i % apps}",
+            "featureName": f"new-checkout-{i % features:02d}",
+            "appName": f"web-service-{i % apps}",
             "environment": "development",
             "timestamp": now,
             "yes": 17 + i,
             "no": 3 + i % 7,
-            "variants": {"variant-blue": 5, "variant-green": 7, "control-group": 2},
+            "variants": {"blue": 5 + i, "green": 7} if i % 4 == 0 else {},
         }
         for i in range(entries)
     ]
     applications = [
         {
-            "appName": f"application-service-{i}",
+            "appName": f"web-service-{i}",
             "environment": "development",
             "instanceId": f"pod-{i}-7f9c8d6b5-x2k4m",
             "sdkVersion": "unleash-client-node:6.12.0",
@@ -66,12 +67,20 @@ def bulk_body(features: int = 20, apps: int = 5, entries: int = 100) -> bytes:
         }
         for i in range(apps)
     ]
-    return json.dumps({"applications": applications, "metrics": metrics}).encode()
+    return _compact({"applications": applications, "metrics": metrics})
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _compact(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def sdk_body(toggles: int = 20) -> bytes:
-    now = datetime.now(UTC).isoformat()
-    return json.dumps(
+    now = _now()
+    return _compact(
         {
             "appName": "checkout-service",
             "instanceId": "pod-1",
@@ -86,7 +95,7 @@ def sdk_body(toggles: int = 20) -> bytes:
                 },
             },
         }
-    ).encode()
+    )
 
 
 # --- processes ---
@@ -435,7 +444,7 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
             ]
             request = urllib.request.Request(
                 f"{edge.url}/api/client/metrics/bulk",
-                data=json.dumps({"applications": [], "metrics": metrics}).encode(),
+                data=_compact({"applications": [], "metrics": metrics}),
                 headers={"Authorization": CLIENT, "Content-Type": "application/json"},
             )
             with urllib.request.urlopen(request, timeout=120) as response:
