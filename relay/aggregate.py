@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from relay import models
 from relay.domain import (
     Counts,
@@ -41,6 +43,14 @@ def _hour(moment: datetime, path: str) -> int:
         raise InvalidEntry(path, str(exc)) from None
 
 
+def _raw_hour(raw: str | float, path: str) -> int:
+    try:
+        moment = models.parse_time(raw)
+    except ValidationError as exc:
+        raise InvalidEntry(path, f"is invalid: {exc.errors()[0]['msg']}") from None
+    return _hour(moment, path)
+
+
 @dataclass(slots=True)
 class Conversion:
     batch: IngestBatch = field(default_factory=IngestBatch)
@@ -51,9 +61,12 @@ class Conversion:
 def from_bulk(
     body: models.BulkMetrics, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
+    """Entries are summed per (app, feature, hour) under plain tuples, and each distinct
+    timestamp is parsed once; a ``MetricKey`` is built per distinct key only. This is the
+    per-entry loop of the busiest endpoint: it is written for speed (bench/README.md)."""
     result = Conversion()
-    counts = result.batch.counts
-    hours: dict[datetime | None, int] = {None: hour_start(now)}  # one parse per distinct time
+    sums: dict[tuple[str, str, int], Counts] = {}
+    hours: dict[str | float | None, int] = {None: hour_start(now)}
     dropped = result.dropped
     for index, entry in enumerate(body.metrics):
         if entry.environment != environment:
@@ -63,18 +76,22 @@ def from_bulk(
         if not (yes or no or any(variants.values())):
             dropped["empty"] += 1
             continue
-        timestamp = entry.timestamp
-        hour = hours.get(timestamp)
+        raw = entry.timestamp
+        hour = hours.get(raw)
         if hour is None:
-            assert timestamp is not None  # None is in ``hours`` from the start
-            hour = hours[timestamp] = _hour(timestamp, f"/body/metrics/{index}/timestamp")
-        key = MetricKey(entry.appName, environment, entry.featureName, hour)
-        existing = counts.get(key)
-        if existing is None:
-            counts[key] = Counts(yes, no, dict(variants))
+            assert raw is not None  # None is in ``hours`` from the start
+            hour = hours[raw] = _raw_hour(raw, f"/body/metrics/{index}/timestamp")
+        key = (entry.appName, entry.featureName, hour)
+        counts = sums.get(key)
+        if counts is None:
+            sums[key] = Counts(yes, no, dict(variants))
         else:
-            existing.add(yes, no, variants)
+            counts.add(yes, no, variants)
         result.accepted += 1
+    result.batch.counts = {
+        MetricKey(app, environment, feature, hour): counts
+        for (app, feature, hour), counts in sums.items()
+    }
     for index, app in enumerate(body.applications):
         if app.environment == environment:
             path = f"/body/applications/{index}/started"

@@ -60,13 +60,16 @@ async def test_timestamps_rfc3339_offsets_and_nanoseconds_map_to_utc_hours(clien
             metric(yes=1, timestamp=plus_two.isoformat()),  # the same hour, written in +02:00
             metric(yes=1, timestamp=inside.strftime("%Y-%m-%dT%H:%M:%S")),  # no offset: UTC
             metric(yes=1, timestamp=(hour - timedelta(minutes=1)).isoformat()),
+            # Unleash's dateSchema also takes a number: epoch seconds, or milliseconds
+            metric(yes=1, timestamp=int(inside.timestamp())),
+            metric(yes=1, timestamp=int(inside.timestamp() * 1000)),
         ]
     )
     assert (await post_bulk(client, body)).status == 202
     rows = await raw(client, "f1")
     assert [(r["timestamp"], r["yes"]) for r in rows] == [
         (hour_iso(hour - timedelta(hours=1)), 1),
-        (hour_iso(hour), 3),
+        (hour_iso(hour), 5),
     ]
 
 
