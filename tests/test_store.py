@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from relay.auth import new_key
-from relay.domain import IngestBatch, MetricKey
+from relay.domain import IngestBatch, MetricKey, Registration, RegistrationKey
 from relay.models import TokenType
 from relay.store.metrics import MetricsStore
+from relay.store.sql import ROWS_PER_STATEMENT
 from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
 from relay.store.tokens import TokenStore
 
@@ -61,6 +63,31 @@ async def test_committed_counts_survive_reopen(tmp_path: Path) -> None:
     assert await store.write(one(yes=2), None) is True
     await close(db, store)
     assert await totals(path) == [("f", 7)]
+
+
+async def test_a_group_of_many_statements_with_a_replay_writes_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    db, store = await open_store(path)
+    assert await store.write(one(yes=1), "seen") is True
+    many = IngestBatch()
+    n = ROWS_PER_STATEMENT * 2 + 1
+    for i in range(n):
+        many.add_count(MetricKey("app", "development", f"f{i:04d}", 3600), 1, 0, {"a": 1, "b": 2})
+        key = RegistrationKey("app", "development", f"pod-{i}")
+        many.add_registration(
+            Registration(key, (), None, ("default",), None, None, datetime.now(UTC))
+        )
+    # one group: the replay makes the transaction merge again without it
+    results = await asyncio.gather(store.write(many, "new"), store.write(one(yes=5), "seen"))
+    assert list(results) == [True, False]
+    await close(db, store)
+    with sqlite3.connect(path) as conn:
+        counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
+        assert counts == [n + 1, 2 * n, n]
+        assert conn.execute("SELECT yes FROM metrics WHERE feature_name = 'f'").fetchone() == (1,)
+
+
+TABLES = ("metrics", "metric_variants", "registrations")
 
 
 async def test_expired_idempotency_keys_apply_again_and_are_pruned(tmp_path: Path) -> None:

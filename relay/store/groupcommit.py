@@ -18,22 +18,25 @@ Conn = TypeVar("Conn")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-Apply = Callable[[Conn, Sequence[Item]], Awaitable[Sequence[Result]]]
 Work = Callable[[Conn], Awaitable[Sequence[Result]]]
+Plan = Callable[[Sequence[Item]], Work[Conn, Result]]
 Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result]]]
 
 
 class GroupCommitter(Generic[Conn, Item, Result]):
-    """Feeds queued items to ``apply`` in groups, one write transaction per group.
+    """Feeds queued items to ``plan`` in groups, one write transaction per group.
 
-    ``run`` runs a function in one transaction (any backend: it commits when the function
-    returns and rolls back when it raises)."""
+    ``plan`` runs on the event loop and returns the group's transaction work: what needs no
+    database (merging, building rows) is done there, so the write lock, which other worker
+    processes wait for, is held for the statements only. ``run`` runs that work in one
+    transaction (any backend: it commits when the work returns and rolls back when it
+    raises)."""
 
     def __init__(
-        self, run: Run[Conn, Result], apply: Apply[Conn, Item, Result], max_items: int
+        self, run: Run[Conn, Result], plan: Plan[Item, Conn, Result], max_items: int
     ) -> None:
         self._run_in_transaction = run
-        self._apply = apply
+        self._plan = plan
         self._max_items = max_items
         self._queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -72,9 +75,8 @@ class GroupCommitter(Generic[Conn, Item, Result]):
                     self._queue.task_done()
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
-        items = [item for item, _ in group]
         try:
-            results = await self._run_in_transaction(lambda conn: self._apply(conn, items))
+            results = await self._run_in_transaction(self._plan([item for item, _ in group]))
         except Exception as exc:  # every waiter learns of the failure; the writer lives on
             for _, future in group:
                 if not future.done():

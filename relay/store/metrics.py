@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from relay import models
 from relay.domain import IngestBatch, epoch, from_epoch
 from relay.store.groupcommit import GroupCommitter
-from relay.store.sql import Database, Transaction
+from relay.store.sql import Database, Transaction, upsert
 
 
 class IngestItem(NamedTuple):
@@ -46,7 +46,7 @@ class MetricsStore:
         self._ttl = idempotency_ttl
         self._clock = clock
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
-            db.run, self._apply, max_group
+            db.run, self._plan, max_group
         )
 
     def start(self) -> None:
@@ -61,13 +61,21 @@ class MetricsStore:
             return True
         return await self._committer.submit(IngestItem(batch, idempotency_key))
 
-    async def _apply(self, tx: Transaction, items: Sequence[IngestItem]) -> list[bool]:
-        now = self._clock()
+    def _plan(self, items: Sequence[IngestItem]) -> Callable[[Transaction], Awaitable[list[bool]]]:
+        """Merge the group and build its rows now, on the event loop, assuming its idempotency
+        keys are all fresh, as they nearly always are; the transaction only claims the keys
+        and writes, and merges again should a claim find a replay."""
         keys = sorted({i.idempotency_key for i in items if i.idempotency_key is not None})
-        fresh = await _claim_keys(tx, keys, now, now - self._ttl)
-        merged, applied = merge_group(items, fresh)
-        await _upsert(tx, merged)
-        return applied
+        planned = _Planned.of(items, set(keys))
+
+        async def work(tx: Transaction) -> list[bool]:
+            now = self._clock()
+            fresh = await _claim_keys(tx, keys, now, now - self._ttl)
+            plan = planned if len(fresh) == len(keys) else _Planned.of(items, fresh)
+            await plan.write(tx)
+            return plan.applied
+
+        return work
 
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
@@ -172,42 +180,57 @@ async def _claim_keys(tx: Transaction, keys: list[str], now: float, cutoff: floa
     return {row[0] for row in rows}
 
 
-async def _upsert(tx: Transaction, batch: IngestBatch) -> None:
-    """Add counts and store registrations, each table's rows in sorted key order."""
-    counts = sorted(
-        ((k.feature_name, k.app_name, k.environment, k.hour), c) for k, c in batch.counts.items()
-    )
-    if counts:
-        await tx.executemany(
-            "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)"
-            " VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
+class _Planned(NamedTuple):
+    """A group's rows, each table's in sorted key order, and which of its items apply."""
+
+    metrics: list[tuple[Any, ...]]
+    variants: list[tuple[Any, ...]]
+    registrations: list[tuple[Any, ...]]
+    applied: list[bool]
+
+    @classmethod
+    def of(cls, items: Sequence[IngestItem], fresh: set[str]) -> _Planned:
+        batch, applied = merge_group(items, fresh)
+        counts = sorted(
+            ((k.feature_name, k.app_name, k.environment, k.hour), c)
+            for k, c in batch.counts.items()
+        )
+        return cls(
+            metrics=[(*key, c.yes, c.no) for key, c in counts],
+            variants=sorted(
+                (*key, name, count) for key, c in counts for name, count in c.variants.items()
+            ),
+            registrations=list(_registration_rows(batch)),
+            applied=applied,
+        )
+
+    async def write(self, tx: Transaction) -> None:
+        """Add the counts and store the registrations."""
+        await upsert(
+            tx,
+            "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)",
+            "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
             " SET yes = metrics.yes + excluded.yes, no = metrics.no + excluded.no",
-            [(*key, c.yes, c.no) for key, c in counts],
+            self.metrics,
         )
-        variants = sorted(
-            (*key, name, count) for key, c in counts for name, count in c.variants.items()
+        await upsert(
+            tx,
+            "INSERT INTO metric_variants"
+            " (feature_name, app_name, environment, hour, variant, count)",
+            "ON CONFLICT (feature_name, app_name, environment, hour, variant) DO UPDATE"
+            " SET count = metric_variants.count + excluded.count",
+            self.variants,
         )
-        if variants:
-            await tx.executemany(
-                "INSERT INTO metric_variants"
-                " (feature_name, app_name, environment, hour, variant, count)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (feature_name, app_name, environment, hour, variant) DO UPDATE"
-                " SET count = metric_variants.count + excluded.count",
-                variants,
-            )
-    if batch.registrations:
-        await tx.executemany(
+        await upsert(
+            tx,
             "INSERT INTO registrations (app_name, environment, instance_id, connect_via,"
-            ' sdk_version, strategies, "interval", started, first_seen, last_seen)'
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (app_name, environment, instance_id) DO UPDATE SET"
+            ' sdk_version, strategies, "interval", started, first_seen, last_seen)',
+            "ON CONFLICT (app_name, environment, instance_id) DO UPDATE SET"
             " connect_via = excluded.connect_via, sdk_version = excluded.sdk_version,"
             ' strategies = excluded.strategies, "interval" = excluded."interval",'
             " started = coalesce(excluded.started, registrations.started),"
             " last_seen = excluded.last_seen",
-            _registration_rows(batch),
+            self.registrations,
         )
 
 

@@ -55,6 +55,28 @@ class Database(Protocol):
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
 
 
+ROWS_PER_STATEMENT = 100
+
+
+async def upsert(
+    tx: Transaction, insert: str, conflict: str, rows: Sequence[Sequence[Any]]
+) -> None:
+    """``insert VALUES (...), (...) conflict``, up to ``ROWS_PER_STATEMENT`` rows a statement.
+
+    One statement for many rows rather than ``executemany``: on SQLite each row of an
+    ``executemany`` is a hand-over of the GIL and a wait to get it back from a busy event loop,
+    all while holding the write lock (alone, 145 against 82 us for a bench group's rows).
+    ``rows`` must not repeat a conflict key: PostgreSQL refuses to update a row twice in one
+    statement."""
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        marks = "(" + ", ".join(["?"] * len(chunk[0])) + ")"
+        await tx.execute(
+            f"{insert} VALUES {', '.join([marks] * len(chunk))} {conflict}",
+            [value for row in chunk for value in row],
+        )
+
+
 def migration_scripts(folders: Sequence[str], root: str = "") -> list[tuple[str, str]]:
     """``(version, sql)`` of ``migrations/[root/]<folder>/NNNN_*.sql`` in order of application.
 
