@@ -32,6 +32,7 @@ from relay.models import TokenType
 from relay.openapi import document
 from relay.sdk_keys import RelayKeyResolver
 from relay.settings import Mode, Settings
+from relay.shards import ShardedBuffer, ShardMerger, shard_path
 from relay.state import (
     INGEST,
     KEY_RESOLVER,
@@ -59,9 +60,10 @@ PRUNE_INTERVAL = 3600.0
 MONITOR_INTERVAL = 2.0
 
 
-def build_app(settings: Settings, leader: bool = True) -> web.Application:
-    """``leader``: this process runs the jobs there must be one of (flusher, buffer monitor,
-    pruning); with several workers only the first does (relay/server.py)."""
+def build_app(settings: Settings, worker: int = 0) -> web.Application:
+    """``worker``: this process's index when there are several (relay/server.py). Worker 0,
+    the leader, runs the jobs there must be one of (flusher, buffer monitor, pruning); in
+    relay mode each worker buffers in its own file (relay/shards.py)."""
     middlewares: list[Middleware] = [observe]
     if settings.cors_origins:
         middlewares.append(cors_middleware(settings.cors_origins))
@@ -69,7 +71,7 @@ def build_app(settings: Settings, leader: bool = True) -> web.Application:
     app[SETTINGS] = settings
     app[READY] = [False]
     wire = _relay if settings.mode is Mode.RELAY else _standalone
-    routes = [*wire(app, settings, leader), *backstage.ROUTES, *docs.ROUTES]
+    routes = [*wire(app, settings, worker), *backstage.ROUTES, *docs.ROUTES]
     add_routes(app, routes)
     app[OPENAPI] = document(routes, version("relay"))
     return app
@@ -93,9 +95,11 @@ async def initialise(settings: Settings) -> None:
     migrations, configured and first-start keys, the relay's instance id file. Each worker
     repeats the checks and finds nothing to do."""
     if settings.mode is Mode.RELAY:
-        buffer = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
-        await buffer.open()
-        await buffer.close()
+        for worker in range(settings.workers):
+            path = shard_path(settings.buffer_path, worker)
+            buffer = SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous)
+            await buffer.open()
+            await buffer.close()
         if settings.instance_id is None:
             _instance_id(settings.data_dir)
         return
@@ -119,7 +123,8 @@ async def _provision_keys(keys: KeyService, settings: Settings) -> None:
     _announce(await keys.bootstrap())
 
 
-def _standalone(app: web.Application, settings: Settings, leader: bool) -> list[Route]:
+def _standalone(app: web.Application, settings: Settings, worker: int) -> list[Route]:
+    leader = worker == 0
     db = central_database(settings)
     key_store = TokenStore(db)
     projects = ProjectStore(db)
@@ -186,28 +191,45 @@ async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
             return
 
 
-def _relay(app: web.Application, settings: Settings, leader: bool) -> list[Route]:
+def _relay(app: web.Application, settings: Settings, worker: int) -> list[Route]:
     assert settings.upstream_url is not None  # guaranteed by Settings validation
-    db = SqliteDatabase(settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous)
-    buffer = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    leader = worker == 0
+
+    def buffer_in(path: Path) -> tuple[SqliteDatabase, MetricsStore]:
+        db = SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous)
+        return db, MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+
+    # the leader's file: the flusher's, and where requests with an Idempotency-Key go
+    db, buffer = buffer_in(settings.buffer_path)
+    own_db, own = (db, buffer) if leader else buffer_in(shard_path(settings.buffer_path, worker))
+    opened = [(own_db, own)] if leader else [(own_db, own), (db, buffer)]
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
     tokens = {
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, TokenType.CLIENT) for key in settings.upstream_tokens)
     }
-    flusher = Flusher(outbox, upstream, tokens, settings.flush_interval, settings.backoff_max)
+    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous)
+    flusher = Flusher(
+        outbox,
+        upstream,
+        tokens,
+        settings.flush_interval,
+        settings.backoff_max,
+        gather=shards.merge,
+    )
     monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
     hop = Hop(settings.app_name, settings.instance_id or _instance_id(settings.data_dir))
-    app[INGEST] = Ingest(buffer, hop=hop)
+    app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     app[KEY_RESOLVER] = RelayKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[UPSTREAM] = upstream
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
-        await db.open()
         try:
+            for database, store in opened:
+                await database.open()
+                store.start()
             await upstream.open()
-            buffer.start()
             if leader:
                 await monitor.check()
             app[READY][0] = True
@@ -222,10 +244,12 @@ def _relay(app: web.Application, settings: Settings, leader: bool) -> list[Route
             )
             yield
             app[READY][0] = False
-            await buffer.stop()
+            for _, store in opened:
+                await store.stop()
         finally:
             await upstream.close()
-            await db.close()
+            for database, _ in opened:
+                await database.close()
 
     async def flushing(app: web.Application) -> AsyncIterator[None]:
         flusher.start()

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client import Counter
 
@@ -47,8 +47,12 @@ class Flusher:
         interval: float,
         backoff_max: float,
         clock: Callable[[], float] = time.monotonic,
+        gather: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
+        flush: the other workers' shards (relay/shards.py)."""
         self._outbox = outbox
+        self._gather = gather
         self._upstream = upstream
         self._tokens = dict(tokens)
         self._interval = interval
@@ -99,6 +103,8 @@ class Flusher:
         does not grow with SDK traffic), unless a backlog larger than one claim remains."""
         if self._clock() < self._retry_at:
             return False
+        if self._gather is not None:
+            await self._gather()
         await self._warn_untokened()
         claim = True
         while True:

@@ -59,17 +59,17 @@ EXIT_CONFIG = 2
 def serve(settings: Settings) -> int:
     logs.configure(settings.log_level, settings.log_format)
     if settings.workers == 1:
-        _run(settings, leader=True, sock=None, name="")
+        _run(settings, worker=0, sock=None, name="")
         return 0
     return Supervisor(settings).run()
 
 
-def _run(settings: Settings, leader: bool, sock: socket.socket | None, name: str) -> None:
+def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str) -> None:
     from aiohttp import web
 
     from relay.app import build_app
 
-    app = build_app(settings, leader)
+    app = build_app(settings, worker)
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
@@ -203,7 +203,7 @@ def _child_main(argv: list[str]) -> int:
     _attach_to(supervisor)
     logs.configure(settings.log_level, settings.log_format, worker=index)
     sock = socket.socket(fileno=fd)
-    _run(settings, leader=index == 0, sock=sock, name=f" worker {index}")
+    _run(settings, worker=index, sock=sock, name=f" worker {index}")
     return 0
 
 

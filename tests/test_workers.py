@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 from service import Service, running, start
-from test_relay_e2e import STANDALONE_ENV, call, post_metric, relay_env, stored, wait_for
+from test_relay_e2e import (
+    CLIENT,
+    STANDALONE_ENV,
+    call,
+    post_metric,
+    relay_env,
+    stored,
+    wait_for,
+)
 
 TWO = {"RELAY_WORKERS": "2"}
 
@@ -78,14 +88,62 @@ def buffering_relay(tmp_path: Path, central: Service, posts: int, yes: int) -> S
     return relay
 
 
-def test_relay_workers_flush_once_and_sigterm_delivers_everything(tmp_path: Path) -> None:
+def buffered(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT coalesce(sum(yes), 0) FROM metrics").fetchone()[0])
+
+
+def bulk_posts(service: Service) -> float:
+    """Bulk requests the service answered 202 (a standalone with one worker)."""
+    with urllib.request.urlopen(f"{service.url}/internal-backstage/metrics", timeout=10) as r:
+        text = r.read().decode()
+    pattern = (
+        r'^relay_http_requests_total\{[^}]*route="/api/client/metrics/bulk",status="202"\} (\S+)$'
+    )
+    match = re.search(pattern, text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_relay_workers_buffer_apart_and_sigterm_delivers_everything_once(tmp_path: Path) -> None:
     with running(tmp_path / "central", env=STANDALONE_ENV) as central:
         relay = buffering_relay(tmp_path, central, posts=30, yes=1)
         assert stored(central) == 0  # no periodic flush yet: everything waits in the buffer
+        # each worker wrote its own file (30 new connections: both workers had some)
+        shards = [buffered(tmp_path / "relay" / "data" / f) for f in ("buffer.db", "buffer-1.db")]
+        assert sum(shards) == 30 and all(shards)
         assert relay.stop(signal.SIGTERM) == 0
         assert stored(central) == 30
-        # only the leader flushes, and it stops last: one final flush, with everything
+        # only the leader flushes, and it stops last: one final flush, with everything, in
+        # one upstream request for the one environment
         assert relay.logs().count("final flush") == 1
+        assert bulk_posts(central) == 1
+
+
+def test_a_retried_idempotency_key_counts_once_whichever_worker_answers(tmp_path: Path) -> None:
+    with running(tmp_path / "central", env=STANDALONE_ENV) as central:
+        relay = start(tmp_path / "relay", env=relay_env(central.url, **TWO))
+        body = json.dumps(
+            {
+                "applications": [],
+                "metrics": [
+                    {"featureName": "f1", "appName": "app", "environment": "development", "yes": 3}
+                ],
+            }
+        ).encode()
+        for _ in range(12):  # a new connection each: both workers see the key
+            request = urllib.request.Request(
+                f"{relay.url}/api/client/metrics/bulk",
+                data=body,
+                headers={
+                    "Authorization": CLIENT,
+                    "Content-Type": "application/json",
+                    "Idempotency-Key": "retry-of-one-batch",
+                },
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 202
+        assert relay.stop(signal.SIGTERM) == 0
+        assert stored(central) == 3
 
 
 def test_a_dead_worker_stops_the_service_and_nothing_is_lost(tmp_path: Path) -> None:

@@ -1,0 +1,166 @@
+"""Relay buffer shards on real files: the leader's merge moves each count once."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
+from relay.models import MAX_APPLICATIONS
+from relay.shards import CLAIM_ENTRIES, ShardedBuffer, ShardMerger, shard_path
+from relay.store.metrics import MetricsStore
+from relay.store.outbox import SqliteOutbox
+from relay.store.sql import BUFFER_SCHEMA
+from relay.store.sqlite import SqliteDatabase
+
+HOUR = 3600 * 490_000
+
+
+def counts(features: int, yes: int = 1, env: str = "development") -> IngestBatch:
+    batch = IngestBatch()
+    for i in range(features):
+        batch.add_count(MetricKey("app", env, f"f{i:05d}", HOUR), yes, 0, {"blue": yes})
+    return batch
+
+
+def registrations(n: int) -> IngestBatch:
+    batch = IngestBatch()
+    for i in range(n):
+        batch.add_registration(
+            Registration(
+                key=RegistrationKey("app", "development", f"pod-{i}"),
+                connect_via=(Hop("edge", "e-1"), Hop("relay", "r-1")),
+                sdk_version="unleash-client-node:6.12.0",
+                strategies=("default",),
+                interval=15000,
+                started=None,
+                seen_at=datetime.now(UTC),
+            )
+        )
+    return batch
+
+
+class Buffers:
+    """The leader's buffer and its merger, plus a way to fill any worker's shard."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "buffer.db"
+        self.db = SqliteDatabase(self.path, BUFFER_SCHEMA, "NORMAL")
+        self.store = MetricsStore(self.db, max_group=64, idempotency_ttl=3600)
+        self.merger = ShardMerger(self.path, self.store, "NORMAL")
+
+    async def fill(self, worker: int, batch: IngestBatch) -> None:
+        db = SqliteDatabase(shard_path(self.path, worker), BUFFER_SCHEMA, "NORMAL")
+        await db.open()
+        store = MetricsStore(db, max_group=64, idempotency_ttl=3600)
+        store.start()
+        assert await store.write(batch, None)
+        await store.stop()
+        await db.close()
+
+
+def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as conn:
+        return list(conn.execute(sql))
+
+
+def total(path: Path, table: str = "metrics", column: str = "yes") -> int:
+    return int(rows(path, f"SELECT coalesce(sum({column}), 0) FROM {table}")[0][0])
+
+
+@pytest.fixture
+async def buffers(tmp_path: Path) -> AsyncIterator[Buffers]:
+    b = Buffers(tmp_path)
+    await b.db.open()
+    b.store.start()
+    yield b
+    await b.store.stop()
+    await b.db.close()
+
+
+async def test_every_shard_is_moved_into_the_leader_buffer(buffers: Buffers) -> None:
+    await buffers.fill(1, counts(3, yes=2))
+    await buffers.fill(3, counts(3, yes=5))  # left by a run with more workers
+    await buffers.fill(1, registrations(2))
+    assert await buffers.merger.merge() == 3 + 3 + 2
+    assert total(buffers.path) == 3 * 7
+    assert total(buffers.path, "metric_variants", "count") == 3 * 7
+    assert rows(buffers.path, "SELECT instance_id, connect_via FROM registrations") == [
+        ("pod-0", '[["edge", "e-1"], ["relay", "r-1"]]'),
+        ("pod-1", '[["edge", "e-1"], ["relay", "r-1"]]'),
+    ]
+    for worker in (1, 3):
+        shard = shard_path(buffers.path, worker)
+        assert total(shard) == 0 and rows(shard, "SELECT count(*) FROM outbox") == [(0,)]
+    assert await buffers.merger.merge() == 0
+
+
+async def test_a_move_interrupted_before_the_shard_forgets_it_counts_once(
+    buffers: Buffers,
+) -> None:
+    await buffers.fill(1, counts(4, yes=3))
+    shard = shard_path(buffers.path, 1)
+    # cut the shard's batches first, and keep a copy of them
+    db = SqliteDatabase(shard, BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    await SqliteOutbox(db, 64 * 1024).claim({"development"}, CLAIM_ENTRIES)
+    await db.close()
+    cut = rows(shard, "SELECT environment, idempotency_key, body, entries, created_at FROM outbox")
+    assert await buffers.merger.merge() == 4
+    # as after a crash between the leader's commit and the shard's: the batch is back
+    with sqlite3.connect(shard) as conn:
+        conn.executemany(
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            cut,
+        )
+    assert await buffers.merger.merge() == 4  # moved again, applied zero times
+    assert total(buffers.path) == 4 * 3
+    assert rows(shard, "SELECT count(*) FROM outbox") == [(0,)]
+
+
+async def test_a_large_shard_moves_whole_within_the_bulk_limits(buffers: Buffers) -> None:
+    keys = CLAIM_ENTRIES + 500  # more than one claim
+    await buffers.fill(1, counts(keys))
+    await buffers.fill(1, registrations(MAX_APPLICATIONS + 200))
+    assert await buffers.merger.merge() == keys + MAX_APPLICATIONS + 200
+    assert total(buffers.path) == keys
+    assert rows(buffers.path, "SELECT count(*) FROM registrations") == [(MAX_APPLICATIONS + 200,)]
+    assert rows(shard_path(buffers.path, 1), "SELECT count(*) FROM dead_letters") == [(0,)]
+
+
+async def test_an_unreadable_shard_batch_is_dead_lettered_and_the_rest_moves(
+    buffers: Buffers,
+) -> None:
+    await buffers.fill(1, counts(2))
+    shard = shard_path(buffers.path, 1)
+    with sqlite3.connect(shard) as conn:
+        conn.execute(
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+            " VALUES ('development', 'k', x'7b', 1, 0)"
+        )
+    assert await buffers.merger.merge() == 2
+    assert total(buffers.path) == 2
+    [(entries, reason)] = rows(shard, "SELECT entries, reason FROM dead_letters")
+    assert entries == 1 and "unreadable buffer shard batch" in str(reason)
+
+
+async def test_keyed_requests_go_to_the_leader_file_and_the_rest_to_the_shard(
+    buffers: Buffers,
+) -> None:
+    db = SqliteDatabase(shard_path(buffers.path, 2), BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    own = MetricsStore(db, max_group=64, idempotency_ttl=3600)
+    own.start()
+    sink = ShardedBuffer(own, buffers.store)
+    assert await sink.write(counts(1, yes=1), None) is True
+    assert await sink.write(counts(1, yes=10), "retry-me") is True
+    assert await sink.write(counts(1, yes=10), "retry-me") is False
+    await own.stop()
+    await db.close()
+    assert total(shard_path(buffers.path, 2)) == 1
+    assert total(buffers.path) == 10
