@@ -429,6 +429,7 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir, args.workers)
     edge = relay(workdir, central, args.workers, flush_interval="3600")
     now = datetime.now(UTC).isoformat()
+    filled_pss = 0.0
     try:
         for first in range(0, keys, per_post):
             metrics = [
@@ -449,13 +450,14 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
             )
             with urllib.request.urlopen(request, timeout=120) as response:
                 assert response.status == 202
+            filled_pss = max(filled_pss, edge.pss_mb())
         filled_rss = edge.peak_rss_mb()
         edge.stop(signal.SIGKILL)  # what is buffered stays on disk
         started = time.monotonic()
         edge = relay(workdir, central, args.workers, flush_interval="0.1")
-        peak = 0.0
+        peak = peak_pss = 0.0
         while True:
-            peak = max(peak, edge.rss_mb())
+            peak, peak_pss = max(peak, edge.rss_mb()), max(peak_pss, edge.pss_mb())
             if scrape(central, "relay_metric_entries_total", 'outcome="accepted"') >= keys:
                 break
             if time.monotonic() - started > args.drain_timeout:
@@ -471,6 +473,8 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
                     "entries_per_s": round(keys / elapsed),
                     "relay_peak_rss_mb_filling": round(filled_rss, 1),
                     "relay_peak_rss_mb_draining": round(max(peak, edge.peak_rss_mb()), 1),
+                    "relay_peak_pss_mb_filling": round(filled_pss, 1),
+                    "relay_peak_pss_mb_draining": round(peak_pss, 1),
                 }
             )
         )

@@ -6,13 +6,20 @@ call: code logs ``Principal.display`` or ``auth.redact(key)``, never a key.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from relay.settings import LogFormat
+# Standard library only: the supervisor of several workers imports this and stays small.
+
+
+class LogFormat(enum.StrEnum):
+    JSON = "json"
+    TEXT = "text"
+
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 

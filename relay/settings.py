@@ -20,6 +20,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from relay.logs import LogFormat
+
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -27,11 +29,6 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 class Mode(enum.StrEnum):
     STANDALONE = "standalone"
     RELAY = "relay"
-
-
-class LogFormat(enum.StrEnum):
-    JSON = "json"
-    TEXT = "text"
 
 
 class SqliteSynchronous(enum.StrEnum):

@@ -159,9 +159,14 @@ def test_a_dead_worker_stops_the_service_and_nothing_is_lost(tmp_path: Path) -> 
             wait_for(lambda: stored(central) == 20)
 
 
-def test_workers_end_with_a_killed_supervisor(tmp_path: Path) -> None:
+def test_the_supervisor_is_lean_and_workers_end_when_it_is_killed(tmp_path: Path) -> None:
     relay = start(tmp_path, env=TWO)
     pids = workers(relay)
+    # `relay serve` became (same PID) an interpreter that never loaded pydantic or aiohttp
+    supervisor = Path(f"/proc/{relay.process.pid}")
+    assert b"relay.supervisor" in (supervisor / "cmdline").read_bytes()
+    maps = (supervisor / "maps").read_bytes()
+    assert b"pydantic_core" not in maps and b"aiohttp" not in maps and b"_sqlite3" not in maps
     relay.stop(signal.SIGKILL)
     wait_for(lambda: all(not Path(f"/proc/{p}").exists() or _is_zombie(p) for p in pids))
     wait_for(lambda: port_is_free(relay.port))
