@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
 from relay.models import MAX_APPLICATIONS
@@ -72,6 +73,10 @@ def total(path: Path, table: str = "metrics", column: str = "yes") -> int:
     return int(rows(path, f"SELECT coalesce(sum({column}), 0) FROM {table}")[0][0])
 
 
+def merged_metric() -> float:
+    return REGISTRY.get_sample_value("relay_buffer_shard_merged_entries_total") or 0.0
+
+
 @pytest.fixture
 async def buffers(tmp_path: Path) -> AsyncIterator[Buffers]:
     b = Buffers(tmp_path)
@@ -86,7 +91,9 @@ async def test_every_shard_is_moved_into_the_leader_buffer(buffers: Buffers) -> 
     await buffers.fill(1, counts(3, yes=2))
     await buffers.fill(3, counts(3, yes=5))  # left by a run with more workers
     await buffers.fill(1, registrations(2))
+    before = merged_metric()
     assert await buffers.merger.merge() == 3 + 3 + 2
+    assert merged_metric() - before == 3 + 3 + 2
     assert total(buffers.path) == 3 * 7
     assert total(buffers.path, "metric_variants", "count") == 3 * 7
     assert rows(buffers.path, "SELECT instance_id, connect_via FROM registrations") == [
