@@ -30,7 +30,6 @@ socket as an inherited file descriptor.
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import signal
 import socket
@@ -38,8 +37,6 @@ import sys
 
 from relay import logs, supervisor
 from relay.settings import Settings
-
-log = logging.getLogger(__name__)
 
 # A bulk body allocates thousands of short-lived objects, all freed by reference counting.
 # At CPython's default gen-0 threshold (700) the cyclic collector ran several times per

@@ -33,7 +33,7 @@ from relay import logs
 if TYPE_CHECKING:
     from relay.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("relay.supervisor")  # also when run as __main__
 
 BACKLOG = 128  # aiohttp's own default
 

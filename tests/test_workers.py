@@ -117,6 +117,7 @@ def test_relay_workers_buffer_apart_and_sigterm_delivers_everything_once(tmp_pat
         # one upstream request for the one environment
         assert relay.logs().count("final flush") == 1
         assert bulk_posts(central) == 1
+        assert '"logger": "relay.supervisor", "msg": "stopping workers"' in relay.logs()
 
 
 def test_a_retried_idempotency_key_counts_once_whichever_worker_answers(tmp_path: Path) -> None:
