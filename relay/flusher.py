@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client import Counter
 
-from relay.store.outbox import OutboxBatch, SqliteOutbox
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.upstream import Outcome, SendResult, UpstreamClient
 
 log = logging.getLogger(__name__)
@@ -33,9 +33,6 @@ FLUSHES = Counter("relay_flush_batches_total", "Batches sent upstream, by outcom
 DEAD_LETTERED = Counter(
     "relay_dead_lettered_entries_total", "Entries the upstream refused for good"
 )
-
-CLAIM_ENTRIES = 20_000
-PENDING_PAGE = 32
 
 
 class Flusher:

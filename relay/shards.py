@@ -34,7 +34,7 @@ from relay import aggregate, models
 from relay.domain import IngestBatch
 from relay.store.errors import StorageError
 from relay.store.metrics import MetricsStore
-from relay.store.outbox import OutboxBatch, SqliteOutbox
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -48,8 +48,6 @@ MERGED = Counter(
 # Moved batches are read back with the bulk model, whose limits (1,000 registrations, 10,000
 # metrics) these bodies stay far below: an entry is at least ~100 bytes.
 MERGE_BATCH_BYTES = 64 * 1024
-CLAIM_ENTRIES = 20_000
-PAGE = 32
 
 
 def shard_path(buffer_path: Path, worker: int) -> Path:
@@ -76,7 +74,7 @@ class ShardMerger:
         self._into = into
         self._synchronous = synchronous
 
-    def shards(self) -> list[Path]:
+    def _shards(self) -> list[Path]:
         pattern = f"{self._buffer_path.stem}-*{self._buffer_path.suffix}"
         return sorted(p for p in self._buffer_path.parent.glob(pattern) if _is_shard(p))
 
@@ -84,7 +82,7 @@ class ShardMerger:
         """Move every shard's counts and registrations into the leader's buffer; returns
         the entries moved. A shard that cannot be read is logged and left for next time."""
         moved = 0
-        for path in self.shards():
+        for path in self._shards():
             db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous)
             try:
                 await db.open()
@@ -103,7 +101,7 @@ class ShardMerger:
         environments = await shard.environments()
         while True:
             backlog = await shard.claim(environments, CLAIM_ENTRIES)
-            while batches := await shard.pending(environments, PAGE):
+            while batches := await shard.pending(environments, PENDING_PAGE):
                 for batch in batches:
                     moved += await self._move(shard, batch)
             if not backlog:

@@ -53,6 +53,7 @@ def start(settings: Settings, sockets: list[socket.socket]) -> NoReturn:
         "log_format": settings.log_format.value,
     }
     fd = _unnamed_file(json.dumps(plan).encode())
+    sys.stdout.flush()  # exec drops what the buffers still hold
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, "-m", "relay.supervisor", str(fd)])
 

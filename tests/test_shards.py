@@ -12,9 +12,9 @@ from prometheus_client import REGISTRY
 
 from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
 from relay.models import MAX_APPLICATIONS
-from relay.shards import CLAIM_ENTRIES, ShardedBuffer, ShardMerger, shard_path
+from relay.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
 from relay.store.metrics import MetricsStore
-from relay.store.outbox import SqliteOutbox
+from relay.store.outbox import CLAIM_ENTRIES, SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -114,7 +114,7 @@ async def test_a_move_interrupted_before_the_shard_forgets_it_counts_once(
     # cut the shard's batches first, and keep a copy of them
     db = SqliteDatabase(shard, BUFFER_SCHEMA, "NORMAL")
     await db.open()
-    await SqliteOutbox(db, 64 * 1024).claim({"development"}, CLAIM_ENTRIES)
+    await SqliteOutbox(db, MERGE_BATCH_BYTES).claim({"development"}, CLAIM_ENTRIES)
     await db.close()
     cut = rows(shard, "SELECT environment, idempotency_key, body, entries, created_at FROM outbox")
     assert await buffers.merger.merge() == 4

@@ -21,6 +21,12 @@ from relay.domain import from_epoch
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 
+# Work units of whoever drains an outbox (the flusher, the leader's shard merge): counts cut
+# into batches per claim transaction, which bounds its memory and lock time, and batches
+# read per page.
+CLAIM_ENTRIES = 20_000
+PENDING_PAGE = 32
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxBatch:
