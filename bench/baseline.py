@@ -8,7 +8,7 @@ import sys
 
 from aiohttp import web
 
-from relay.models import BulkMetrics
+from relay.wire.client import BulkMetrics
 
 
 async def bulk(request: web.Request) -> web.Response:

@@ -20,12 +20,13 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from relay.auth import InvalidKey
-from relay.errors import ApiError, from_validation
-from relay.models import CreateApiToken, TokenType
-from relay.server import serve
+from relay.api.errors import from_validation
+from relay.core.errors import DomainError, StorageError
+from relay.core.keys import InvalidKey
+from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
-from relay.store.errors import StorageError
+from relay.wire.admin import CreateApiKey
+from relay.wire.common import KeyType
 
 EXIT_CONFIG = 2
 
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     keys = commands.add_parser("keys", help="manage API keys (standalone store)")
     key_commands = keys.add_subparsers(title="keys commands")
     create = key_commands.add_parser("create", help="create an API key and print it once")
-    create.add_argument("--type", choices=[t.value for t in TokenType], default="client")
+    create.add_argument("--type", choices=[t.value for t in KeyType], default="client")
     create.add_argument("--environment", help="environment of a client key", default=None)
     create.add_argument(
         "--project",
@@ -132,25 +133,21 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
-    # imported here: ``relay serve`` with several workers runs a supervisor that stays
-    # small by never importing the application (relay/server.py)
-    from relay.app import central_database
-    from relay.keys import KeyService
-    from relay.store.projects import ProjectStore
-    from relay.store.tokens import TokenStore
+    # imported here, so that ``relay serve`` loads only what the chosen mode needs
+    from relay.central.wiring import central_database, key_service
 
-    async def create(request: CreateApiToken) -> str:
+    async def create(request: CreateApiKey) -> str:
         db = central_database(settings)
         await db.open()
         try:
-            spec = await KeyService(TokenStore(db), ProjectStore(db)).issue(request)
+            spec = await key_service(db).issue(request)
             return spec.secret
         finally:
             await db.close()
 
     try:
-        request = CreateApiToken(
-            type=TokenType(args.type),
+        request = CreateApiKey(
+            type=KeyType(args.type),
             environment=args.environment,
             projects=args.projects or ["*"],
             tokenName=args.token_name,
@@ -159,7 +156,7 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"relay: error: {from_validation(exc, root='').message}", file=sys.stderr)
         return EXIT_CONFIG
-    except ApiError as exc:
+    except DomainError as exc:
         print(f"relay: error: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     return 0

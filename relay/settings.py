@@ -27,8 +27,11 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Mode(enum.StrEnum):
-    STANDALONE = "standalone"
-    RELAY = "relay"
+    """The user-facing names of the two modes; in code their parts are ``central`` and
+    ``edge`` (``relay.central``, ``relay.edge``)."""
+
+    CENTRAL = "standalone"
+    EDGE = "relay"
 
 
 class SqliteSynchronous(enum.StrEnum):
@@ -49,7 +52,7 @@ class Settings(BaseSettings):
         env_prefix="RELAY_", frozen=True, extra="forbid", validate_default=True
     )
 
-    mode: Mode = Field(Mode.STANDALONE, description="standalone (central service) or relay (edge)")
+    mode: Mode = Field(Mode.CENTRAL, description="standalone (central service) or relay (edge)")
     host: str = Field("0.0.0.0", description="Address to listen on")
     port: int | None = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
@@ -196,7 +199,7 @@ class Settings(BaseSettings):
         url = self.database_url
         if url is not None and not url.startswith(("sqlite:///", *POSTGRES_SCHEMES)):
             raise ValueError(f"database_url: unsupported scheme in {url.split(':', 1)[0]!r}")
-        if self.mode is Mode.RELAY and self.upstream_url is None:
+        if self.mode is Mode.EDGE and self.upstream_url is None:
             raise ValueError("upstream_url is required in relay mode (RELAY_UPSTREAM_URL)")
         return self
 

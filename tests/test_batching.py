@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from relay import batching
+from relay.edge import batching
 
 
 def metric(i: int) -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Any
 from conftest import DEV_KEY, assert_error, auth, bulk, metric
 from service import running
 
-from relay.models import MAX_METRICS
+from relay.wire.common import MAX_METRICS
 
 
 def exchange(port: int, data: bytes, wait: float = 10) -> tuple[bytes, float]:

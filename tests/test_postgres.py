@@ -35,7 +35,8 @@ from conftest import (
 from service import Service, free_port, running, start
 
 from relay.app import build_app
-from relay.domain import IngestBatch, MetricKey
+from relay.central.usage import UsageReader
+from relay.core.domain import IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase, numbered
 from relay.store.sql import CENTRAL_SCHEMA
@@ -112,7 +113,7 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
         applied = await asyncio.gather(*writes)
         assert sum(applied) == 100  # each key sent to both instances, applied once
         for feature in FEATURES:
-            [row] = await stores[0].raw_metrics(feature, 0)
+            [row] = await UsageReader(databases[0]).raw_metrics(feature, 0)
             assert (row.yes, row.variants) == (100, {"v": 100})
     finally:
         for store, db in zip(stores, databases, strict=True):

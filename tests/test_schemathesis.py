@@ -32,8 +32,8 @@ from schemathesis.specs.openapi.checks import (
 )
 from service import Service, running
 
+from relay.api.state import OPENAPI
 from relay.app import build_app
-from relay.state import OPENAPI
 
 CHECKS = [
     not_a_server_error,

@@ -14,8 +14,8 @@ from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth, bulk, eventually, m
 from fake_upstream import Answer, FakeUpstream
 from service import running
 
-from relay.api import admin
 from relay.app import build_app
+from relay.central import admin
 from relay.settings import load_settings
 
 UPSTREAM_SECRET = "upstream-secret-that-must-never-leak-0123456789"

@@ -21,7 +21,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_defaults() -> None:
     settings = load_settings()
-    assert settings.mode is Mode.STANDALONE
+    assert settings.mode is Mode.CENTRAL
     assert settings.listen_port == 4242
     assert settings.sqlite_path == Path("data/relay.db")
 

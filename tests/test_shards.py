@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from relay.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
-from relay.models import MAX_APPLICATIONS
-from relay.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
+from relay.core.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
+from relay.edge.outbox import CLAIM_ENTRIES, SqliteOutbox
+from relay.edge.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
 from relay.store.metrics import MetricsStore
-from relay.store.outbox import CLAIM_ENTRIES, SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import MAX_APPLICATIONS
 
 HOUR = 3600 * 490_000
 

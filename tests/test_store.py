@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from relay.auth import new_key
-from relay.domain import IngestBatch, MetricKey, Registration, RegistrationKey
-from relay.models import TokenType
+from relay.central.key_store import KeyStore
+from relay.core.domain import IngestBatch, MetricKey, Registration, RegistrationKey
+from relay.core.errors import StorageError
+from relay.core.keys import new_key
 from relay.store.metrics import MetricsStore
-from relay.store.sql import ROWS_PER_STATEMENT
-from relay.store.sqlite import CENTRAL_SCHEMA, SqliteDatabase, StorageError
-from relay.store.tokens import TokenStore
+from relay.store.sql import CENTRAL_SCHEMA, ROWS_PER_STATEMENT
+from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import KeyType
 
 
 def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None) -> IngestBatch:
@@ -119,13 +120,13 @@ async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
     db = SqliteDatabase(path, CENTRAL_SCHEMA)
     await db.open()
-    keys = TokenStore(db)
-    spec = new_key(TokenType.CLIENT, "development", ("default",))
+    keys = KeyStore(db)
+    spec = new_key(KeyType.CLIENT, "development", ("default",))
     assert await keys.add(spec) is True
     assert await keys.add(spec) is False
     principal = await keys.resolve(spec.secret)
     assert principal is not None and principal.environment == "development"
-    assert await TokenStore(db).resolve(spec.secret) == principal  # from disk, not cache
+    assert await KeyStore(db).resolve(spec.secret) == principal  # from disk, not cache
     assert await keys.resolve(spec.secret + "x") is None
     await db.close()
     assert spec.secret.split(".")[1].encode() not in path.read_bytes()

@@ -33,7 +33,7 @@ def workers(service: Service) -> list[int]:
     return [
         int(child)
         for child in children
-        if b"relay.server\x00worker" in Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"relay.process.server\x00worker" in Path(f"/proc/{child}/cmdline").read_bytes()
     ]
 
 
@@ -117,7 +117,7 @@ def test_relay_workers_buffer_apart_and_sigterm_delivers_everything_once(tmp_pat
         # one upstream request for the one environment
         assert relay.logs().count("final flush") == 1
         assert bulk_posts(central) == 1
-        assert '"logger": "relay.supervisor", "msg": "stopping workers"' in relay.logs()
+        assert '"logger": "relay.process.supervisor", "msg": "stopping workers"' in relay.logs()
 
 
 def test_a_retried_idempotency_key_counts_once_whichever_worker_answers(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_the_supervisor_is_lean_and_workers_end_when_it_is_killed(tmp_path: Path
     pids = workers(relay)
     # `relay serve` became (same PID) an interpreter that never loaded pydantic or aiohttp
     supervisor = Path(f"/proc/{relay.process.pid}")
-    assert b"relay.supervisor" in (supervisor / "cmdline").read_bytes()
+    assert b"relay.process.supervisor" in (supervisor / "cmdline").read_bytes()
     maps = (supervisor / "maps").read_bytes()
     assert b"pydantic_core" not in maps and b"aiohttp" not in maps and b"_sqlite3" not in maps
     relay.stop(signal.SIGKILL)

@@ -9,9 +9,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from relay import models
 from relay.api.routing import Route
-from relay.state import READY
+from relay.api.state import READY
+from relay.wire.common import Status
 
 
 async def health(request: web.Request) -> web.Response:
@@ -27,7 +27,7 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """With several workers (relay/server.py) any of them answers the scrape, with the sum
+    """With several workers (``relay.process.server``) any of them answers the scrape, with the sum
     of all of them, read from prometheus_client's multiprocess files."""
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -40,7 +40,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 ROUTES = [
     route
-    for prefix in ("", "/internal-backstage")
+    for prefix, name in (("", ""), ("/internal-backstage", "Backstage"))
     for route in (
         Route(
             "GET",
@@ -48,7 +48,8 @@ ROUTES = [
             health,
             "Liveness",
             "backstage",
-            responses={200: models.Status},
+            responses={200: Status},
+            operation=f"health{name}",
         ),
         Route(
             "GET",
@@ -56,8 +57,9 @@ ROUTES = [
             ready,
             "Readiness",
             "backstage",
-            responses={200: models.Status},
+            responses={200: Status},
             errors=(503,),
+            operation=f"ready{name}",
         ),
     )
 ] + [

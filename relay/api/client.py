@@ -5,28 +5,30 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel
 
-from relay import models
-from relay.api.routing import PRINCIPAL, Handler, Route, idempotency_key, read_json
-from relay.models import TokenType
-from relay.state import INGEST
+from relay.api.auth import PRINCIPAL
+from relay.api.body import idempotency_key, read_json
+from relay.api.routing import Handler, Route
+from relay.api.state import INGEST
+from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
+from relay.wire.common import KeyType
 
 
 async def bulk_metrics(request: web.Request) -> web.Response:
-    body = await read_json(request, models.BulkMetrics)
+    body = await read_json(request, BulkMetrics)
     key = idempotency_key(request)
     await request.app[INGEST].bulk(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
-    body = await read_json(request, models.ClientMetrics)
+    body = await read_json(request, ClientMetrics)
     key = idempotency_key(request)
     await request.app[INGEST].client_metrics(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def register(request: web.Request) -> web.Response:
-    body = await read_json(request, models.ClientRegistration)
+    body = await read_json(request, ClientRegistration)
     key = idempotency_key(request)
     await request.app[INGEST].register(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
@@ -39,7 +41,7 @@ def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) ->
         handler,
         summary,
         "client",
-        auth=TokenType.CLIENT,
+        auth=KeyType.CLIENT,
         body=body,
         responses={202: None},
         errors=(400, 401, 403, 413, 415, 503),
@@ -51,15 +53,13 @@ ROUTES = [
         "/api/client/metrics/bulk",
         bulk_metrics,
         "Send metrics and registrations in bulk (relays)",
-        models.BulkMetrics,
+        BulkMetrics,
     ),
     _client(
         "/api/client/metrics",
         client_metrics,
         "Send one SDK instance's metrics bucket",
-        models.ClientMetrics,
+        ClientMetrics,
     ),
-    _client(
-        "/api/client/register", register, "Register an SDK instance", models.ClientRegistration
-    ),
+    _client("/api/client/register", register, "Register an SDK instance", ClientRegistration),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Route
-from relay.state import OPENAPI
+from relay.api.state import OPENAPI
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -9,9 +9,9 @@ import time
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
-from relay import errors
+from relay.api import errors
 from relay.api.routing import Handler
-from relay.store.errors import StorageError
+from relay.core.errors import DomainError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except errors.ApiError as exc:
         return error_response(exc)
+    except DomainError as exc:
+        return error_response(errors.from_domain(exc))
     except StorageError as exc:
         log.error("storage unavailable", extra={"error": str(exc), "path": request.path})
         return error_response(errors.ServiceUnavailable("Storage is unavailable, retry later"))

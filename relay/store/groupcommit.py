@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from relay.store.errors import StorageError
+from relay.core.errors import StorageError
 
 Conn = TypeVar("Conn")
 Item = TypeVar("Item")

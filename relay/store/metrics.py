@@ -1,6 +1,6 @@
 """Ingested counts and registrations, written by group commit: the central service's records
-in standalone mode (SQLite or PostgreSQL), the hour-window buffer in relay mode (same
-tables, same code).
+(SQLite or PostgreSQL) and the relay's hour-window buffer (same tables, same code). What the
+central service reads of them is ``relay.central.usage``.
 
 Each ``write`` is one request's aggregated batch. Requests that arrive together share one
 transaction: their batches are summed in memory first, so a hot key costs one upsert per
@@ -20,11 +20,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from relay import models
-from relay.domain import IngestBatch, epoch, from_epoch
+from relay.core.domain import IngestBatch, epoch
 from relay.store.groupcommit import GroupCommitter
 from relay.store.sql import Database, Transaction, upsert
 
@@ -35,16 +33,9 @@ class IngestItem(NamedTuple):
 
 
 class MetricsStore:
-    def __init__(
-        self,
-        db: Database,
-        max_group: int,
-        idempotency_ttl: float,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, db: Database, max_group: int, idempotency_ttl: float) -> None:
         self._db = db
         self._ttl = idempotency_ttl
-        self._clock = clock
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -69,7 +60,7 @@ class MetricsStore:
         planned = _Planned.of(items, set(keys))
 
         async def work(tx: Transaction) -> list[bool]:
-            now = self._clock()
+            now = time.time()
             fresh = await _claim_keys(tx, keys, now, now - self._ttl)
             plan = planned if len(fresh) == len(keys) else _Planned.of(items, fresh)
             await plan.write(tx)
@@ -80,66 +71,8 @@ class MetricsStore:
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
             return await tx.execute(
-                "DELETE FROM idempotency_keys WHERE seen_at < ?", (self._clock() - self._ttl,)
+                "DELETE FROM idempotency_keys WHERE seen_at < ?", (time.time() - self._ttl,)
             )
-
-    async def raw_metrics(self, feature_name: str, since_hour: int) -> list[models.RawMetric]:
-        # One statement (a consistent snapshot); variants folded in here rather than by a
-        # JSON aggregate, whose name differs between SQLite and PostgreSQL.
-        rows = await self._db.fetch_all(
-            "SELECT m.app_name, m.environment, m.hour, m.yes, m.no, v.variant, v.count"
-            " FROM metrics m LEFT JOIN metric_variants v ON v.feature_name = m.feature_name"
-            " AND v.app_name = m.app_name AND v.environment = m.environment"
-            " AND v.hour = m.hour"
-            " WHERE m.feature_name = ? AND m.hour >= ?"
-            " ORDER BY m.hour, m.app_name, m.environment, v.variant",
-            (feature_name, since_hour),
-        )
-        found: dict[tuple[str, str, int], models.RawMetric] = {}
-        for row in rows:
-            key = (row["app_name"], row["environment"], row["hour"])
-            metric = found.get(key)
-            if metric is None:
-                metric = found[key] = models.RawMetric(
-                    featureName=feature_name,
-                    appName=row["app_name"],
-                    environment=row["environment"],
-                    timestamp=from_epoch(row["hour"]),
-                    yes=row["yes"],
-                    no=row["no"],
-                    variants={},
-                )
-            if row["variant"] is not None:
-                metric.variants[row["variant"]] = row["count"]
-        return list(found.values())
-
-    async def applications(self, app_name: str | None = None) -> list[models.ApplicationOut]:
-        where, params = ("WHERE app_name = ?", (app_name,)) if app_name else ("", ())
-        rows = await self._db.fetch_all(
-            "SELECT app_name, environment, instance_id, connect_via, sdk_version, strategies,"
-            f' "interval", started, first_seen, last_seen FROM registrations {where}'
-            " ORDER BY app_name, environment, instance_id",
-            params,
-        )
-        apps: dict[str, list[models.ApplicationInstance]] = {}
-        for row in rows:
-            apps.setdefault(row["app_name"], []).append(
-                models.ApplicationInstance(
-                    instanceId=row["instance_id"],
-                    environment=row["environment"],
-                    sdkVersion=row["sdk_version"],
-                    connectVia=[
-                        models.ConnectVia(appName=a, instanceId=i)
-                        for a, i in json.loads(row["connect_via"])
-                    ],
-                    strategies=json.loads(row["strategies"]),
-                    interval=row["interval"],
-                    started=_time(row["started"]),
-                    firstSeen=datetime.fromtimestamp(row["first_seen"], UTC),
-                    lastSeen=datetime.fromtimestamp(row["last_seen"], UTC),
-                )
-            )
-        return [models.ApplicationOut(appName=n, instances=i) for n, i in apps.items()]
 
 
 def merge_group(items: Sequence[IngestItem], fresh: set[str]) -> tuple[IngestBatch, list[bool]]:
@@ -249,7 +182,3 @@ def _registration_rows(batch: IngestBatch) -> Iterable[tuple[Any, ...]]:
             epoch(r.seen_at),
             epoch(r.seen_at),
         )
-
-
-def _time(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from relay.store.errors import StorageError
+from relay.core.errors import StorageError
 from relay.store.sql import T, Transaction, migration_scripts
 
 log = logging.getLogger(__name__)

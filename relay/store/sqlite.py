@@ -29,10 +29,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from relay.store.errors import StorageError
-from relay.store.sql import BUFFER_SCHEMA, CENTRAL_SCHEMA, Transaction, migration_scripts
-
-__all__ = ["BUFFER_SCHEMA", "CENTRAL_SCHEMA", "SqliteDatabase", "StorageError"]
+from relay.core.errors import StorageError
+from relay.store.sql import Transaction, migration_scripts
 
 T = TypeVar("T")
 

@@ -1,0 +1,40 @@
+"""The aiohttp application both modes serve: middlewares, the routes every service has
+(health, readiness, metrics, the OpenAPI document), and the document built from the routes.
+
+Each mode's wiring (``relay.central.wiring``, ``relay.edge.wiring``) adds its own routes,
+state and ``cleanup_ctx`` resources; ``relay.app`` picks the mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import version
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from relay.api import backstage, docs
+from relay.api.cors import cors_middleware
+from relay.api.middleware import observe
+from relay.api.openapi import document
+from relay.api.routing import Route, add_routes
+from relay.api.state import OPENAPI, READY, SETTINGS
+from relay.settings import Settings
+
+
+def new_application(settings: Settings) -> web.Application:
+    """An application not ready yet (``/ready`` answers 503 until ``READY`` is set)."""
+    middlewares: list[Middleware] = [observe]
+    if settings.cors_origins:
+        middlewares.append(cors_middleware(settings.cors_origins))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=middlewares)
+    app[SETTINGS] = settings
+    app[READY] = [False]
+    return app
+
+
+def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
+    """Register the mode's routes and the shared ones, and document them all."""
+    every = [*routes, *backstage.ROUTES, *docs.ROUTES]
+    add_routes(app, every)
+    app[OPENAPI] = document(every, version("relay"))

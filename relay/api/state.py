@@ -1,0 +1,16 @@
+"""Typed application state both modes set: each handler reads only the keys it needs.
+Each mode's own state sits in its package (``relay.central.state``, ``relay.edge.state``)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.core.ingest import Ingest
+from relay.core.keys import KeyResolver
+from relay.settings import Settings
+
+SETTINGS = web.AppKey("settings", Settings)
+KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
+INGEST = web.AppKey("ingest", Ingest)
+READY = web.AppKey("ready", list[bool])
+OPENAPI = web.AppKey("openapi", dict[str, object])

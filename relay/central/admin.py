@@ -1,0 +1,192 @@
+"""Admin endpoints of the central service (admin key): projects, environments, keys, usage."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from relay.api.body import read_json
+from relay.api.errors import BadDataError, NotFoundError
+from relay.api.responses import model_response
+from relay.api.routing import Handler, Route
+from relay.central.state import KEYS, PROJECTS, USAGE
+from relay.core.domain import hour_start
+from relay.wire import admin as wire
+from relay.wire.common import KeyType
+
+DEFAULT_HOURS_BACK = 48
+MAX_HOURS_BACK = 24 * 31
+
+
+async def add_environment(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.ProjectEnvironment)
+    await request.app[PROJECTS].add_environment(request.match_info["projectId"], body)
+    return web.Response(status=200)
+
+
+async def remove_environment(request: web.Request) -> web.Response:
+    info = request.match_info
+    await request.app[PROJECTS].remove_environment(info["projectId"], info["environment"])
+    return web.Response(status=200)
+
+
+async def get_project(request: web.Request) -> web.Response:
+    return model_response(await request.app[PROJECTS].get(request.match_info["projectId"]))
+
+
+async def create_project(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.CreateProject)
+    return model_response(await request.app[PROJECTS].create(body), status=201)
+
+
+async def create_environment(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.CreateEnvironment)
+    return model_response(await request.app[PROJECTS].create_environment(body), status=201)
+
+
+async def create_api_key(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.CreateApiKey)
+    spec = await request.app[KEYS].issue(body)
+    p = spec.principal
+    out = wire.ApiKeyOut(
+        secret=spec.secret,
+        tokenName=p.token_name,
+        type=p.type,
+        environment=p.environment,
+        projects=list(p.projects),
+        project=p.projects[0] if len(p.projects) == 1 else "[]",
+        createdAt=datetime.now(UTC),
+    )
+    return model_response(out, status=201)
+
+
+async def raw_feature_metrics(request: web.Request) -> web.Response:
+    hours = _hours_back(request.query.get("hoursBack"))
+    since = hour_start(datetime.now(UTC) - timedelta(hours=hours))
+    data = await request.app[USAGE].raw_metrics(request.match_info["featureName"], since)
+    return model_response(wire.FeatureMetricsRaw(data=data))
+
+
+def _hours_back(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_HOURS_BACK
+    if not value.isdigit() or not 1 <= int(value) <= MAX_HOURS_BACK:
+        raise BadDataError(f"hoursBack must be a whole number from 1 to {MAX_HOURS_BACK}")
+    return int(value)
+
+
+async def applications(request: web.Request) -> web.Response:
+    found = await request.app[USAGE].applications()
+    return model_response(wire.ApplicationsOut(applications=found))
+
+
+async def application(request: web.Request) -> web.Response:
+    name = request.match_info["appName"]
+    found = await request.app[USAGE].applications(name)
+    if not found:
+        raise NotFoundError(f"No application named {name}")
+    return model_response(found[0])
+
+
+def _admin(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    *,
+    body: type[BaseModel] | None = None,
+    ok: tuple[int, type[BaseModel] | None] = (200, None),
+    errors: tuple[int, ...] = (),
+) -> Route:
+    return Route(
+        method,
+        path,
+        handler,
+        summary,
+        "admin",
+        auth=KeyType.ADMIN,
+        body=body,
+        responses=dict([ok]),
+        errors=(401, 403, *errors),
+    )
+
+
+_PROJECT = "/api/admin/projects/{projectId}"
+
+ROUTES = [
+    _admin(
+        "POST",
+        f"{_PROJECT}/environments",
+        add_environment,
+        "Add an environment to a project",
+        body=wire.ProjectEnvironment,
+        errors=(400, 404, 409, 413, 415),
+    ),
+    _admin(
+        "DELETE",
+        f"{_PROJECT}/environments/{{environment}}",
+        remove_environment,
+        "Remove an environment from a project",
+        errors=(404,),
+    ),
+    _admin(
+        "GET",
+        _PROJECT,
+        get_project,
+        "A project and its environments",
+        ok=(200, wire.ProjectOut),
+        errors=(404,),
+    ),
+    _admin(
+        "POST",
+        "/api/admin/projects",
+        create_project,
+        "Create a project",
+        body=wire.CreateProject,
+        ok=(201, wire.ProjectOut),
+        errors=(400, 409, 413, 415),
+    ),
+    _admin(
+        "POST",
+        "/api/admin/environments",
+        create_environment,
+        "Create an environment",
+        body=wire.CreateEnvironment,
+        ok=(201, wire.EnvironmentOut),
+        errors=(400, 409, 413, 415),
+    ),
+    _admin(
+        "POST",
+        "/api/admin/api-tokens",
+        create_api_key,
+        "Create an API key; its secret is returned only here",
+        body=wire.CreateApiKey,
+        ok=(201, wire.ApiKeyOut),
+        errors=(400, 413, 415),
+    ),
+    _admin(
+        "GET",
+        "/api/admin/client-metrics/features/{featureName}/raw",
+        raw_feature_metrics,
+        "Hourly counts of one feature (query hoursBack, default 48)",
+        ok=(200, wire.FeatureMetricsRaw),
+        errors=(400,),
+    ),
+    _admin(
+        "GET",
+        "/api/admin/metrics/applications",
+        applications,
+        "Registered applications and their instances",
+        ok=(200, wire.ApplicationsOut),
+    ),
+    _admin(
+        "GET",
+        "/api/admin/metrics/applications/{appName}",
+        application,
+        "One registered application",
+        ok=(200, wire.ApplicationOut),
+        errors=(404,),
+    ),
+]

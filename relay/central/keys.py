@@ -1,0 +1,63 @@
+"""Issuing API keys: from the admin API, the command line and start-up configuration."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from relay.central.key_store import KeyStore
+from relay.central.projects import ProjectStore
+from relay.core.errors import InvalidInput
+from relay.core.keys import KeySpec, new_key, parse_key
+from relay.wire.admin import CreateApiKey
+from relay.wire.common import KeyType
+
+log = logging.getLogger(__name__)
+
+
+class KeyService:
+    def __init__(self, store: KeyStore, environments: ProjectStore) -> None:
+        self._store = store
+        self._environments = environments
+
+    async def issue(self, request: CreateApiKey) -> KeySpec:
+        """A new random key; its secret exists only in the returned value."""
+        projects = tuple(request.projects)
+        if request.project is not None:
+            projects = (request.project,)
+        environment = request.environment or ("*" if request.type is KeyType.ADMIN else "")
+        if request.type is KeyType.CLIENT:
+            if environment in ("", "*"):
+                raise InvalidInput("A client key needs an environment")
+            if not await self._environments.environment_exists(environment):
+                raise InvalidInput(f"Environment {environment} does not exist")
+        spec = new_key(request.type, environment, projects)
+        if request.tokenName is not None:
+            spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))
+        await self._store.add(spec)
+        return spec
+
+    async def ensure(self, admin: Sequence[str], client: Sequence[str]) -> int:
+        """Create configured keys that are absent (idempotent); returns how many were new."""
+        specs = [parse_key(k, KeyType.ADMIN) for k in admin]
+        specs += [parse_key(k, KeyType.CLIENT) for k in client]
+        created = 0
+        for spec in specs:
+            if await self._store.add(spec):
+                log.info("created configured API key", extra={"key": spec.principal.display})
+                created += 1
+        return created
+
+    async def bootstrap(self) -> list[KeySpec]:
+        """On a store with no key at all, one admin and one ``development`` client key, so a
+        fresh service is usable at once. Returned (with secrets) to be shown once."""
+        if await self._store.count() > 0:
+            return []
+        specs = [
+            new_key(KeyType.ADMIN, "*", ("*",)),
+            new_key(KeyType.CLIENT, "development", ("default",)),
+        ]
+        for spec in specs:
+            await self._store.add(spec)
+        return specs

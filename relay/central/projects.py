@@ -1,0 +1,131 @@
+"""Projects, environments and which environments each project has enabled (any backend).
+
+Each change is one write transaction whose conflict is decided by the database
+(``ON CONFLICT DO NOTHING`` and the rows it reports), never by a read before the write: two
+instances on one PostgreSQL database enabling the same environment at once get one 200 and
+one 409, as one instance would."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.store.sql import Database, Transaction
+from relay.wire import admin as wire
+
+
+class ProjectStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, project_id: str) -> wire.ProjectOut:
+        row = await self._db.fetch_one(
+            "SELECT id, name, description, created_at FROM projects WHERE id = ?", (project_id,)
+        )
+        if row is None:
+            raise NotFound("No project found")
+        envs = await self._db.fetch_all(
+            "SELECT pe.environment, e.enabled, pe.change_requests_enabled, pe.default_strategy"
+            " FROM project_environments pe JOIN environments e ON e.name = pe.environment"
+            " WHERE pe.project_id = ? ORDER BY e.sort_order, e.name",
+            (project_id,),
+        )
+        return wire.ProjectOut(
+            id=row["id"],
+            name=row["name"],
+            description=row["description"],
+            createdAt=datetime.fromtimestamp(row["created_at"], UTC),
+            environments=[
+                wire.ProjectEnvironmentOut(
+                    environment=env["environment"],
+                    enabled=bool(env["enabled"]),
+                    changeRequestsEnabled=bool(env["change_requests_enabled"]),
+                    defaultStrategy=(
+                        json.loads(env["default_strategy"]) if env["default_strategy"] else None
+                    ),
+                )
+                for env in envs
+            ],
+        )
+
+    async def create(self, body: wire.CreateProject) -> wire.ProjectOut:
+        async with self._db.transaction() as tx:
+            created = await tx.execute(
+                "INSERT INTO projects (id, name, description, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (body.id, body.name, body.description, time.time()),
+            )
+            if created != 1:
+                raise Conflict(f"A project with id {body.id} already exists")
+        return await self.get(body.id)
+
+    async def create_environment(self, body: wire.CreateEnvironment) -> wire.EnvironmentOut:
+        async with self._db.transaction() as tx:
+            if body.sortOrder is None:
+                [row] = await tx.fetch_all(
+                    "SELECT coalesce(max(sort_order), 0) + 100 FROM environments"
+                )
+                sort_order = int(row[0])
+            else:
+                sort_order = body.sortOrder
+            created = await tx.execute(
+                "INSERT INTO environments (name, type, enabled, sort_order, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (body.name, body.type, int(body.enabled), sort_order, time.time()),
+            )
+            if created != 1:
+                raise Conflict(f"Environment {body.name} already exists")
+        return wire.EnvironmentOut(
+            name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
+        )
+
+    async def add_environment(self, project_id: str, body: wire.ProjectEnvironment) -> None:
+        """Enable an environment in a project, in Unleash's order of checks:
+        unknown project (404), unknown environment (400), already enabled (409)."""
+        strategy = (
+            body.defaultStrategy.model_dump_json(exclude_none=True)
+            if body.defaultStrategy is not None
+            else None
+        )
+        async with self._db.transaction() as tx:
+            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
+                raise NotFound("No project found")
+            if not await _exists(tx, "SELECT 1 FROM environments WHERE name = ?", body.environment):
+                raise InvalidInput(f"Environment {body.environment} does not exist")
+            created = await tx.execute(
+                "INSERT INTO project_environments (project_id, environment,"
+                " change_requests_enabled, default_strategy, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (project_id, environment) DO NOTHING",
+                (
+                    project_id,
+                    body.environment,
+                    int(bool(body.changeRequestsEnabled)),
+                    strategy,
+                    time.time(),
+                ),
+            )
+            if created != 1:
+                raise Conflict(
+                    f"{project_id} already has the environment {body.environment} enabled"
+                )
+
+    async def remove_environment(self, project_id: str, environment: str) -> None:
+        async with self._db.transaction() as tx:
+            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
+                raise NotFound("No project found")
+            removed = await tx.execute(
+                "DELETE FROM project_environments WHERE project_id = ? AND environment = ?",
+                (project_id, environment),
+            )
+            if removed != 1:
+                raise NotFound(f"{project_id} does not have the environment {environment}")
+
+    async def environment_exists(self, name: str) -> bool:
+        row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))
+        return row is not None
+
+
+async def _exists(tx: Transaction, sql: str, value: str) -> bool:
+    return bool(await tx.fetch_all(sql, (value,)))

@@ -1,0 +1,155 @@
+"""The central service (standalone mode) put together: its database, stores, key service,
+routes and jobs. ``relay.app`` calls ``build`` and ``initialise`` when the mode is
+standalone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from relay.api import client, validate
+from relay.api.application import new_application, serve_routes
+from relay.api.jobs import every
+from relay.api.state import INGEST, KEY_RESOLVER, READY
+from relay.central import admin, features
+from relay.central.key_store import KeyStore
+from relay.central.keys import KeyService
+from relay.central.projects import ProjectStore
+from relay.central.state import KEYS, PROJECTS, USAGE
+from relay.central.usage import UsageReader
+from relay.core.errors import StorageError
+from relay.core.ingest import Ingest
+from relay.core.keys import KeySpec
+from relay.settings import Settings
+from relay.store.metrics import MetricsStore
+from relay.store.postgres import PostgresDatabase
+from relay.store.sql import CENTRAL_SCHEMA, Database
+from relay.store.sqlite import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+PRUNE_INTERVAL = 3600.0
+
+
+def central_database(settings: Settings) -> Database:
+    """PostgreSQL when ``database_url`` names it, else a SQLite file."""
+    if settings.database_url is not None and settings.uses_postgres:
+        return PostgresDatabase(
+            settings.database_url,
+            CENTRAL_SCHEMA,
+            settings.database_pool_size,
+            settings.database_timeout,
+        )
+    return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
+
+
+def key_service(db: Database) -> KeyService:
+    return KeyService(KeyStore(db), ProjectStore(db))
+
+
+async def initialise(settings: Settings) -> None:
+    """Migrations and configured and first-start keys, done once before several workers
+    start (each repeats the checks and finds nothing to do)."""
+    db = central_database(settings)
+    try:
+        await db.open()
+    except StorageError as exc:
+        if not settings.uses_postgres:
+            raise
+        log.error("database unavailable at start-up", extra={"error": str(exc)})
+        return  # the workers answer 503 and retry, as one process would
+    try:
+        await _provision_keys(key_service(db), settings)
+    finally:
+        await db.close()
+
+
+def build(settings: Settings, worker: int) -> web.Application:
+    """``worker`` 0, the leader, is the one that prunes idempotency keys."""
+    app = new_application(settings)
+    db = central_database(settings)
+    key_store = KeyStore(db)
+    projects = ProjectStore(db)
+    metrics = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    keys = KeyService(key_store, projects)
+    app[KEY_RESOLVER] = key_store
+    app[PROJECTS] = projects
+    app[USAGE] = UsageReader(db)
+    app[KEYS] = keys
+    app[INGEST] = Ingest(metrics)
+
+    async def prepare() -> None:
+        await db.open()
+        try:
+            await _provision_keys(keys, settings)
+        except StorageError:
+            await db.close()
+            raise
+        app[READY][0] = True
+
+    async def storage(app: web.Application) -> AsyncIterator[None]:
+        metrics.start()
+        opening: asyncio.Task[None] | None = None
+        try:
+            try:
+                await prepare()
+            except StorageError as exc:
+                if not settings.uses_postgres:
+                    raise  # a SQLite file that cannot be opened is a configuration error
+                log.error(
+                    "database unavailable at start-up: answering 503 and retrying",
+                    extra={"error": str(exc)},
+                )
+                opening = asyncio.create_task(_until_open(prepare), name="database-open")
+            yield
+        finally:
+            app[READY][0] = False
+            if opening is not None:
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await opening
+            await metrics.stop()
+            await db.close()
+
+    app.cleanup_ctx.append(storage)
+    if worker == 0:
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
+    serve_routes(app, [*client.ROUTES, *features.ROUTES, *admin.ROUTES, *validate.ROUTES])
+    return app
+
+
+async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
+    """A shared database may be down when a replica starts: the replica stays up, not ready,
+    answering 503, and becomes ready as soon as the database answers."""
+    delay = 1.0
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            await prepare()
+        except StorageError as exc:
+            delay = min(delay * 2, 30.0)
+            log.warning("database still unavailable", extra={"error": str(exc), "retry_in": delay})
+        else:
+            log.info("database available: ready")
+            return
+
+
+async def _provision_keys(keys: KeyService, settings: Settings) -> None:
+    """Configured keys that are absent, and on an empty store the first-start keys (shown)."""
+    await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
+    _announce(await keys.bootstrap())
+
+
+def _announce(created: list[KeySpec]) -> None:
+    """Print first-start keys once, on stdout and never in the log: only hashes are kept."""
+    if not created:
+        return
+    lines = ["", "No API key existed, so these were created. They are shown only now:"]
+    lines += [f"  {spec.principal.type.value:<6} {spec.secret}" for spec in created]
+    lines += ["Create more with `relay keys create` or POST /api/admin/api-tokens.", ""]
+    print("\n".join(lines), file=sys.stdout, flush=True)

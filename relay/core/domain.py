@@ -1,0 +1,116 @@
+"""Domain values of the ingest path: what a request means once the wire format is gone.
+
+A metric count is identified by (app, environment, feature, UTC hour); a registration by
+(app, environment, instance). Every sink (the central store, the relay buffer) takes an
+``IngestBatch`` made of these and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+HOUR = 3600
+
+
+_FIRST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_LAST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+
+
+class OutOfRange(ValueError):
+    """A time that is not in years 1..9999 once in UTC: it could be stored, but never read
+    back as a datetime or flushed (9999-12-31T23:00-05:00 is in year 10000)."""
+
+
+def epoch(moment: datetime) -> float:
+    """Epoch seconds; a timestamp without an offset is UTC (never the machine's zone)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        seconds = moment.timestamp()  # before year 1 in UTC this overflows
+    except OverflowError:
+        seconds = _FIRST
+    if not _FIRST < seconds < _LAST:
+        raise OutOfRange(f"{moment.isoformat()} is not within years 1 to 9999 in UTC")
+    return seconds
+
+
+def hour_start(moment: datetime) -> int:
+    """Epoch seconds of the start of the UTC hour holding ``moment`` (the 1-hour window)."""
+    seconds = int(epoch(moment))
+    return seconds - seconds % HOUR
+
+
+def from_epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+class MetricKey(NamedTuple):
+    app_name: str
+    environment: str
+    feature_name: str
+    hour: int
+
+
+@dataclass(slots=True)
+class Counts:
+    yes: int = 0
+    no: int = 0
+    variants: dict[str, int] = field(default_factory=dict)
+
+    def add(self, yes: int, no: int, variants: dict[str, int]) -> None:
+        self.yes += yes
+        self.no += no
+        for name, count in variants.items():
+            self.variants[name] = self.variants.get(name, 0) + count
+
+
+class Hop(NamedTuple):
+    """One element of ``connectVia``: a relay the registration passed through."""
+
+    app_name: str
+    instance_id: str
+
+
+class RegistrationKey(NamedTuple):
+    app_name: str
+    environment: str
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    key: RegistrationKey
+    connect_via: tuple[Hop, ...]
+    sdk_version: str | None
+    strategies: tuple[str, ...]
+    interval: float | None
+    started: datetime | None
+    seen_at: datetime
+
+
+@dataclass(slots=True)
+class IngestBatch:
+    """Counts summed per key and registrations deduplicated per instance (latest wins)."""
+
+    counts: dict[MetricKey, Counts] = field(default_factory=dict)
+    registrations: dict[RegistrationKey, Registration] = field(default_factory=dict)
+
+    def add_count(self, key: MetricKey, yes: int, no: int, variants: dict[str, int]) -> None:
+        counts = self.counts.get(key)
+        if counts is None:
+            self.counts[key] = Counts(yes, no, dict(variants))
+        else:
+            counts.add(yes, no, variants)
+
+    def add_registration(self, registration: Registration) -> None:
+        self.registrations[registration.key] = registration
+
+    def merge(self, other: IngestBatch) -> None:
+        for key, counts in other.counts.items():
+            self.add_count(key, counts.yes, counts.no, counts.variants)
+        self.registrations.update(other.registrations)
+
+    def is_empty(self) -> bool:
+        return not self.counts and not self.registrations

@@ -1,0 +1,43 @@
+"""What the domain and the stores raise when a request cannot be served.
+
+They say what went wrong, never how to answer it: the API layer chooses each one's HTTP
+status and body in one place (``relay.api.errors.from_domain``), and the command line turns
+them into a line on stderr.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A request the service refuses or cannot serve now; ``message`` is for the caller."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(DomainError):
+    """Input the wire models accept but the domain cannot (a time outside years 1..9999, a
+    client key without an environment...). ``path`` is the JSON pointer of the bad value."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class NotFound(DomainError):
+    """The named record does not exist."""
+
+
+class Conflict(DomainError):
+    """The change conflicts with a record that exists (a name already taken)."""
+
+
+class Unavailable(DomainError):
+    """A dependency (the upstream) cannot answer now; the caller should retry later."""
+
+
+class StorageError(Exception):
+    """The database cannot be read or written (disk full, read-only, corrupt, locked, or a
+    PostgreSQL server that is down, refusing connections or gone mid-transaction). Its
+    message is for the log, not for callers."""

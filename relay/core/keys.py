@@ -1,0 +1,92 @@
+"""API keys: parsing Unleash-format keys, hashing, and who a request acts as.
+
+Keys are random 256-bit secrets, so a single SHA-256 is a sufficient one-way hash (no salt
+or slow KDF is needed against a secret nobody can guess), and it lets a key be found by an
+index lookup of its hash: the presented key is never compared with stored keys byte by byte,
+which is what makes lookups constant-time with respect to the secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Protocol
+
+from relay.wire.common import KeyType
+
+_KEY = re.compile(
+    r"^(?P<project>\*|\[\]|[A-Za-z0-9_.~-]+):(?P<env>\*|[A-Za-z0-9_.~-]+)\.(?P<secret>\S{8,})$"
+)
+
+
+class InvalidKey(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """What a presented key may do. ``display`` is safe to log (no secret)."""
+
+    type: KeyType
+    environment: str
+    projects: tuple[str, ...]
+    display: str
+    token_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """A key about to be stored: its full secret string and its grants."""
+
+    secret: str
+    principal: Principal
+
+
+class KeyResolver(Protocol):
+    async def resolve(self, key: str) -> Principal | None: ...
+
+
+def hash_key(key: str) -> str:
+    # surrogateescape: a header with bytes that are not UTF-8 is an unknown key, not a 500
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def strip_scheme(header: str) -> str:
+    """The ``Authorization`` value as a key: Unleash accepts it bare or after ``Bearer ``."""
+    value = header.strip()
+    if value[:7].lower() == "bearer ":
+        value = value[7:].strip()
+    return value
+
+
+def redact(key: str) -> str:
+    """``project:env.****``: enough to tell keys apart in a log, nothing to use."""
+    head, dot, _ = key.partition(".")
+    return f"{head}.****" if dot and ":" in head else "****"
+
+
+def parse_key(key: str, type: KeyType) -> KeySpec:
+    """Check a configured key (``project:environment.secret``) and what it grants."""
+    match = _KEY.match(key)
+    if match is None:
+        raise InvalidKey(f"{redact(key)}: expected project:environment.secret")
+    project, environment = match["project"], match["env"]
+    if type is KeyType.ADMIN and (project, environment) != ("*", "*"):
+        raise InvalidKey(f"{redact(key)}: an admin key has the form *:*.secret")
+    if type is KeyType.CLIENT and environment == "*":
+        raise InvalidKey(f"{redact(key)}: a client key needs one environment, not *")
+    projects = ("*",) if project in ("*", "[]") else (project,)
+    return KeySpec(key, Principal(type, environment, projects, redact(key)))
+
+
+def new_key(type: KeyType, environment: str, projects: tuple[str, ...]) -> KeySpec:
+    """A fresh random key in Unleash's format."""
+    if type is KeyType.ADMIN:
+        prefix, environment, projects = "*:*", "*", ("*",)
+    else:
+        project = projects[0] if len(projects) == 1 else "[]"
+        prefix = f"{project}:{environment}"
+    key = f"{prefix}.{secrets.token_hex(32)}"
+    return KeySpec(key, Principal(type, environment, projects, redact(key)))

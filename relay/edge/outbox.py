@@ -1,0 +1,258 @@
+"""The relay's outbox: buffered counts cut into upstream batches, and batches' fates.
+
+Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registrations``) into
+outbox rows in one transaction, under the same write lock as ingest, so a count is always in
+exactly one place: the buffer (where new counts for its key are added to it) or one outbox
+batch (whose body is fixed). A batch leaves the outbox only when the upstream has taken it
+(``ack``) or refused it for good (``dead_letter``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from relay.core.domain import from_epoch
+from relay.edge import batching
+from relay.edge.batching import Entry
+from relay.store.sql import Row, Transaction
+from relay.store.sqlite import SqliteDatabase
+
+# Work units of whoever drains an outbox (the flusher, the leader's shard merge): counts cut
+# into batches per claim transaction, which bounds its memory and lock time, and batches
+# read per page.
+CLAIM_ENTRIES = 20_000
+PENDING_PAGE = 32
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxBatch:
+    id: int
+    environment: str
+    idempotency_key: str
+    body: bytes
+    entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStats:
+    entries: int
+    registrations: int
+    outbox_batches: int
+    outbox_entries: int
+    oldest_hour: int | None
+    bytes: int
+
+
+class SqliteOutbox:
+    def __init__(self, db: SqliteDatabase, max_batch_bytes: int) -> None:
+        self._db = db
+        self._max_batch_bytes = max_batch_bytes
+
+    async def claim(self, environments: Collection[str], max_entries: int) -> bool:
+        """Move up to ``max_entries`` buffered counts (oldest hours first) per environment,
+        and their registrations, into new batches. True when an environment had more than
+        that: a backlog is left in the buffer."""
+        backlog = False
+        async with self._db.transaction() as tx:
+            for environment in sorted(environments):
+                claimed = await self._claim_environment(tx, environment, max_entries)
+                backlog = backlog or claimed >= max_entries
+        return backlog
+
+    async def _claim_environment(self, tx: Transaction, environment: str, max_entries: int) -> int:
+        """Returns how many counts were claimed."""
+        rows = await tx.fetch_all(
+            "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
+            " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
+            "  WHERE v.feature_name = m.feature_name AND v.app_name = m.app_name"
+            "  AND v.environment = m.environment AND v.hour = m.hour) AS variants"
+            " FROM metrics m WHERE m.environment = ?"
+            " ORDER BY m.hour, m.app_name, m.feature_name LIMIT ?",
+            (environment, max_entries),
+        )
+        registrations = await tx.fetch_all(
+            "SELECT app_name, instance_id, connect_via, sdk_version, strategies, interval,"
+            " started, first_seen FROM registrations WHERE environment = ?",
+            (environment,),
+        )
+        if not rows and not registrations:
+            return 0
+        metrics = [_metric(environment, row) for row in rows]
+        applications = [_application(environment, row) for row in registrations]
+        now = time.time()
+        batches = [
+            (environment, str(uuid.uuid4()), payload, entries, now)
+            for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
+        ]
+        await tx.executemany(
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            batches,
+        )
+        keys = [(row["feature_name"], row["app_name"], environment, row["hour"]) for row in rows]
+        for table in ("metrics", "metric_variants"):
+            await tx.executemany(
+                f"DELETE FROM {table} WHERE feature_name = ? AND app_name = ?"
+                " AND environment = ? AND hour = ?",
+                keys,
+            )
+        await tx.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
+        return len(rows)
+
+    async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]:
+        if not environments:
+            return []
+        marks = ",".join("?" * len(environments))
+        rows = await self._db.fetch_all(
+            "SELECT id, environment, idempotency_key, body, entries FROM outbox"
+            f" WHERE environment IN ({marks}) ORDER BY id LIMIT ?",
+            (*environments, limit),
+        )
+        return [
+            OutboxBatch(r["id"], r["environment"], r["idempotency_key"], r["body"], r["entries"])
+            for r in rows
+        ]
+
+    async def ack(self, batch: OutboxBatch) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+
+    async def record_failure(self, batch: OutboxBatch, error: str) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                (error[:500], batch.id),
+            )
+
+    async def split(self, batch: OutboxBatch) -> bool:
+        """Replace a batch by its two halves (new keys: the upstream applied none of it);
+        False when it holds a single entry and cannot be split."""
+        parts = batching.halves(batch.body)
+        if parts is None:
+            return False
+        now = time.time()
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await tx.executemany(
+                "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(batch.environment, str(uuid.uuid4()), body, n, now) for body, n in parts],
+            )
+        return True
+
+    async def dead_letter(self, batch: OutboxBatch, status: int | None, reason: str) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
+            await tx.execute(
+                "INSERT INTO dead_letters (environment, idempotency_key, body, entries, status,"
+                " reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    batch.environment,
+                    batch.idempotency_key,
+                    batch.body,
+                    batch.entries,
+                    status,
+                    reason[:1000],
+                    time.time(),
+                ),
+            )
+
+    async def environments(self) -> set[str]:
+        """Environments with anything buffered or waiting."""
+        # the recursive walk reads one index entry per environment, not every buffered row
+        rows = await self._db.fetch_all(
+            "WITH RECURSIVE envs(e) AS (SELECT min(environment) FROM metrics UNION ALL"
+            " SELECT (SELECT min(environment) FROM metrics WHERE environment > e)"
+            " FROM envs WHERE e IS NOT NULL)"
+            " SELECT e FROM envs WHERE e IS NOT NULL"
+            " UNION SELECT environment FROM registrations UNION SELECT environment FROM outbox"
+        )
+        return {row[0] for row in rows}
+
+    async def stats(self) -> BufferStats:
+        row = await self._db.fetch_one(
+            "SELECT (SELECT count(*) FROM metrics) AS entries,"
+            " (SELECT count(*) FROM registrations) AS registrations,"
+            " (SELECT count(*) FROM outbox) AS batches,"
+            " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
+            " (SELECT min(hour) FROM metrics) AS oldest"
+        )
+        assert row is not None  # an aggregate query always returns one row
+        return BufferStats(
+            row["entries"],
+            row["registrations"],
+            row["batches"],
+            row["outbox_entries"],
+            row["oldest"],
+            await self.file_bytes(),
+        )
+
+    async def file_bytes(self) -> int:
+        """Bytes of the database file in use (pages not on the free list): cheap to read, and
+        never below what ``used_bytes`` estimates, so it decides when that scan is needed."""
+        row = await self._db.fetch_one(
+            "SELECT (SELECT page_count FROM pragma_page_count())"
+            " - (SELECT freelist_count FROM pragma_freelist_count()),"
+            " (SELECT page_size FROM pragma_page_size())"
+        )
+        return int(row[0] * row[1]) if row is not None else 0
+
+    async def used_bytes(self) -> int:
+        """An estimate of the data held (keys, counts, batch bodies). Unlike the file's page
+        count, it shrinks as soon as rows are deleted, so eviction knows when to stop."""
+        row = await self._db.fetch_one(
+            "SELECT (SELECT total(length(feature_name) + length(app_name)"
+            "  + length(environment) + 24) FROM metrics)"
+            " + (SELECT total(length(feature_name) + length(app_name) + length(environment)"
+            "  + length(variant) + 24) FROM metric_variants)"
+            " + (SELECT total(length(app_name) + length(instance_id) + length(connect_via)"
+            "  + length(strategies) + 64) FROM registrations)"
+            " + (SELECT total(length(body)) FROM outbox)"
+        )
+        return int(row[0]) if row is not None else 0
+
+    async def evict_oldest(self) -> int:
+        """Drop the oldest data, returning the entries dropped: the first batch of the outbox
+        (cut before anything now in the buffer), else the buffer's oldest hour window."""
+        async with self._db.transaction() as tx:
+            batch = await tx.fetch_all(
+                "DELETE FROM outbox WHERE id = (SELECT min(id) FROM outbox) RETURNING entries"
+            )
+            if batch:
+                return int(batch[0][0])
+            [oldest] = await tx.fetch_all("SELECT min(hour) FROM metrics")
+            if oldest[0] is None:
+                return 0
+            await tx.execute("DELETE FROM metric_variants WHERE hour = ?", (oldest[0],))
+            return await tx.execute("DELETE FROM metrics WHERE hour = ?", (oldest[0],))
+
+
+def _metric(environment: str, row: Row) -> Entry:
+    return {
+        "featureName": row["feature_name"],
+        "appName": row["app_name"],
+        "environment": environment,
+        "timestamp": from_epoch(row["hour"]).isoformat().replace("+00:00", "Z"),
+        "yes": row["yes"],
+        "no": row["no"],
+        "variants": json.loads(row["variants"]) if row["variants"] else {},
+    }
+
+
+def _application(environment: str, row: Row) -> Entry:
+    entry: Entry = {
+        "appName": row["app_name"],
+        "environment": environment,
+        "instanceId": row["instance_id"],
+        "connectVia": [{"appName": a, "instanceId": i} for a, i in json.loads(row["connect_via"])],
+        "strategies": json.loads(row["strategies"]),
+        "interval": row["interval"] if row["interval"] is not None else 0,
+        "started": from_epoch(row["started"] or row["first_seen"]).isoformat(),
+    }
+    if row["sdk_version"] is not None:
+        entry["sdkVersion"] = row["sdk_version"]
+    return entry

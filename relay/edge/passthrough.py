@@ -1,0 +1,137 @@
+"""Calls the relay passes to the upstream unchanged (the caller's key, body and answer).
+
+Only the configured upstream is ever contacted, at a path built here from a fixed template;
+redirects are never followed. Without an ``Authorization`` header the answer is 401 locally.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from relay.api.errors import AuthenticationRequired, BadGateway, GatewayTimeout, NotFoundError
+from relay.api.routing import Handler, Route
+from relay.edge.state import UPSTREAM
+from relay.edge.upstream import Forwarded, UpstreamUnavailable
+from relay.wire.admin import ProjectEnvironment
+
+_REQUEST_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "Accept",
+    "If-None-Match",
+    "Unleash-Client-Spec",
+    "Unleash-AppName",
+    "Unleash-InstanceId",
+    "Unleash-Connection-Id",
+    "Unleash-Sdk",
+    "User-Agent",
+)
+# `fetch-mode: streaming` would switch the Node SDK to server-sent events, which the relay
+# does not carry; it is deliberately not in this list.
+_RESPONSE_HEADERS = ("Content-Type", "ETag", "Cache-Control", "Vary", "Last-Modified")
+
+
+def _segment(request: web.Request, name: str) -> str:
+    value = request.match_info[name]
+    if value in (".", ".."):
+        raise NotFoundError("Not found")
+    return quote(value, safe="")
+
+
+async def _forward(request: web.Request, method: str, path: str, operation: str) -> web.Response:
+    key = request.headers.get("Authorization", "").strip()
+    if not key or not key.isascii():
+        raise AuthenticationRequired(
+            "This endpoint requires an API token. Please add an authorization header"
+            " to your request with a valid token"
+        )
+    # header values that are not ASCII are dropped: they cannot be sent on unchanged
+    headers = {
+        h: v for h in _REQUEST_HEADERS if (v := request.headers.get(h)) is not None and v.isascii()
+    }
+    body = await request.read() if request.can_read_body else None
+    if request.rel_url.raw_query_string:  # as sent: decoding would turn %23 into a fragment
+        path = f"{path}?{request.rel_url.raw_query_string}"
+    try:
+        answer = await request.app[UPSTREAM].forward(method, path, headers, body, operation)
+    except UpstreamUnavailable as exc:
+        if exc.timed_out:
+            raise GatewayTimeout("The upstream did not answer in time") from None
+        raise BadGateway("The upstream cannot be reached") from None
+    return _response(answer)
+
+
+def _response(answer: Forwarded) -> web.Response:
+    response = web.Response(status=answer.status, body=answer.body or None)
+    for name in _RESPONSE_HEADERS:
+        if name in answer.headers:
+            response.headers[name] = answer.headers[name]
+    return response
+
+
+async def add_environment(request: web.Request) -> web.Response:
+    project = _segment(request, "projectId")
+    return await _forward(request, "POST", f"/api/admin/projects/{project}/environments", "admin")
+
+
+async def features(request: web.Request) -> web.Response:
+    return await _forward(request, "GET", "/api/client/features", "features")
+
+
+async def feature(request: web.Request) -> web.Response:
+    name = _segment(request, "featureName")
+    return await _forward(request, "GET", f"/api/client/features/{name}", "features")
+
+
+def _passed(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    tag: str,
+    upstream_errors: tuple[int, ...],
+    body: type[BaseModel] | None = None,
+) -> Route:
+    """``upstream_errors``: what the upstream answers on this path, passed on unchanged."""
+    return Route(
+        method,
+        path,
+        handler,
+        summary,
+        tag,
+        body=body,
+        responses={200: None, 304: None} if method == "GET" else {200: None},
+        errors=(401, 502, 504, *upstream_errors),
+    )
+
+
+ROUTES = [
+    _passed(
+        "POST",
+        "/api/admin/projects/{projectId}/environments",
+        add_environment,
+        "Add an environment to a project (passed to the upstream)",
+        "admin",
+        (400, 403, 404, 409, 413, 415),
+        body=ProjectEnvironment,
+    ),
+    _passed(
+        "GET",
+        "/api/client/features",
+        features,
+        "Feature toggles for an SDK (passed to the upstream; ETag and 304 kept)",
+        "client",
+        (403,),
+    ),
+    _passed(
+        "GET",
+        "/api/client/features/{featureName}",
+        feature,
+        "One feature toggle (passed to the upstream)",
+        "client",
+        (403, 404),
+    ),
+]

@@ -1,0 +1,9 @@
+"""Typed application state of the relay's own handlers."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.edge.upstream import UpstreamClient
+
+UPSTREAM = web.AppKey("upstream", UpstreamClient)

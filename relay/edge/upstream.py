@@ -1,0 +1,208 @@
+"""Every call to the central service goes through ``UpstreamClient``: one session, one base
+URL, no redirects followed (a redirect could carry keys to another host), and each answer
+reduced to a small closed set of outcomes that callers match on."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import aiohttp
+from prometheus_client import Histogram
+from pydantic import BaseModel, ValidationError
+
+from relay.core.keys import Principal, redact
+from relay.wire.common import KeyType
+from relay.wire.validate import ValidateKeys
+
+UPSTREAM_LATENCY = Histogram(
+    "relay_upstream_request_duration_seconds",
+    "Latency of calls to the upstream, by operation and outcome",
+    ["operation", "outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+
+class Outcome(enum.StrEnum):
+    OK = "ok"
+    TOO_LARGE = "too_large"  # 413: split and retry
+    REJECTED = "rejected"  # other 4xx: this batch will never be accepted
+    MISCONFIGURED = "misconfigured"  # 401/403/404 or a redirect: wrong key or URL, back off long
+    RETRY = "retry"  # 429, 5xx, timeout, connection error: back off and retry
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    outcome: Outcome
+    status: int | None
+    detail: str
+    retry_after: float | None = None
+
+
+class UpstreamUnavailable(Exception):
+    """The upstream could not be reached or did not answer in time."""
+
+    def __init__(self, message: str, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+
+class _ValidatedKey(BaseModel):
+    token: str
+    type: str
+    projects: list[str] = []
+    environment: str | None = None  # Unleash leaves it out: it is in the key itself
+
+
+class _ValidatedKeys(BaseModel):
+    tokens: list[_ValidatedKey]
+
+
+_TYPES = {"client": KeyType.CLIENT, "backend": KeyType.CLIENT, "admin": KeyType.ADMIN}
+
+
+class UpstreamClient:
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.base_url = base_url
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        self._session = aiohttp.ClientSession(
+            timeout=self._timeout, headers={"User-Agent": "relay"}, auto_decompress=True
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise UpstreamUnavailable("upstream client is closed", timed_out=False)
+        return self._session
+
+    async def send_bulk(self, key: str, body: bytes, idempotency_key: str) -> SendResult:
+        headers = {
+            "Authorization": key,
+            "Content-Type": "application/json",
+            "Idempotency-Key": idempotency_key,
+        }
+        started = time.perf_counter()
+        result = await self._send_bulk(headers, body)
+        UPSTREAM_LATENCY.labels("bulk", result.outcome.value).observe(time.perf_counter() - started)
+        return result
+
+    async def _send_bulk(self, headers: dict[str, str], body: bytes) -> SendResult:
+        url = f"{self.base_url}/api/client/metrics/bulk"
+        try:
+            async with self._client().post(
+                url, data=body, headers=headers, allow_redirects=False
+            ) as response:
+                text = (await response.read())[:500].decode("utf-8", "replace")
+                return _classify(response.status, text, response.headers.get("Retry-After"))
+        except TimeoutError:
+            return SendResult(Outcome.RETRY, None, "upstream timed out")
+        except aiohttp.ClientError as exc:
+            return SendResult(Outcome.RETRY, None, f"upstream unreachable: {exc}")
+
+    async def validate(self, keys: list[str]) -> dict[str, Principal]:
+        """Ask ``/edge/validate`` which keys are valid; raises UpstreamUnavailable."""
+        response = await self.forward(
+            "POST",
+            "/edge/validate",
+            {"Content-Type": "application/json"},
+            ValidateKeys(tokens=keys).model_dump_json().encode(),
+            "validate",
+        )
+        if response.status != 200:
+            raise UpstreamUnavailable(f"key validation answered {response.status}", timed_out=False)
+        try:
+            answer = _ValidatedKeys.model_validate_json(response.body)
+        except ValidationError:
+            raise UpstreamUnavailable("key validation answer is malformed", False) from None
+        valid = {}
+        for found in answer.tokens:
+            kind = _TYPES.get(found.type)
+            if kind is not None and found.token in keys:
+                environment = found.environment or _environment_of(found.token)
+                valid[found.token] = Principal(
+                    kind, environment, tuple(found.projects), redact(found.token)
+                )
+        return valid
+
+    async def forward(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        operation: str,
+    ) -> Forwarded:
+        """One request to ``{base_url}{path}``; raises UpstreamUnavailable."""
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            async with self._client().request(
+                method,
+                f"{self.base_url}{path}",
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+            ) as response:
+                payload = await response.read()
+                outcome = str(response.status)
+                # a case-insensitive copy: aiohttp reads `ETag` as `Etag`, and a plain dict
+                # would then lose it for the passthrough's `ETag` lookup
+                return Forwarded(response.status, payload, response.headers.copy())
+        except TimeoutError:
+            outcome = "timeout"
+            raise UpstreamUnavailable("upstream timed out", timed_out=True) from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(f"upstream unreachable: {exc}", timed_out=False) from None
+        finally:
+            UPSTREAM_LATENCY.labels(operation, outcome).observe(time.perf_counter() - started)
+
+
+def _environment_of(key: str) -> str:
+    """``project:environment.secret`` -> ``environment``; ``*`` if the key does not say."""
+    head, dot, _ = key.partition(".")
+    _, colon, environment = head.partition(":")
+    return environment if dot and colon and environment else "*"
+
+
+def _classify(status: int, text: str, retry_after: str | None) -> SendResult:
+    if 200 <= status < 300:
+        return SendResult(Outcome.OK, status, "")
+    if status == 413:
+        return SendResult(Outcome.TOO_LARGE, status, text)
+    if status in (401, 403, 404) or 300 <= status < 400:
+        # a redirect is never followed (it could carry the key elsewhere): the URL is wrong
+        return SendResult(Outcome.MISCONFIGURED, status, text)
+    if status == 429 or status >= 500:
+        return SendResult(Outcome.RETRY, status, text, _retry_after(retry_after))
+    return SendResult(Outcome.REJECTED, status, text)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds or as an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None

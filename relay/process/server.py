@@ -1,0 +1,135 @@
+"""How ``relay serve`` runs: one server process, or a supervisor of ``workers`` of them.
+
+One process uses one core: its event loop validates and aggregates every body while holding
+the GIL, and under load on a 2-core machine the second core stayed idle (bench/README.md).
+With ``workers = N`` the process started becomes a supervisor of N workers, each a complete
+server on its own ``SO_REUSEPORT`` socket (the kernel spreads connections over them). In
+standalone mode they share one database, whose transactions keep "202 means durable" and
+idempotency exact; in relay mode each buffers in its own file (``relay.edge.shards``).
+
+- ``relay serve`` has the one-time start-up work done first (``app.initialise`` in a child
+  process: migrations, first-start keys, the relay's instance id), so the workers never race
+  on it, and binds the workers' sockets, so a port in use is a start-up error. Then it
+  becomes the supervisor (``relay.process.supervisor``): a fresh interpreter on the same PID that
+  imports only the standard library, about 10 MB.
+- Worker 0 is the leader: the only one running the flusher, the buffer monitor and pruning.
+  One flusher keeps upstream traffic at one request per environment per interval.
+- SIGTERM or SIGINT to the supervisor stops the other workers first and the leader last, so
+  the leader's final flush includes what the others committed while finishing requests.
+- A worker that dies makes the supervisor stop the others and exit 1, so the orchestrator
+  restarts the service (what was answered 202 is on disk and flushed after the restart).
+  Workers end with the supervisor even when it is killed with SIGKILL (Linux only).
+- Prometheus metrics are summed over the workers by prometheus_client's multiprocess mode
+  (files in ``<data_dir>/prometheus``); that mode has no ``process_*`` metrics.
+
+Workers and the start-up child are ``python -m relay.process.server``, given the settings as JSON on
+stdin (never in the environment or the command line, which other users can read) and their
+socket as an inherited file descriptor.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import socket
+import sys
+
+from relay import logs
+from relay.process import supervisor
+from relay.settings import Settings
+
+# A bulk body allocates thousands of short-lived objects, all freed by reference counting.
+# At CPython's default gen-0 threshold (700) the cyclic collector ran several times per
+# request and rescanned every object alive since start-up: measured as 40 % of validation
+# time and most of the p99 under load (bench/README.md). Start-up objects are frozen out of
+# collection; young garbage is collected every 50,000 allocations instead of 700.
+GC_GEN0_THRESHOLD = 50_000
+
+_PR_SET_PDEATHSIG = 1
+EXIT_CONFIG = 2
+
+
+def serve(settings: Settings) -> int:
+    logs.configure(settings.log_level, settings.log_format)
+    if settings.workers == 1:
+        _run(settings, worker=0, sock=None, name="")
+        return 0
+    initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise")
+    if initialised.wait() != 0:
+        return initialised.returncode  # it has said why on stderr
+    sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
+    supervisor.start(settings, sockets)
+
+
+def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str) -> None:
+    from aiohttp import web
+
+    from relay.app import build_app
+
+    app = build_app(settings, worker)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    web.run_app(
+        app,
+        host=None if sock else settings.host,
+        port=None if sock else settings.listen_port,
+        sock=sock,
+        shutdown_timeout=settings.shutdown_timeout,
+        keepalive_timeout=settings.idle_timeout,
+        access_log=None,
+        print=lambda _: print(
+            f"relay{name} listening on {settings.host}:{settings.listen_port}"
+            f" ({settings.mode.value} mode)",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
+
+
+def _child_main(argv: list[str]) -> int:
+    """``python -m relay.process.server initialise | worker INDEX SUPERVISOR FD``."""
+    settings = Settings.model_validate_json(sys.stdin.buffer.read())
+    if argv[0] == "initialise":
+        return _initialise(settings)
+    index, supervisor, fd = map(int, argv[1:])
+    _attach_to(supervisor)
+    logs.configure(settings.log_level, settings.log_format, worker=index)
+    sock = socket.socket(fileno=fd)
+    _run(settings, worker=index, sock=sock, name=f" worker {index}")
+    return 0
+
+
+def _initialise(settings: Settings) -> int:
+    import asyncio
+
+    from relay.app import initialise
+    from relay.core.errors import StorageError
+    from relay.core.keys import InvalidKey
+
+    logs.configure(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(initialise(settings))
+    except (StorageError, InvalidKey, OSError) as exc:
+        print(f"relay: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
+
+
+def _attach_to(supervisor: int) -> None:
+    """Signals come from the supervisor only: out of the terminal's process group, so
+    Ctrl-C (or ``kill 0``) reaches the supervisor, which stops the workers in order. The
+    kernel sends SIGTERM when the supervisor dies, even by SIGKILL, so no orphan keeps
+    serving on the port; the check after it covers a supervisor already gone."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != supervisor:
+        raise SystemExit("relay: the supervisor has exited")
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

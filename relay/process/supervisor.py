@@ -1,0 +1,231 @@
+"""The supervisor of ``workers`` server processes (the design: ``relay.process.server``).
+
+``relay serve`` does the start-up work with the settings parsed (the ``initialise`` child,
+binding the sockets), then ``start`` replaces the process (same PID, signals and exit code
+unchanged for the orchestrator) with a fresh interpreter running ``main``, which imports
+only the standard library and ``relay.logs``. The process that stays for the service's
+lifetime then holds ~10 MB instead of the ~26 MB (PSS) of pydantic and the command line:
+sidecars are counted by the megabyte.
+
+Its plan (the settings' JSON for the workers, their sockets' descriptors) comes through an
+unnamed in-memory file, never the command line or the environment, which other users can
+read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
+
+from relay import logs
+
+if TYPE_CHECKING:
+    from relay.settings import Settings
+
+log = logging.getLogger("relay.process.supervisor")  # also when run as __main__
+
+BACKLOG = 128  # aiohttp's own default
+
+
+def start(settings: Settings, sockets: list[socket.socket]) -> NoReturn:
+    """Become the supervisor of one worker per socket."""
+    metrics_dir = _empty_dir(settings.data_dir / "prometheus")
+    for sock in sockets:
+        sock.set_inheritable(True)
+    plan = {
+        "settings": settings.model_dump_json(),
+        "sockets": [sock.fileno() for sock in sockets],
+        "metrics_dir": str(metrics_dir),
+        # a worker may take this long to stop: finish requests, then (leader) the final flush
+        "grace": settings.shutdown_timeout + settings.final_flush_timeout + 10.0,
+        "log_level": settings.log_level,
+        "log_format": settings.log_format.value,
+    }
+    fd = _unnamed_file(json.dumps(plan).encode())
+    sys.stdout.flush()  # exec drops what the buffers still hold
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "relay.process.supervisor", str(fd)])
+
+
+def main(argv: list[str]) -> int:
+    """``python -m relay.process.supervisor PLAN_FD``."""
+    with open(int(argv[0]), "rb") as source:
+        plan = json.loads(source.read())
+    logs.configure(plan["log_level"], logs.LogFormat(plan["log_format"]))
+    sockets = [socket.socket(fileno=fd) for fd in plan["sockets"]]
+    return Supervisor(plan["settings"].encode(), plan["metrics_dir"], plan["grace"]).run(sockets)
+
+
+class Supervisor:
+    def __init__(self, settings: bytes, metrics_dir: str, grace: float) -> None:
+        self._settings = settings
+        self._metrics_dir = metrics_dir
+        self._grace = grace
+        self._workers: list[subprocess.Popen[bytes]] = []
+
+    def run(self, sockets: list[socket.socket]) -> int:
+        stopping: list[int] = []
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        previous_fd = signal.set_wakeup_fd(wake_w)
+        watched = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
+        handlers = {s: signal.signal(s, _record(stopping)) for s in watched}
+        try:
+            for index, sock in enumerate(sockets):
+                self._workers.append(
+                    spawn(
+                        self._settings,
+                        "worker",
+                        str(index),
+                        str(os.getpid()),
+                        sock=sock,
+                        env={"PROMETHEUS_MULTIPROC_DIR": self._metrics_dir},
+                    )
+                )
+                sock.close()  # the worker has its own; its exit then closes the socket
+            failed = self._watch(stopping, wake_r)
+            return self._stop_all() or failed
+        finally:
+            for sock in sockets:
+                sock.close()
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(previous_fd)
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _watch(self, stopping: list[int], wake_r: int) -> int:
+        """Until a stop signal (0) or a worker's exit (1)."""
+        while not stopping:
+            for index, worker in enumerate(self._workers):
+                if worker.poll() is not None:
+                    log.error(
+                        "worker exited: stopping the others",
+                        extra={"worker": index, "pid": worker.pid, "exit": worker.returncode},
+                    )
+                    return 1
+            select.select([wake_r], [], [], 1.0)
+            while True:  # drain the wake-up bytes of handled signals
+                try:
+                    if not os.read(wake_r, 64):
+                        break
+                except BlockingIOError:
+                    break
+        log.info("stopping workers", extra={"signal": signal.Signals(stopping[0]).name})
+        return 0
+
+    def _stop_all(self) -> int:
+        """The leader last, after the others have committed their last requests; 1 when a
+        worker did not exit cleanly."""
+        failed = 0
+        leader, others = self._workers[0], self._workers[1:]
+        for group in (others, [leader]):
+            for worker in group:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+            for worker in group:
+                try:
+                    worker.wait(self._grace)
+                except subprocess.TimeoutExpired:
+                    log.error("worker did not stop in time: killed", extra={"pid": worker.pid})
+                    worker.kill()
+                    worker.wait()
+                failed |= worker.returncode != 0
+        return failed
+
+
+def spawn(
+    settings: bytes,
+    *args: str,
+    sock: socket.socket | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``python -m relay.process.server ARGS [FD]``, given the settings' JSON on stdin."""
+    fds = () if sock is None else (sock.fileno(),)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "relay.process.server", *args, *(str(fd) for fd in fds)],
+        stdin=subprocess.PIPE,
+        pass_fds=fds,
+        env={**os.environ, **(env or {})},
+    )
+    assert child.stdin is not None
+    child.stdin.write(settings)
+    child.stdin.close()
+    return child
+
+
+def listen(host: str, port: int, count: int) -> list[socket.socket]:
+    """One listening socket per worker, bound before they start so that connections queue
+    from the start for every worker (the kernel spreads them by ``SO_REUSEPORT``) and a port
+    in use is a start-up error. A plain bind first: ``SO_REUSEPORT`` alone would join
+    another relay already listening on the port as the same user."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _unnamed_file(data: bytes) -> int:
+    """An inheritable descriptor of a file holding ``data`` that no path leads to: in
+    memory on Linux, else a temporary file already unlinked."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("relay-supervisor", 0)
+    else:
+        with tempfile.TemporaryFile() as unlinked:
+            fd = os.dup(unlinked.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def _record(stopping: list[int]) -> Callable[[int, FrameType | None], None]:
+    """SIGCHLD only wakes the supervisor (through the wake-up fd) to look at its workers."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if signum != signal.SIGCHLD:
+            stopping.append(signum)
+
+    return handler
+
+
+def _empty_dir(path: Path) -> Path:
+    """prometheus_client's multiprocess files of an earlier run would be summed in."""
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink()
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
