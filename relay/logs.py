@@ -51,7 +51,13 @@ class TextFormatter(logging.Formatter):
 def configure(level: str, fmt: LogFormat, **fields: object) -> None:
     """``fields`` are added to every record (a worker's number, with several workers)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
+    formatter: logging.Formatter
+    match fmt:
+        case LogFormat.JSON:
+            formatter = JsonFormatter()
+        case LogFormat.TEXT:
+            formatter = TextFormatter()
+    handler.setFormatter(formatter)
     if fields:
         handler.addFilter(_Fields(fields))
     root = logging.getLogger()

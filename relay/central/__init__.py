@@ -1,0 +1,1 @@
+"""Standalone mode ("central" in code): the central feature-flag service itself."""

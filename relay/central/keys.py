@@ -26,12 +26,15 @@ class KeyService:
         projects = tuple(request.projects)
         if request.project is not None:
             projects = (request.project,)
-        environment = request.environment or ("*" if request.type is KeyType.ADMIN else "")
-        if request.type is KeyType.CLIENT:
-            if environment in ("", "*"):
-                raise InvalidInput("A client key needs an environment")
-            if not await self._environments.environment_exists(environment):
-                raise InvalidInput(f"Environment {environment} does not exist")
+        match request.type:
+            case KeyType.ADMIN:
+                environment = "*"
+            case KeyType.CLIENT:
+                environment = request.environment or ""
+                if environment in ("", "*"):
+                    raise InvalidInput("A client key needs an environment")
+                if not await self._environments.environment_exists(environment):
+                    raise InvalidInput(f"Environment {environment} does not exist")
         spec = new_key(request.type, environment, projects)
         if request.tokenName is not None:
             spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))

@@ -69,24 +69,28 @@ def redact(key: str) -> str:
 
 def parse_key(key: str, type: KeyType) -> KeySpec:
     """Check a configured key (``project:environment.secret``) and what it grants."""
-    match = _KEY.match(key)
-    if match is None:
+    found = _KEY.match(key)
+    if found is None:
         raise InvalidKey(f"{redact(key)}: expected project:environment.secret")
-    project, environment = match["project"], match["env"]
-    if type is KeyType.ADMIN and (project, environment) != ("*", "*"):
-        raise InvalidKey(f"{redact(key)}: an admin key has the form *:*.secret")
-    if type is KeyType.CLIENT and environment == "*":
-        raise InvalidKey(f"{redact(key)}: a client key needs one environment, not *")
+    project, environment = found["project"], found["env"]
+    match type:
+        case KeyType.ADMIN if (project, environment) != ("*", "*"):
+            raise InvalidKey(f"{redact(key)}: an admin key has the form *:*.secret")
+        case KeyType.CLIENT if environment == "*":
+            raise InvalidKey(f"{redact(key)}: a client key needs one environment, not *")
+        case KeyType.ADMIN | KeyType.CLIENT:
+            pass
     projects = ("*",) if project in ("*", "[]") else (project,)
     return KeySpec(key, Principal(type, environment, projects, redact(key)))
 
 
 def new_key(type: KeyType, environment: str, projects: tuple[str, ...]) -> KeySpec:
     """A fresh random key in Unleash's format."""
-    if type is KeyType.ADMIN:
-        prefix, environment, projects = "*:*", "*", ("*",)
-    else:
-        project = projects[0] if len(projects) == 1 else "[]"
-        prefix = f"{project}:{environment}"
+    match type:
+        case KeyType.ADMIN:
+            prefix, environment, projects = "*:*", "*", ("*",)
+        case KeyType.CLIENT:
+            project = projects[0] if len(projects) == 1 else "[]"
+            prefix = f"{project}:{environment}"
     key = f"{prefix}.{secrets.token_hex(32)}"
     return KeySpec(key, Principal(type, environment, projects, redact(key)))

@@ -43,7 +43,7 @@ class Flusher:
         keys: Mapping[str, str],
         interval: float,
         backoff_max: float,
-        gather: Callable[[], Awaitable[object]] | None = None,
+        gather: Callable[[], Awaitable[object]],
     ) -> None:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
         flush: the other workers' shards (``relay.edge.shards``)."""
@@ -98,8 +98,7 @@ class Flusher:
         does not grow with SDK traffic), unless a backlog larger than one claim remains."""
         if time.monotonic() < self._retry_at:
             return False
-        if self._gather is not None:
-            await self._gather()
+        await self._gather()
         await self._warn_keyless()
         claim = True
         while True:

@@ -75,7 +75,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     }
     shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous)
     flusher = Flusher(
-        outbox, upstream, keys, settings.flush_interval, settings.backoff_max, gather=shards.merge
+        outbox, upstream, keys, settings.flush_interval, settings.backoff_max, shards.merge
     )
     monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))

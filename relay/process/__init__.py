@@ -1,0 +1,2 @@
+"""How ``relay serve`` runs as processes. Kept free of the application: the supervisor
+imports only the standard library."""

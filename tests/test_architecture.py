@@ -1,0 +1,51 @@
+"""ARCHITECTURE.md is the map of the package: every module is on it, and nothing else."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def mapped_modules() -> set[str]:
+    """Paths of the modules listed in the tree of ARCHITECTURE.md (``relay/api/body.py``)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    tree = re.search(r"## The tree\n\n```\n(.+?)\n```", text, re.S)
+    assert tree, "ARCHITECTURE.md has no tree"
+    found: set[str] = set()
+    folder = ""
+    for line in tree.group(1).splitlines()[1:]:  # the first line is relay/
+        name = line.split()[0]
+        depth = (len(line) - len(line.lstrip())) // 2
+        if depth == 1:
+            folder = name if name.endswith("/") else ""
+            if name.endswith(".py"):
+                found.add(f"relay/{name}")
+        elif name.endswith(".py"):
+            found.add(f"relay/{folder}{name}")
+    return found
+
+
+def package_modules() -> set[str]:
+    return {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "relay").rglob("*.py")
+        if path.name != "__init__.py" and "migrations" not in path.parts
+    }
+
+
+def test_architecture_lists_every_module_and_no_other() -> None:
+    mapped, actual = mapped_modules(), package_modules()
+    assert not actual - mapped, f"modules missing from ARCHITECTURE.md: {actual - mapped}"
+    assert not mapped - actual, f"ARCHITECTURE.md lists missing modules: {mapped - actual}"
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for folder in ("relay", "tests", "bench")
+        for path in (ROOT / folder).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 400
+    }
+    assert not long, long
