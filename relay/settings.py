@@ -167,7 +167,7 @@ class Settings(BaseSettings):
     )
     instance_id: Annotated[
         str | None,
-        Usage(Mode.RELAY, note="The generated one is in <data_dir>/instance-id", example="relay-1"),
+        Usage(Mode.RELAY, example="relay-1"),
     ] = Field(
         None,
         max_length=255,
