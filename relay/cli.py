@@ -1,4 +1,4 @@
-"""``relay serve | keys create | healthcheck``.
+"""``relay serve | keys create | healthcheck`` (and, for developers, ``settings-docs``).
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
+from relay import settings_docs
 from relay.api.errors import from_validation
 from relay.core.errors import DomainError, StorageError
 from relay.core.keys import InvalidKey
@@ -34,6 +35,9 @@ EXIT_CONFIG = 2
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "tool"):  # a developer's tool: no settings to load
+        done: int = args.tool(args)
+        return done
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_CONFIG
@@ -88,6 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     _settings_flags(health, only=("mode", "port"))
     health.set_defaults(run=_healthcheck)
+
+    # For developers, so not in --help: the commands listed are fixed before it is added
+    # (argparse 3.11 shows a help=SUPPRESS command as "==SUPPRESS==").
+    commands.metavar = "{" + ",".join(commands.choices) + "}"
+    docs = commands.add_parser(
+        "settings-docs",
+        description="Rewrite the documents generated from the settings model (README table, "
+        "config/*.toml, the chart's values schema) in ROOT; --check only lists stale ones.",
+    )
+    docs.add_argument(
+        "root",
+        nargs="?",
+        type=Path,
+        default=Path(),
+        metavar="ROOT",
+        help="the repository (default: .)",
+    )
+    docs.add_argument("--check", action="store_true", help="exit 1 listing each stale file")
+    docs.set_defaults(tool=_settings_docs)
     return parser
 
 
@@ -126,6 +149,10 @@ def _field_help(name: str, field: FieldInfo) -> str:
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     prefix = "setting_"
     return {k[len(prefix) :]: v for k, v in vars(args).items() if k.startswith(prefix)}
+
+
+def _settings_docs(args: argparse.Namespace) -> int:
+    return settings_docs.run(args.root, check=args.check)
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:

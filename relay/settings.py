@@ -1,17 +1,21 @@
 """Settings: defaults < TOML file < ``RELAY_*`` environment < command-line flags.
 
 Validated once at start-up into a frozen object; nothing else in the package reads the
-environment. Each field's description is its documentation: ``relay serve --help``,
-the README's settings table and ``config/*.toml`` are all checked against this model.
+environment. Each field's description is its documentation, and its ``Usage`` what the
+description does not say: ``relay serve --help`` reads them, and ``relay settings-docs``
+(relay/settings_docs.py) writes the README's settings table, ``config/*.toml`` and the Helm
+chart's ``config`` schema from them.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -24,6 +28,7 @@ from relay.logs import LogFormat
 
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class Mode(enum.StrEnum):
@@ -37,6 +42,26 @@ class Mode(enum.StrEnum):
 class SqliteSynchronous(enum.StrEnum):
     FULL = "FULL"
     NORMAL = "NORMAL"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a setting's description leaves out, for the model's checks and the docs.
+
+    Annotated on a field (``Annotated[float, Usage(Mode.EDGE)]``); a field without one
+    applies in both modes, is optional, and is documented by its description alone.
+    """
+
+    mode: Mode | None = None  # the only mode the setting applies in
+    required: bool = False  # in that mode (a start-up error without it)
+    secret: bool = False  # may hold keys or a password: better the environment than a file
+    note: str | None = None  # more for the example files' comment, after the description
+    example: object = None  # the value config/*.toml shows for no default; a dict: per mode
+
+
+def usage(field: FieldInfo) -> Usage:
+    """The field's Usage; the default one (both modes, optional) when it has none."""
+    return next((m for m in field.metadata if isinstance(m, Usage)), Usage())
 
 
 def _comma_list(value: Any) -> Any:
@@ -54,25 +79,40 @@ class Settings(BaseSettings):
 
     mode: Mode = Field(Mode.CENTRAL, description="standalone (central service) or relay (edge)")
     host: str = Field("0.0.0.0", description="Address to listen on")
-    port: int | None = Field(
+    port: Annotated[int | None, Usage(example=DEFAULT_PORTS)] = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
     )
-    workers: int = Field(
+    workers: Annotated[int, Usage(note='A sidecar needs one (README "Workers")')] = Field(
         1,
         ge=1,
         le=64,
         description="Server processes sharing the port and the database (about one per core)",
     )
-    data_dir: Path = Field(Path("data"), description="Directory for the SQLite database/buffer")
-    database_url: str | None = Field(
+    data_dir: Annotated[
+        Path, Usage(note="Its files: relay.db (standalone) or buffer.db (relay)")
+    ] = Field(Path("data"), description="Directory for the SQLite database/buffer")
+    database_url: Annotated[
+        str | None,
+        Usage(
+            Mode.CENTRAL,
+            secret=True,
+            note="Several instances may share one PostgreSQL database; ?sslmode=verify-full also"
+            " checks the server's certificate",
+            example="sqlite:///data/relay.db",
+        ),
+    ] = Field(
         None,
         description="Standalone: database URL, sqlite:///FILE or postgresql://USER:PASS@HOST/DB"
         " (TLS with ?sslmode=require; default: sqlite:///<data-dir>/relay.db)",
     )
-    database_pool_size: int = Field(
-        10, ge=1, le=1000, description="PostgreSQL: most connections this instance opens"
-    )
-    database_timeout: float = Field(
+    database_pool_size: Annotated[
+        int,
+        Usage(
+            Mode.CENTRAL,
+            note="All instances together must stay under the server's max_connections",
+        ),
+    ] = Field(10, ge=1, le=1000, description="PostgreSQL: most connections this instance opens")
+    database_timeout: Annotated[float, Usage(Mode.CENTRAL)] = Field(
         10.0,
         gt=0,
         description="PostgreSQL: seconds to connect, to wait for a pooled connection or a query",
@@ -81,56 +121,83 @@ class Settings(BaseSettings):
         SqliteSynchronous.FULL,
         description="SQLite fsync level: FULL survives power loss, NORMAL only process crashes",
     )
-    init_admin_api_tokens: Annotated[list[str], NoDecode] = Field(
+    init_admin_api_tokens: Annotated[
+        list[str], NoDecode, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
+    ] = Field(
         default_factory=list,
         description="Admin keys (*:*.secret) created at start when absent; comma-separated",
     )
-    init_client_api_tokens: Annotated[list[str], NoDecode] = Field(
+    init_client_api_tokens: Annotated[
+        list[str], NoDecode, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
+    ] = Field(
         default_factory=list,
         description="Client keys (project:environment.secret) created at start when absent",
     )
-    upstream_url: str | None = Field(
-        None, description="Relay: base URL of the central service, without /api"
-    )
-    upstream_tokens: Annotated[list[str], NoDecode] = Field(
+    upstream_url: Annotated[
+        str | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
+    ] = Field(None, description="Relay: base URL of the central service, without /api")
+    upstream_tokens: Annotated[
+        list[str],
+        NoDecode,
+        Usage(Mode.EDGE, secret=True, note="Each is project:environment.secret"),
+    ] = Field(
         default_factory=list,
         description="Relay: client keys used to flush, one per environment; comma-separated",
     )
-    client_tokens: Annotated[list[str], NoDecode] = Field(
+    client_tokens: Annotated[
+        list[str],
+        NoDecode,
+        Usage(
+            Mode.EDGE,
+            secret=True,
+            note="Other keys are checked once against the upstream's /edge/validate and"
+            " trusted for key_cache_ttl seconds",
+        ),
+    ] = Field(
         default_factory=list,
         description="Relay: SDK keys accepted without asking upstream; comma-separated",
     )
-    flush_interval: float = Field(
+    flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
     )
-    final_flush_timeout: float = Field(
+    final_flush_timeout: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0,
         ge=0,
         description="Relay: seconds the flush on SIGTERM may take; the rest stays on disk",
     )
-    app_name: str = Field(
+    app_name: Annotated[str, Usage(Mode.EDGE)] = Field(
         "relay", min_length=1, max_length=255, description="Relay: appName in connectVia"
     )
-    instance_id: str | None = Field(
+    instance_id: Annotated[
+        str | None,
+        Usage(Mode.EDGE, example="relay-1"),
+    ] = Field(
         None,
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
-    max_batch_bytes: int = Field(
-        95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes"
-    )
-    buffer_max_bytes: int = Field(
+    max_batch_bytes: Annotated[
+        int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")
+    ] = Field(95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes")
+    buffer_max_bytes: Annotated[
+        int,
+        Usage(
+            Mode.EDGE,
+            note="Counted in relay_evicted_entries_total; protects the disk while the upstream"
+            " is down",
+        ),
+    ] = Field(
         512 * 1024 * 1024,
         ge=1024 * 1024,
         description="Relay: buffer size at which the oldest hour windows are evicted",
     )
-    upstream_timeout: float = Field(
+    upstream_timeout: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds an upstream request may take"
     )
-    backoff_max: float = Field(
+    backoff_max: Annotated[float, Usage(Mode.EDGE)] = Field(
         300.0, gt=0, description="Relay: longest wait between retries of a failing upstream"
     )
-    key_cache_ttl: float = Field(
+    key_cache_ttl: Annotated[float, Usage(Mode.EDGE)] = Field(
         3600.0, gt=0, description="Relay: seconds an SDK key validated upstream is trusted"
     )
     max_body_bytes: int = Field(
@@ -158,7 +225,11 @@ class Settings(BaseSettings):
     shutdown_timeout: float = Field(
         10.0, ge=0, description="Seconds to finish in-flight requests on SIGTERM"
     )
-    log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING, ERROR")
+    log_level: str = Field(
+        "INFO",
+        description="Log level: DEBUG, INFO, WARNING, ERROR",
+        json_schema_extra={"enum": [*LOG_LEVELS, *(level.lower() for level in LOG_LEVELS)]},
+    )
     log_format: LogFormat = Field(LogFormat.JSON, description="json (one object a line) or text")
 
     @field_validator(
@@ -177,8 +248,8 @@ class Settings(BaseSettings):
     @classmethod
     def _level(cls, value: str) -> str:
         level = value.upper()
-        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return level
 
     @field_validator("upstream_url")
@@ -199,8 +270,10 @@ class Settings(BaseSettings):
         url = self.database_url
         if url is not None and not url.startswith(("sqlite:///", *POSTGRES_SCHEMES)):
             raise ValueError(f"database_url: unsupported scheme in {url.split(':', 1)[0]!r}")
-        if self.mode is Mode.EDGE and self.upstream_url is None:
-            raise ValueError("upstream_url is required in relay mode (RELAY_UPSTREAM_URL)")
+        for name, field in type(self).model_fields.items():
+            needs = usage(field)
+            if needs.required and needs.mode is self.mode and getattr(self, name) is None:
+                raise ValueError(f"{name} is required in {self.mode} mode (RELAY_{name.upper()})")
         return self
 
     @property

@@ -54,6 +54,7 @@ def test_help_documents_every_setting(tmp_path: Path) -> None:
         assert f"RELAY_{name.upper()}" in out.replace("\n", "").replace(" ", "")
     top = relay("--help", cwd=tmp_path)
     assert top.returncode == 0 and "serve" in top.stdout
+    assert "settings-docs" not in top.stdout  # a developer's command
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ import yaml
 from service import free_port
 
 from relay.settings import Settings, load_settings
+from relay.settings_docs import CHART_SETS
 
 ROOT = Path(__file__).parent.parent
 CHART = ROOT / "helm" / "relay"
@@ -49,19 +50,6 @@ VENV_BIN = Path(sys.executable).parent
 EXAMPLES = sorted(p.name for p in (CHART / "examples").glob("*.yaml"))
 CASES = ["defaults", *EXAMPLES, "app-with-sidecar"]
 
-# Settings the chart sets itself; every other setting is a `config` value.
-MANAGED = {
-    "mode",
-    "host",
-    "port",
-    "data_dir",
-    "upstream_url",
-    "instance_id",
-    "init_admin_api_tokens",
-    "init_client_api_tokens",
-    "upstream_tokens",
-    "client_tokens",
-}
 ADMIN = "*:*.deploy-test-admin-secret-0123456789"
 CLIENT = "default:development.deploy-test-client-secret-0123456789"
 DATABASE = "postgresql://relay:deploy-test-password@db.example.com:5432/relay?sslmode=require"
@@ -519,7 +507,7 @@ def test_schema_config_matches_the_settings_model() -> None:
     config = schema["properties"]["config"]
     assert config["additionalProperties"] is False
     model = Settings.model_json_schema()
-    assert set(config["properties"]) == set(model["properties"]) - MANAGED
+    assert set(config["properties"]) == set(model["properties"]) - CHART_SETS
     for name, prop in config["properties"].items():
         expected = model["properties"][name]
         if "$ref" in expected:

@@ -1,0 +1,231 @@
+"""The documents generated from the settings model, so none of them is a hand copy.
+
+``relay settings-docs`` writes them: the README's settings table, the example files
+``config/<mode>.toml`` and the ``config`` section of the Helm chart's values schema, from
+each field's description and ``Usage`` (relay/settings.py). ``--check`` (and the tests)
+report those that differ from what the model gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from pydantic.fields import FieldInfo
+
+from relay.settings import Mode, Settings, usage
+
+README = Path("README.md")
+VALUES_SCHEMA = Path("helm/relay/values.schema.json")
+TABLE_START, TABLE_END = "<!-- settings-table -->\n", "\n<!-- /settings-table -->"
+WIDTH = 100
+
+# Settings the chart sets itself (helm/relay/templates/_helpers.tpl, "relay.env"): from its own
+# values, the pod's name, the keys from a Secret; host keeps the 0.0.0.0 the probes need. Every
+# other setting is a `config` value.
+CHART_SETS = frozenset(
+    {
+        "mode",
+        "host",
+        "port",
+        "data_dir",
+        "upstream_url",
+        "instance_id",
+        "init_admin_api_tokens",
+        "init_client_api_tokens",
+        "upstream_tokens",
+        "client_tokens",
+    }
+)
+# What the chart narrows: a PostgreSQL URL holds a password, so it comes from the Secret.
+CHART_RULES: dict[str, dict[str, Any]] = {
+    "database_url": {
+        "pattern": "^sqlite:///",
+        "$comment": "Only SQLite here: a PostgreSQL URL holds a password, so it comes from the"
+        " Secret (database.url or existingSecret's RELAY_DATABASE_URL)",
+    },
+}
+# JSON schema keywords of the model carried over to the chart's schema, in this order.
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "enum", "items")
+
+SUMMARY = {
+    Mode.CENTRAL: "relay in standalone mode: the central feature-flag service on embedded"
+    " SQLite.",
+    Mode.EDGE: "relay in relay mode: an edge sidecar buffering SDK metrics and flushing them"
+    " upstream.",
+}
+GENERATED = "Generated from relay/settings.py by `relay settings-docs`"
+HEADER = (
+    "Every setting is shown, with its default where it has one. Precedence: defaults < this"
+    " file (--config or RELAY_CONFIG) < RELAY_* environment variables < command-line flags."
+    f" {GENERATED}: change the model, not this file."
+)
+
+
+def documents(root: Path) -> dict[Path, str]:
+    """Each generated file, relative to ``root``, with the text the model gives it."""
+    readme = (root / README).read_text()
+    start, end = readme.find(TABLE_START), readme.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{README}: no {TABLE_START.strip()} ... {TABLE_END.strip()} markers")
+    schema = json.loads((root / VALUES_SCHEMA).read_text())
+    schema["properties"]["config"] = chart_config()
+    return {
+        README: readme[: start + len(TABLE_START)] + settings_table() + readme[end:],
+        **{Path("config") / f"{mode}.toml": config_file(mode) for mode in Mode},
+        VALUES_SCHEMA: json.dumps(schema, indent=2) + "\n",
+    }
+
+
+def stale(root: Path) -> dict[Path, str]:
+    """The generated files that are missing or differ from what the model gives, with that."""
+    return {
+        path: text
+        for path, text in documents(root).items()
+        if not (root / path).is_file() or (root / path).read_text() != text
+    }
+
+
+def run(root: Path, check: bool) -> int:
+    """``relay settings-docs``: rewrite the stale files, or with ``check`` only list them."""
+    try:
+        wanted = stale(root)
+        for path, text in wanted.items():
+            if check:
+                print(f"relay: stale: {path} (run `relay settings-docs`)", file=sys.stderr)
+            else:
+                (root / path).write_text(text)
+                print(f"rewrote {path}")
+    except (OSError, ValueError) as exc:
+        print(f"relay: error: {exc}", file=sys.stderr)
+        return 2
+    return 1 if check and wanted else 0
+
+
+# --- README -----------------------------------------------------------------------------
+
+
+def settings_table() -> str:
+    """The README's table: one row per setting, its variable, flag, default and meaning."""
+    rows = ["| Setting | Environment | Flag | Default | Meaning |", "|---|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        text = ",".join(default) if isinstance(default, list) else str(default or "")
+        shown = f"`{text}`" if text else "-"
+        flag = name.replace("_", "-")
+        rows.append(
+            f"| `{name}` | `RELAY_{name.upper()}` | `--{flag}` | {shown} | {field.description} |"
+        )
+    return "\n".join(rows)
+
+
+# --- config/<mode>.toml -----------------------------------------------------------------
+
+
+def config_file(mode: Mode) -> str:
+    """An example file for ``mode``: settings of both modes, of this one, then the other's."""
+    [other] = [m for m in Mode if m is not mode]
+    sections = {
+        None: f"# {SUMMARY[mode]}\n{_comment(HEADER)}",
+        mode: f"# --- {mode} mode ---",
+        other: f"# --- {other} mode (ignored in {mode} mode) ---",
+    }
+    blocks = []
+    for applies, heading in sections.items():
+        blocks.append(heading)
+        blocks += [
+            _setting(name, field, mode)
+            for name, field in Settings.model_fields.items()
+            if usage(field).mode is applies
+        ]
+    return "\n\n".join(blocks) + "\n"
+
+
+def _setting(name: str, field: FieldInfo, mode: Mode) -> str:
+    """A setting's comment, then ``name = value``: its default, the file's mode, or an
+    example, commented out unless the setting is required in this mode."""
+    needs = usage(field)
+    parts = [
+        field.description,
+        needs.note,
+        f"Required in {needs.mode} mode" if needs.required else None,
+    ]
+    lines = [_comment(". ".join(p for p in parts if p))]
+    if needs.secret:
+        lines.append(
+            _comment(f"Secret: prefer RELAY_{name.upper()} from a secret store to writing it here")
+        )
+    value = mode if name == "mode" else field.get_default(call_default_factory=True)
+    if value is not None:
+        lines.append(f"{name} = {toml_value(value)}")
+    else:
+        example = needs.example[mode] if isinstance(needs.example, dict) else needs.example
+        if example is None:
+            raise ValueError(f"{name}: no default, so its Usage needs an example to show")
+        unset = "" if needs.required and needs.mode is mode else "# "
+        lines.append(f"{unset}{name} = {toml_value(example)}")
+    return "\n".join(lines)
+
+
+def _comment(text: str) -> str:
+    width = WIDTH - len("# ")
+    lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(f"# {line}" for line in lines)
+
+
+def toml_value(value: object) -> str:
+    """A default or example in TOML: the strings, numbers, booleans and arrays settings have.
+
+    JSON's string escapes are all valid in a TOML basic string; enums and paths are strings.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+# --- helm/relay/values.schema.json --------------------------------------------------------
+
+
+def chart_config() -> dict[str, Any]:
+    """The schema of the chart's ``config`` values: each setting it passes as RELAY_<NAME>."""
+    model = Settings.model_json_schema()
+    properties = {
+        name: _chart_property(name, field, model)
+        for name, field in Settings.model_fields.items()
+        if name not in CHART_SETS
+    }
+    chart_sets = ", ".join(name for name in Settings.model_fields if name in CHART_SETS)
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+        "description": f"Settings passed as RELAY_<NAME>; set by the chart itself: {chart_sets}",
+        "$comment": GENERATED,
+    }
+
+
+def _chart_property(name: str, field: FieldInfo, model: dict[str, Any]) -> dict[str, Any]:
+    """One setting's schema: the model's type and bounds, "or null" when it is optional."""
+    prop = model["properties"][name]
+    [want] = [t for t in prop.get("anyOf", [prop]) if t.get("type") != "null"]
+    if "$ref" in want:  # an enum
+        want = model["$defs"][want["$ref"].split("/")[-1]]
+    bounds = {key: want[key] for key in BOUNDS if key in want}
+    if "items" in bounds:  # the chart joins a list with commas, and the relay drops empty items
+        bounds["items"] = {**bounds["items"], "minLength": 1}
+    return {
+        "description": f"RELAY_{name.upper()}: {field.description}",
+        "type": [want["type"], "null"] if "anyOf" in prop else want["type"],
+        **bounds,
+        **CHART_RULES.get(name, {}),
+    }
