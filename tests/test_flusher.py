@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from conftest import DEV_KEY, PROD_KEY, auth, bulk, eventually, metric, relay_settings
+from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
+from service import eventually, sample
 
 from relay.app import build_app
 
@@ -188,7 +189,7 @@ async def test_a_full_buffer_evicts_the_oldest_hour(
             headers={**auth(DEV_KEY), "Content-Type": "application/json"},
         )
         assert response.status == 202
-    await eventually(lambda: _evicted(client), within=15)
+    await eventually(lambda: _evicted(client))
     upstream.default = Answer(202)
     await client.close()  # the final flush sends what is left
     evicted = REGISTRY.get_sample_value("relay_evicted_entries_total") or 0
@@ -228,14 +229,6 @@ async def test_upstream_requests_do_not_grow_with_sdk_requests(
     assert len(upstream.bulks) <= intervals + 2, (len(upstream.bulks), posts)
 
 
-def _sample(text: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name) and not line.startswith("#")
-    )
-
-
 async def test_a_slow_upstream_does_not_grow_tasks_and_backoff_shows(
     make_relay: Any, upstream: FakeUpstream
 ) -> None:
@@ -250,7 +243,7 @@ async def test_a_slow_upstream_does_not_grow_tasks_and_backoff_shows(
         await post(client, bulk([metric(yes=1)]))
     assert len(asyncio.all_tasks()) <= tasks + 2  # no task per attempt or per request is left
     text = await (await client.get("/internal-backstage/metrics")).text()
-    assert _sample(text, 'relay_flush_batches_total{outcome="retry"}') >= 2
+    assert sample(text, "relay_flush_batches_total", outcome="retry") >= 2
     gaps = [b.at - a.at for a, b in zip(upstream.bulks, upstream.bulks[1:], strict=False)]
     assert all(gap >= 0.09 for gap in gaps)  # backed off, never a tight retry loop
 

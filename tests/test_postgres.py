@@ -28,11 +28,10 @@ from conftest import (
     assert_error,
     auth,
     bulk,
-    eventually,
     metric,
     standalone_settings,
 )
-from service import Service, free_port, running, start
+from service import Service, eventually, free_port, running, start
 
 from relay.app import build_app
 from relay.domain import IngestBatch, MetricKey
@@ -246,7 +245,7 @@ async def test_database_down_at_start_is_503_and_not_ready_until_it_returns(
     async def ready() -> bool:
         return bool((await client.get("/ready")).status == 200)
 
-    await eventually(ready, within=30)
+    await eventually(ready)
     response = await client.post(url, json=bulk([metric(yes=7)]), headers=auth(DEV_KEY))
     assert response.status == 202
     response = await client.get(

@@ -18,11 +18,11 @@ from conftest import (
     assert_error,
     auth,
     bulk,
-    eventually,
     metric,
     relay_settings,
 )
 from fake_upstream import FakeUpstream
+from service import eventually
 
 from relay.app import build_app
 
