@@ -26,6 +26,8 @@ ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
 DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
 PROD_KEY = "default:production.prod-secret-for-tests-0123456789"
 
+SLOW_TIERS = ("process", "deploy")  # markers (pyproject.toml)
+
 AppClient = TestClient  # type: ignore[type-arg]
 MakeClient = Callable[..., Awaitable[Any]]
 
@@ -57,6 +59,13 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
     }
     values.update(overrides)
     return load_settings(values)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tiers first, those marked both ``process`` and ``deploy`` (pip installs) first
+    of all: spread over parallel workers, the longest tests then start at once instead of
+    ending the run alone."""
+    items.sort(key=lambda item: -sum(bool(item.get_closest_marker(m)) for m in SLOW_TIERS))
 
 
 @pytest.fixture

@@ -39,6 +39,8 @@ from service import free_port, wait_ready
 
 from relay.settings import Settings, load_settings
 
+pytestmark = pytest.mark.deploy
+
 ROOT = Path(__file__).parent.parent
 CHART = ROOT / "helm" / "relay"
 APP_CHART = ROOT / "helm" / "examples" / "app-with-sidecar"
@@ -721,6 +723,7 @@ def call(url: str, body: object | None = None, key: str | None = None) -> tuple[
         return exc.code, None
 
 
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="a read-only root needs a mount namespace (root)")
 def test_image_steps_build_a_relay_that_runs_on_a_read_only_root() -> None:
     # Not pytest's tmp_path: its parents are private to root, and the relay runs as the

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from load import Load
 from service import (
     Service,
@@ -31,6 +32,8 @@ from service import (
     wait_until,
 )
 from service import relay_env as service_relay_env
+
+pytestmark = pytest.mark.process
 
 ADMIN = "*:*.faults-admin-secret-0123456789"
 CLIENT = "default:development.faults-client-secret-0123456789"

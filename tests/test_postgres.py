@@ -119,6 +119,7 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
             await db.close()
 
 
+@pytest.mark.process
 def test_two_processes_on_one_database(tmp_path: Path, postgres_url: str) -> None:
     with ThreadPoolExecutor(2) as pool:  # started at once: their migrations race
         starting = [
@@ -254,6 +255,7 @@ async def test_database_down_at_start_is_503_and_not_ready_until_it_returns(
     assert [row["yes"] for row in (await response.json())["data"]] == [7]
 
 
+@pytest.mark.process
 def test_a_replica_started_without_its_database_stays_up_and_never_prints_the_password(
     tmp_path: Path,
 ) -> None:
@@ -271,6 +273,7 @@ def test_a_replica_started_without_its_database_stays_up_and_never_prints_the_pa
     assert "do-not-print-me" not in logs + service.stdout()
 
 
+@pytest.mark.process
 def test_keys_create_uses_the_database(tmp_path: Path, postgres_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     env["RELAY_DATABASE_URL"] = postgres_url

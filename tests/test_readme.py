@@ -9,6 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from service import free_port, get_json, wait_ready
 
 from relay.settings import Settings
@@ -48,6 +49,8 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert command("test-command") in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.process
+@pytest.mark.deploy
 def test_start_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     """Install into a new virtualenv from a copy of the tracked files and start, with the
     README's command as it is (only ``RELAY_PORT`` is set: a free port, not 4242). The service

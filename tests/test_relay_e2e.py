@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from service import (
     Service,
     free_port,
@@ -21,6 +22,8 @@ from service import (
 )
 from service import relay_env as service_relay_env
 from service import stored as stored_counts
+
+pytestmark = pytest.mark.process
 
 ADMIN = "*:*.e2e-admin-secret-0123456789"
 CLIENT = "default:development.e2e-client-secret-0123456789"

@@ -22,6 +22,8 @@ from UnleashClient import UnleashClient
 from UnleashClient.cache import FileCache
 from UnleashClient.events import BaseEvent, UnleashEventType, UnleashFetchedEvent
 
+pytestmark = pytest.mark.process
+
 ADMIN = "*:*.sdk-e2e-admin-secret-0123456789"
 CLIENT = "default:development.sdk-e2e-client-secret-0123456789"
 APP = "sdk-e2e"

@@ -31,6 +31,7 @@ async def test_client_keys_reach_no_admin_operation(client: Any) -> None:
         assert_error(await response.json(), "NoAccessError")
 
 
+@pytest.mark.process
 def test_upstream_keys_never_appear_in_logs_or_answers(tmp_path: Path) -> None:
     """The upstream refuses the relay's key (401): errors are logged, the key never is."""
     central_env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_LOG_LEVEL": "DEBUG"}

@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
 from service import Service, running, scrape, start, wait_until
 from test_relay_e2e import (
     CLIENT,
@@ -21,6 +22,8 @@ from test_relay_e2e import (
     relay_env,
     stored,
 )
+
+pytestmark = pytest.mark.process
 
 TWO = {"RELAY_WORKERS": "2"}
 
