@@ -33,8 +33,11 @@ from prometheus_client.parser import text_string_to_metric_families
 WAIT = 60.0
 """How long a wait may take before it fails: generous, since a loaded CI machine is slow and a
 condition that holds ends its wait at once."""
-POLL = 0.02
-"""The pause between two checks of a condition."""
+POLL = 0.05
+"""The pause between two checks of ``wait_until``: most ask a service over HTTP, and its
+answers cost CPU that the tests share."""
+POLL_IN_PROCESS = 0.02
+"""The pause between two checks of ``eventually``, on the test's own event loop."""
 
 _ports = random.SystemRandom()
 
@@ -103,7 +106,7 @@ async def eventually(
             result = await result
         if deadline.met(result):
             return
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(POLL_IN_PROCESS)
 
 
 # --- services as subprocesses ---
