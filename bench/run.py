@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,9 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# the tests' helpers (tests/service.py): free ports, services as subprocesses, waiting
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from service import RELAY, Service, free_port, scrape, wait_until
+from service import start as start_service
+
+ROOT = Path(__file__).resolve().parent.parent
 ADMIN = "*:*.bench-admin-secret-0123456789abcdef"
 CLIENT = "default:development.bench-client-secret-0123456789abcdef"
-ROOT = Path(__file__).resolve().parent.parent
+BULK = "/api/client/metrics/bulk"
 
 
 # --- bodies ---
@@ -101,22 +106,16 @@ def sdk_body(toggles: int = 20) -> bytes:
 # --- processes ---
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class Server:
+    """A service started by ``tests/service.py``, with its memory figures."""
+
     name: str
-    process: subprocess.Popen[bytes]
-    port: int
+    service: Service
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.service.url
 
     def peak_rss_mb(self) -> float:
         """Summed over the process and its children (``workers`` > 1)."""
@@ -132,7 +131,7 @@ class Server:
 
     def _memory(self, source: str, field: str) -> float:
         total = 0
-        pids = [self.process.pid]
+        pids = [self.service.process.pid]
         while pids:
             pid = pids.pop()
             try:
@@ -144,50 +143,20 @@ class Server:
             total += int(match.group(1)) if match else 0
         return total / 1024
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+    def stop(self) -> None:
+        self.service.close(timeout=60)
 
 
 def start(
-    name: str, workdir: Path, env: dict[str, str], command: list[str] | None = None
+    name: str, workdir: Path, env: dict[str, str], program: list[str] | None = None
 ) -> Server:
-    """Start ``relay serve`` (or ``command``, given the port as last argument) and wait until
-    it answers ``/ready``."""
+    """Start ``relay serve`` (or ``program``, given the port as its argument) and wait until it
+    answers ``/ready``; its output goes to ``workdir/name.log`` and ``name.out``."""
     port = free_port()
-    workdir.mkdir(parents=True, exist_ok=True)
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
-    full.update(
-        {
-            "RELAY_PORT": str(port),
-            "RELAY_HOST": "127.0.0.1",
-            "RELAY_LOG_LEVEL": "WARNING",
-            **env,
-        }
-    )
-    with (workdir / f"{name}.log").open("ab") as log:
-        process = subprocess.Popen(
-            [*command, str(port)] if command else [sys.executable, "-m", "relay", "serve"],
-            cwd=workdir,
-            env=full,
-            stdout=log,
-            stderr=log,
-        )
-    server = Server(name, process, port)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{server.url}/ready", timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.05)
-    server.stop(signal.SIGKILL)
-    raise RuntimeError(f"{name} did not start: see {workdir / (name + '.log')}")
+    command = RELAY if program is None else [*program, str(port)]
+    env = {"RELAY_LOG_LEVEL": "WARNING", **env}
+    service = start_service(workdir, env=env, port=port, name=name, program=command)
+    return Server(name, service)
 
 
 def standalone(workdir: Path, workers: int) -> Server:
@@ -198,6 +167,7 @@ def standalone(workdir: Path, workers: int) -> Server:
             "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
             "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
             "RELAY_WORKERS": str(workers),
+            "RELAY_SQLITE_SYNCHRONOUS": "FULL",  # 202 means durable, as deployed
         },
     )
 
@@ -216,16 +186,6 @@ def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "
             "RELAY_WORKERS": str(workers),
         },
     )
-
-
-def scrape(server: Server, name: str, labels: str = "") -> float:
-    with urllib.request.urlopen(f"{server.url}/internal-backstage/metrics", timeout=10) as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and labels in line and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 # --- load ---
@@ -388,10 +348,10 @@ def scenario_relay(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir, args.workers)
     edge = relay(workdir, central, args.workers, flush_interval=str(args.flush_interval))
     try:
-        before = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
+        before = scrape(central.url, "relay_http_requests_total", route=BULK)
         load = drive_bulk(edge, args, workdir)
         row = report("relay bulk ingest", load, 100, edge)
-        after = scrape(central, "relay_http_requests_total", 'route="/api/client/metrics/bulk"')
+        after = scrape(central.url, "relay_http_requests_total", route=BULK)
         intervals = max(1.0, load.seconds / args.flush_interval)
         print(
             json.dumps(
@@ -452,17 +412,17 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
                 assert response.status == 202
             filled_pss = max(filled_pss, edge.pss_mb())
         filled_rss = edge.peak_rss_mb()
-        edge.stop(signal.SIGKILL)  # what is buffered stays on disk
+        edge.service.stop(signal.SIGKILL)  # what is buffered stays on disk
         started = time.monotonic()
         edge = relay(workdir, central, args.workers, flush_interval="0.1")
         peak = peak_pss = 0.0
-        while True:
+
+        def drained() -> bool:
+            nonlocal peak, peak_pss
             peak, peak_pss = max(peak, edge.rss_mb()), max(peak_pss, edge.pss_mb())
-            if scrape(central, "relay_metric_entries_total", 'outcome="accepted"') >= keys:
-                break
-            if time.monotonic() - started > args.drain_timeout:
-                raise RuntimeError("drain did not finish in time")
-            time.sleep(0.2)
+            return scrape(central.url, "relay_metric_entries_total", outcome="accepted") >= keys
+
+        wait_until(drained, "the drain finished", args.drain_timeout, interval=0.2)
         elapsed = time.monotonic() - started
         print(
             json.dumps(

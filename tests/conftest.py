@@ -7,8 +7,6 @@ reachable PostgreSQL the postgres runs are skipped, except under CI=true, where 
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -18,6 +16,8 @@ import pg
 import pytest
 from aiohttp.test_utils import TestClient
 from fake_upstream import FakeUpstream
+from service import raw_path
+from yarl import URL
 
 from relay.app import build_app
 from relay.settings import Settings, load_settings
@@ -25,6 +25,8 @@ from relay.settings import Settings, load_settings
 ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
 DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
 PROD_KEY = "default:production.prod-secret-for-tests-0123456789"
+
+SLOW_TIERS = ("process", "deploy")  # markers (pyproject.toml)
 
 AppClient = TestClient  # type: ignore[type-arg]
 MakeClient = Callable[..., Awaitable[Any]]
@@ -59,6 +61,13 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
     return load_settings(values)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tiers first, those marked both ``process`` and ``deploy`` (pip installs) first
+    of all: spread over parallel workers, the longest tests then start at once instead of
+    ending the run alone."""
+    items.sort(key=lambda item: -sum(bool(item.get_closest_marker(m)) for m in SLOW_TIERS))
+
+
 @pytest.fixture
 async def upstream() -> AsyncIterator[FakeUpstream]:
     fake = FakeUpstream({DEV_KEY: "development", PROD_KEY: "production"})
@@ -77,22 +86,6 @@ def make_relay(aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream) -> M
         return await aiohttp_client(build_app(settings))
 
     return make
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]] | Callable[[], bool], within: float = 10.0
-) -> None:
-    """Wait until ``check`` holds; fail after ``within`` seconds (generous: CI is slow)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(scope="session")
@@ -164,11 +157,10 @@ def bulk(
     return {"applications": applications or [], "metrics": metrics or []}
 
 
-async def raw(client: Any, feature: str) -> list[dict[str, Any]]:
-    response = await client.get(
-        f"/api/admin/client-metrics/features/{feature}/raw", headers=auth(ADMIN_KEY)
-    )
-    assert response.status == 200
+async def raw(client: Any, feature: str, hours_back: int | None = None) -> list[dict[str, Any]]:
+    path = URL(raw_path(feature, hours_back), encoded=True)
+    response = await client.get(path, headers=auth(ADMIN_KEY))
+    assert response.status == 200, await response.text()
     body = await response.json()
     assert body["version"] == 1 and body["maturity"] == "stable"
     data: list[dict[str, Any]] = body["data"]

@@ -15,6 +15,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
+from service import wait_until
+
 
 @dataclass
 class Load:
@@ -28,8 +30,10 @@ class Load:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _answers: list[int] = field(default_factory=list)  # answers (or failures) per client
 
     def start(self) -> None:
+        self._answers = [0] * self.clients
         for number in range(self.clients):
             thread = threading.Thread(target=self._client, args=(number,), daemon=True)
             thread.start()
@@ -41,6 +45,21 @@ class Load:
         for thread in self._threads:
             thread.join(timeout)
             assert not thread.is_alive(), "a client could not get its request accepted"
+
+    def wait_accepted(self, more: int) -> None:
+        """Wait until ``more`` requests have been accepted since this call."""
+        target = self.accepted + more
+        wait_until(lambda: self.accepted >= target, f"{more} more load requests accepted")
+
+    def wait_answered(self) -> None:
+        """Wait until every client has had the answer (or connection error) to a request that
+        was in flight at this call, or to a later one: every earlier answer is counted then."""
+        with self._lock:
+            before = list(self._answers)
+        wait_until(
+            lambda: all(now > then for now, then in zip(self._answers, before, strict=True)),
+            "every load client answered",
+        )
 
     def _client(self, number: int) -> None:
         while not self._stop.is_set():
@@ -58,13 +77,14 @@ class Load:
                     ],
                 }
             ).encode()
-            self._until_accepted(body, str(uuid.uuid4()))
+            self._until_accepted(number, body, str(uuid.uuid4()))
 
-    def _until_accepted(self, body: bytes, idempotency_key: str) -> None:
+    def _until_accepted(self, number: int, body: bytes, idempotency_key: str) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             status = self._post(body, idempotency_key)
             with self._lock:
+                self._answers[number] += 1
                 self.statuses[status] = self.statuses.get(status, 0) + 1
                 if status == 202:
                     self.accepted += 1

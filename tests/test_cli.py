@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from service import free_port, running, start
 
+pytestmark = pytest.mark.process  # every test runs the relay program
+
 ADMIN = "*:*.pinned-admin-secret-0123456789"
 CLIENT = "default:development.pinned-client-secret-0123456789"
 

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 import urllib.error
 import urllib.request
@@ -36,10 +35,12 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
-from service import free_port
+from service import free_port, wait_ready
 
 from relay.settings import Settings, load_settings
 from relay.settings_docs import CHART_SETS
+
+pytestmark = pytest.mark.deploy
 
 ROOT = Path(__file__).parent.parent
 CHART = ROOT / "helm" / "relay"
@@ -710,18 +711,7 @@ def call(url: str, body: object | None = None, key: str | None = None) -> tuple[
         return exc.code, None
 
 
-def wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    for _ in range(300):
-        assert process.poll() is None, log.read_text()
-        try:
-            if call(url)[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} not ready\n{log.read_text()}")
-
-
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="a read-only root needs a mount namespace (root)")
 def test_image_steps_build_a_relay_that_runs_on_a_read_only_root() -> None:
     # Not pytest's tmp_path: its parents are private to root, and the relay runs as the
@@ -797,7 +787,7 @@ def run_image(tmp_path: Path) -> None:
                     read_only(entrypoint, data, uid), cwd=data, env=env, stdout=out, stderr=out
                 )
             services.append((process, log, env))
-            wait_for(f"http://127.0.0.1:{port}/ready", process, log)
+            wait_ready(f"http://127.0.0.1:{port}", process, details=log.read_text)
             check = subprocess.run(read_only(healthcheck, data, uid), env=env, capture_output=True)
             assert check.returncode == 0, check.stderr
 

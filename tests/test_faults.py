@@ -7,49 +7,54 @@ upstream must hold exactly what the clients sent.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from load import Load
-from service import Service, free_port, running, start
+from service import (
+    Service,
+    free_port,
+    post_bulk,
+    running,
+    scrape,
+    settle,
+    start,
+    stored,
+    wait_until,
+)
 from service import relay_env as service_relay_env
+
+pytestmark = pytest.mark.process
 
 ADMIN = "*:*.faults-admin-secret-0123456789"
 CLIENT = "default:development.faults-client-secret-0123456789"
 CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+STEP = 20  # load requests accepted between two events of a test: it ran under load
 
 
 def relay_env(upstream: str, **extra: str) -> dict[str, str]:
     return service_relay_env(upstream, CLIENT, RELAY_CLIENT_TOKENS=CLIENT, **extra)
 
 
-def stored(central: Service, feature: str) -> int:
-    request = urllib.request.Request(
-        f"{central.url}/api/admin/client-metrics/features/{feature}/raw",
-        headers={"Authorization": ADMIN},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return sum(row["yes"] for row in json.load(response)["data"])
+def flushes(relay: Service, outcome: str) -> float:
+    return scrape(relay.url, "relay_flush_batches_total", outcome=outcome)
 
 
-def settle(central: Service, feature: str, expected: int, within: float = 60) -> None:
-    """Wait for the expected total, then make sure nothing more arrives (no duplicates)."""
-    deadline = time.monotonic() + within
-    while stored(central, feature) < expected and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)  # several flush intervals more
-    assert stored(central, feature) == expected
+def keep_loading(load: Load, relay: Service, outcome: str, count: int = 1) -> None:
+    """Let the load run on until the relay has accepted STEP more of its requests and counted
+    ``count`` more flushes with ``outcome``: time passes, measured in what happened in it."""
+    target = flushes(relay, outcome) + count
+    load.wait_accepted(STEP)
+    wait_until(lambda: flushes(relay, outcome) >= target, f"{count} more flushes: {outcome}")
 
 
 def check_clean(load: Load) -> None:
@@ -67,15 +72,15 @@ def test_relay_killed_repeatedly_under_load_loses_and_duplicates_nothing(tmp_pat
         load.start()
         try:
             for _ in range(5):
-                time.sleep(0.6)
+                keep_loading(load, relay, "ok")  # killed with counts buffered and sent
                 relay.stop(signal.SIGKILL)
                 relay = start(tmp_path / "relay", env=env, port=port)
-            time.sleep(0.5)
+            keep_loading(load, relay, "ok")
         finally:
             load.stop()
-        assert relay.stop() == 0
         check_clean(load)
-        settle(central, "load", load.accepted)
+        settle(central, ADMIN, "load", load.accepted, (relay, CLIENT))
+        assert relay.stop() == 0
 
 
 def test_upstream_stopped_under_load_then_started_again(tmp_path: Path) -> None:
@@ -85,16 +90,16 @@ def test_upstream_stopped_under_load_then_started_again(tmp_path: Path) -> None:
         load = Load(f"{relay.url}/api/client/metrics/bulk", CLIENT, clients=4)
         load.start()
         try:
-            time.sleep(1)
+            keep_loading(load, relay, "ok")
             central.stop()
-            time.sleep(3)
+            keep_loading(load, relay, "retry", count=3)  # several failed flushes under load
             central = start(tmp_path / "central", env=CENTRAL_ENV, port=port)
-            time.sleep(1)
+            keep_loading(load, relay, "ok")
         finally:
             load.stop()
         check_clean(load)
         assert set(load.statuses) == {202}  # the relay kept answering while upstream was down
-        settle(central, "load", load.accepted)
+        settle(central, ADMIN, "load", load.accepted, (relay, CLIENT))
     central.stop()
 
 
@@ -106,20 +111,20 @@ def test_sigterm_under_load_flushes_and_exits_within_the_grace_period(tmp_path: 
         load = Load(f"http://127.0.0.1:{port}/api/client/metrics/bulk", CLIENT, clients=4)
         load.start()
         try:
-            time.sleep(1.5)
+            load.wait_accepted(5 * STEP)  # a buffer filled under load
             began = time.monotonic()
             assert relay.stop(signal.SIGTERM, timeout=30) == 0
             took = time.monotonic() - began
-            time.sleep(0.3)  # let clients record the last answers they received
+            load.wait_answered()  # clients have recorded the last answers they received
             accepted_before_exit = load.accepted
-            assert stored(central, "load") == accepted_before_exit
+            assert stored(central.url, ADMIN, "load") == accepted_before_exit
             assert took < 20  # shutdown_timeout + final_flush_timeout, the documented bound
             relay = start(tmp_path / "relay", env=env, port=port)  # clients' retries land
         finally:
             load.stop()
         relay.stop()
         check_clean(load)
-        settle(central, "load", load.accepted)
+        settle(central, ADMIN, "load", load.accepted)
 
 
 @contextmanager
@@ -136,17 +141,8 @@ def remount(path: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
 
 
-def post(relay: Service, metrics: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
-    request = urllib.request.Request(
-        f"{relay.url}/api/client/metrics/bulk",
-        data=json.dumps({"applications": [], "metrics": metrics}).encode(),
-        headers={"Authorization": CLIENT, "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, None
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+def post(relay: Service, metrics: list[dict[str, Any]]) -> tuple[int, Any]:
+    return post_bulk(relay.url, CLIENT, metrics)
 
 
 def entries(batch: int, count: int = 500) -> list[dict[str, Any]]:
@@ -186,7 +182,7 @@ def test_full_disk_answers_503_and_recovers_when_space_returns(tmp_path: Path) -
             assert post(relay, entries(1000))[0] == 202
             accepted += 500
             assert integrity(disk / "buffer.db") == "ok"
-        settle(central, "disk", accepted)
+        settle(central, ADMIN, "disk", accepted)
 
 
 def test_read_only_disk_at_start_is_one_clear_error(tmp_path: Path) -> None:

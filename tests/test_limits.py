@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, assert_error, auth, bulk, metric
 from service import running
 
@@ -38,6 +39,7 @@ def _complete(answer: bytes) -> bool:
     return True
 
 
+@pytest.mark.process
 def test_slow_headers_and_slow_bodies_are_cut_off(tmp_path: Path) -> None:
     env = {
         "RELAY_IDLE_TIMEOUT": "1",
@@ -61,6 +63,7 @@ def test_slow_headers_and_slow_bodies_are_cut_off(tmp_path: Path) -> None:
         assert took < 8
 
 
+@pytest.mark.process
 def test_too_many_or_too_long_headers_are_400(tmp_path: Path) -> None:
     """aiohttp's HTTP parser refuses these before the application (plain-text body)."""
     with running(tmp_path) as service:

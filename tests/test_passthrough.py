@@ -4,7 +4,6 @@ and its answer passed back (status, body, content type, ETag), or a JSON 401/502
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from conftest import (
     relay_settings,
 )
 from fake_upstream import Answer, FakeUpstream, Received
+from service import free_port
 from yarl import URL
 
 from relay.app import build_app
@@ -51,13 +51,6 @@ async def upstream() -> AsyncIterator[WireUpstream]:
     await fake.start()
     yield fake
     await fake.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def test_add_environment_is_forwarded_with_the_callers_key_and_body(

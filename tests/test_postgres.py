@@ -28,11 +28,10 @@ from conftest import (
     assert_error,
     auth,
     bulk,
-    eventually,
     metric,
     standalone_settings,
 )
-from service import Service, free_port, running, start
+from service import Service, eventually, free_port, running, start
 
 from relay.app import build_app
 from relay.central.usage import UsageReader
@@ -121,6 +120,7 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
             await db.close()
 
 
+@pytest.mark.process
 def test_two_processes_on_one_database(tmp_path: Path, postgres_url: str) -> None:
     with ThreadPoolExecutor(2) as pool:  # started at once: their migrations race
         starting = [
@@ -247,7 +247,7 @@ async def test_database_down_at_start_is_503_and_not_ready_until_it_returns(
     async def ready() -> bool:
         return bool((await client.get("/ready")).status == 200)
 
-    await eventually(ready, within=30)
+    await eventually(ready)
     response = await client.post(url, json=bulk([metric(yes=7)]), headers=auth(DEV_KEY))
     assert response.status == 202
     response = await client.get(
@@ -256,6 +256,7 @@ async def test_database_down_at_start_is_503_and_not_ready_until_it_returns(
     assert [row["yes"] for row in (await response.json())["data"]] == [7]
 
 
+@pytest.mark.process
 def test_a_replica_started_without_its_database_stays_up_and_never_prints_the_password(
     tmp_path: Path,
 ) -> None:
@@ -273,6 +274,7 @@ def test_a_replica_started_without_its_database_stays_up_and_never_prints_the_pa
     assert "do-not-print-me" not in logs + service.stdout()
 
 
+@pytest.mark.process
 def test_keys_create_uses_the_database(tmp_path: Path, postgres_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     env["RELAY_DATABASE_URL"] = postgres_url

@@ -20,14 +20,12 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth
+from conftest import DEV_KEY, assert_error, auth, raw
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from yarl import URL
 
 from relay.core.convert import from_bulk, from_client_metrics
 from relay.core.domain import Counts, MetricKey, RegistrationKey
@@ -617,11 +615,7 @@ async def stored(client: Any, features: set[str]) -> Totals:
     """Every stored count of these features (31 days back), as reference totals."""
     totals: Totals = {}
     for feature in features:
-        segment = quote(feature, safe="").replace(".", "%2E")  # "." and ".." are names too
-        url = URL(f"/api/admin/client-metrics/features/{segment}/raw?hoursBack=744", encoded=True)
-        response = await client.get(url, headers=auth(ADMIN_KEY))
-        assert response.status == 200, await response.text()
-        for row in (await response.json())["data"]:
+        for row in await raw(client, feature, hours_back=744):
             assert row["featureName"] == feature
             hour = utc_hour(datetime.fromisoformat(row["timestamp"]))
             counts = Counts(row["yes"], row["no"], row["variants"])

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from service import Service, free_port, running, start
+import pytest
+from service import (
+    Service,
+    free_port,
+    raw_path,
+    running,
+    scrape,
+    settle,
+    start,
+    wait_until,
+)
 from service import relay_env as service_relay_env
+from service import stored as stored_counts
+
+pytestmark = pytest.mark.process
 
 ADMIN = "*:*.e2e-admin-secret-0123456789"
 CLIENT = "default:development.e2e-client-secret-0123456789"
@@ -48,15 +60,7 @@ def post_metric(service: Service, yes: int, feature: str = "f1") -> None:
 
 
 def stored(standalone: Service, feature: str = "f1") -> int:
-    _, body = call(f"{standalone.url}/api/admin/client-metrics/features/{feature}/raw", key=ADMIN)
-    return sum(row["yes"] for row in body["data"])
-
-
-def wait_for(check: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
+    return stored_counts(standalone.url, ADMIN, feature)
 
 
 def test_sdk_formats_through_a_chain_of_two_relays(tmp_path: Path) -> None:
@@ -86,13 +90,11 @@ def test_sdk_formats_through_a_chain_of_two_relays(tmp_path: Path) -> None:
         for _ in range(2):
             assert call(f"{b.url}/api/client/metrics", metrics)[0] == 202
         post_metric(a, 5, feature="checkout")
-        wait_for(lambda: stored(central, "checkout") == 11)
-        _, raw = call(
-            f"{central.url}/api/admin/client-metrics/features/checkout/raw?hoursBack=744", key=ADMIN
-        )
+        wait_until(lambda: stored(central, "checkout") == 11)
+        _, raw = call(f"{central.url}{raw_path('checkout', hours_back=744)}", key=ADMIN)
         shop = [r for r in raw["data"] if r["appName"] == "shop"]
         assert [(r["yes"], r["no"], r["variants"]) for r in shop] == [(6, 2, {"blue": 4})]
-        wait_for(lambda: _instances(central, "shop") != [])
+        wait_until(lambda: _instances(central, "shop") != [])
         [instance] = _instances(central, "shop")
         assert [hop["appName"] for hop in instance["connectVia"]] == ["relay-b", "relay-a"]
         assert instance["interval"] == 15000 and instance["sdkVersion"].endswith("6.12.0")
@@ -115,10 +117,8 @@ def test_kill_9_after_202_loses_nothing_and_sends_once(tmp_path: Path) -> None:
             post_metric(relay, 1)
         relay.stop(signal.SIGKILL)
         assert stored(central) == 0
-        with running(tmp_path / "relay", env=relay_env(central.url)):
-            wait_for(lambda: stored(central) == 20)
-            time.sleep(1)  # several more flush intervals: nothing is sent twice
-            assert stored(central) == 20
+        with running(tmp_path / "relay", env=relay_env(central.url)) as relay:
+            settle(central, ADMIN, "f1", 20, (relay, CLIENT))  # and nothing is sent twice
 
 
 def test_upstream_down_then_up(tmp_path: Path) -> None:
@@ -128,9 +128,12 @@ def test_upstream_down_then_up(tmp_path: Path) -> None:
     with running(tmp_path / "relay", env=relay_env(upstream, RELAY_CLIENT_TOKENS=CLIENT)) as relay:
         for _ in range(10):
             post_metric(relay, 2)
-        time.sleep(1)  # a few failed flushes
+        wait_until(
+            lambda: scrape(relay.url, "relay_flush_batches_total", outcome="retry") >= 3,
+            "a few failed flushes",
+        )
         with running(tmp_path / "central", env=STANDALONE_ENV, port=port) as central:
-            wait_for(lambda: stored(central) == 20)
+            wait_until(lambda: stored(central) == 20)
 
 
 def test_sigterm_flushes_before_exit(tmp_path: Path) -> None:
@@ -149,7 +152,7 @@ def test_relay_keeps_its_instance_id_across_restarts(tmp_path: Path) -> None:
             with running(tmp_path / "relay", env=relay_env(central.url)) as relay:
                 body = {"appName": "shop", "instanceId": instance}
                 assert call(f"{relay.url}/api/client/register", body)[0] == 202
-        wait_for(lambda: len(_instances(central, "shop")) == 2)
+        wait_until(lambda: len(_instances(central, "shop")) == 2)
         relay_id = (tmp_path / "relay" / "data" / "instance-id").read_text().strip()
         hops = {i["connectVia"][0]["instanceId"] for i in _instances(central, "shop")}
         assert hops == {relay_id}

@@ -18,11 +18,11 @@ from conftest import (
     assert_error,
     auth,
     bulk,
-    eventually,
     metric,
     relay_settings,
 )
 from fake_upstream import FakeUpstream
+from service import eventually, sample
 
 from relay.app import build_app
 
@@ -232,9 +232,19 @@ async def test_a_validated_key_outlives_its_ttl_while_the_upstream_is_gone(
     assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
     assert (await validate(relay, [UP_PROD_KEY])).status == 200
     await upstream.close()
-    await asyncio.sleep(0.2)  # let both cache entries expire (four TTLs)
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
-    assert (await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
+
+    async def failed_validations() -> float:
+        text = await (await relay.get("/internal-backstage/metrics")).text()
+        name = "relay_upstream_request_duration_seconds_count"
+        return sample(text, name, operation="validate", outcome="error")
+
+    async def accepted_past_its_ttl(key: str, metrics: list[dict[str, Any]]) -> bool:
+        before = await failed_validations()
+        assert (await post_bulk(relay, key, metrics)).status == 202
+        return await failed_validations() > before  # expired: the relay could not ask again
+
+    await eventually(lambda: accepted_past_its_ttl(UP_DEV_KEY, [metric(yes=1)]))
+    await eventually(lambda: accepted_past_its_ttl(UP_PROD_KEY, [metric(env="production", yes=1)]))
     for key in (UNKNOWN_KEY, UP_ADMIN_KEY):
         response = await post_bulk(relay, key)
         assert response.status == 503, key

@@ -35,6 +35,8 @@ from service import Service, running
 from relay.api.state import OPENAPI
 from relay.app import build_app
 
+pytestmark = pytest.mark.process  # against a standalone and a relay running as programs
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

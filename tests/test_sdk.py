@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from service import running
+from service import running, scrape, wait_until
 from UnleashClient import UnleashClient
 from UnleashClient.cache import FileCache
 from UnleashClient.events import BaseEvent, UnleashEventType, UnleashFetchedEvent
+
+pytestmark = pytest.mark.process
 
 ADMIN = "*:*.sdk-e2e-admin-secret-0123456789"
 CLIENT = "default:development.sdk-e2e-client-secret-0123456789"
@@ -30,7 +30,6 @@ APP = "sdk-e2e"
 FLAG = "some-flag"
 IS_ENABLED_CALLS = 7
 GET_VARIANT_CALLS = 3
-DEADLINE = 30.0
 UNKNOWN_FLAG_WARNING = f"Attempted to get feature flag/variation {FLAG}, but client wasn't"
 
 
@@ -47,15 +46,6 @@ def get(url: str, key: str | None = None, etag: str | None = None) -> tuple[int,
     except urllib.error.HTTPError as exc:
         raw = exc.read()
         return exc.code, json.loads(raw) if raw else None, exc.headers
-
-
-def wait_for(what: str, check: Callable[[], bool], logs: Callable[[], str]) -> None:
-    """Poll ``check`` until it holds; fail after a generous deadline (CI machines are slow)."""
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not seen within {DEADLINE}s\n{logs()}")
-        time.sleep(0.1)
 
 
 def sdk_rows(standalone_url: str) -> list[dict[str, Any]]:
@@ -86,18 +76,8 @@ def sdk_instances(standalone_url: str, instance_id: str) -> list[dict[str, Any]]
 
 def requests_counted(service_url: str, method: str, route: str, status: str) -> float:
     """A service's ``relay_http_requests_total`` for ``method route`` answered ``status``."""
-    with urllib.request.urlopen(f"{service_url}/internal-backstage/metrics", timeout=10) as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if (
-            line.startswith("relay_http_requests_total{")
-            and f'method="{method}"' in line
-            and f'route="{route}"' in line
-            and f'status="{status}"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    name = "relay_http_requests_total"
+    return scrape(service_url, name, method=method, route=route, status=status)
 
 
 def test_python_sdk_through_relay_to_standalone(
@@ -165,17 +145,17 @@ def test_python_sdk_through_relay_to_standalone(
                 evaluations = IS_ENABLED_CALLS + GET_VARIANT_CALLS
 
                 # the features answer reached the SDK through the relay, unchanged
-                wait_for("FETCHED event", lambda: bool(seen(UnleashEventType.FETCHED)), logs)
+                wait_until(lambda: seen(UnleashEventType.FETCHED), "FETCHED event", details=logs)
                 fetched = seen(UnleashEventType.FETCHED)[0]
                 assert isinstance(fetched, UnleashFetchedEvent)
                 assert json.loads(fetched.raw_features) == expected_features
                 assert cache.get("etag") == upstream_headers["ETag"]
-                wait_for("READY event", lambda: bool(seen(UnleashEventType.READY)), logs)
+                wait_until(lambda: seen(UnleashEventType.READY), "READY event", details=logs)
                 # the next polls send If-None-Match and get 304 through the relay
-                wait_for(
-                    "a 304 to the SDK's conditional poll",
+                wait_until(
                     lambda: requests_counted(relay.url, "GET", "/api/client/features", "304") >= 1,
-                    logs,
+                    "a 304 to the SDK's conditional poll",
+                    details=logs,
                 )
                 # the relay was not given the SDK's key: it asked the standalone
                 assert requests_counted(standalone.url, "POST", "/edge/validate", "200") >= 1
@@ -186,11 +166,11 @@ def test_python_sdk_through_relay_to_standalone(
                     assert yes + no <= evaluations, f"double-counted: {yes}+{no}\n{logs()}"
                     return yes + no == evaluations
 
-                wait_for(f"{evaluations} evaluations upstream", arrived, logs)
-                wait_for(
+                wait_until(arrived, f"{evaluations} evaluations upstream", details=logs)
+                wait_until(
+                    lambda: sdk_instances(standalone.url, instance_id),
                     "SDK registration upstream",
-                    lambda: bool(sdk_instances(standalone.url, instance_id)),
-                    logs,
+                    details=logs,
                 )
             finally:
                 client.destroy()  # the final metrics flush has nothing left to send

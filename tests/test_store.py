@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,10 +27,12 @@ def one(feature: str = "f", yes: int = 1, variants: dict[str, int] | None = None
     return batch
 
 
-async def open_store(path: Path, ttl: float = 3600) -> tuple[SqliteDatabase, MetricsStore]:
+async def open_store(
+    path: Path, ttl: float = 3600, clock: Callable[[], float] = time.time
+) -> tuple[SqliteDatabase, MetricsStore]:
     db = SqliteDatabase(path, CENTRAL_SCHEMA, "NORMAL")
     await db.open()
-    store = MetricsStore(db, max_group=64, idempotency_ttl=ttl)
+    store = MetricsStore(db, max_group=64, idempotency_ttl=ttl, clock=clock)
     store.start()
     return db, store
 
@@ -93,9 +97,10 @@ TABLES = ("metrics", "metric_variants", "registrations")
 
 async def test_expired_idempotency_keys_apply_again_and_are_pruned(tmp_path: Path) -> None:
     path = tmp_path / "i.db"
-    db, store = await open_store(path, ttl=0.05)
+    now = [1_000_000.0]
+    db, store = await open_store(path, ttl=0.05, clock=lambda: now[0])
     assert await store.write(one(), "k") is True
-    await asyncio.sleep(0.1)
+    now[0] += 0.1  # the key is older than its TTL
     assert await store.prune_idempotency() == 1
     assert await store.write(one(), "k") is True
     await close(db, store)

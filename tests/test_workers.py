@@ -12,7 +12,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from service import Service, running, start
+import pytest
+from service import Service, running, scrape, start, wait_until
 from test_relay_e2e import (
     CLIENT,
     STANDALONE_ENV,
@@ -20,8 +21,9 @@ from test_relay_e2e import (
     post_metric,
     relay_env,
     stored,
-    wait_for,
 )
+
+pytestmark = pytest.mark.process
 
 TWO = {"RELAY_WORKERS": "2"}
 
@@ -35,13 +37,6 @@ def workers(service: Service) -> list[int]:
         for child in children
         if b"relay.process.server\x00worker" in Path(f"/proc/{child}/cmdline").read_bytes()
     ]
-
-
-def accepted_entries(service: Service) -> float:
-    with urllib.request.urlopen(f"{service.url}/internal-backstage/metrics", timeout=10) as r:
-        text = r.read().decode()
-    match = re.search(r'^relay_metric_entries_total\{outcome="accepted"\} (\S+)$', text, re.M)
-    return float(match.group(1)) if match else 0.0
 
 
 def port_is_free(port: int) -> bool:
@@ -72,7 +67,10 @@ def test_standalone_workers_share_port_database_keys_and_metrics(tmp_path: Path)
         _, raw = call(f"{central.url}/api/admin/client-metrics/features/f1/raw", key=admin)
         assert sum(row["yes"] for row in raw["data"]) == 40
         # whichever worker answers the scrape reports the sum over both
-        assert {accepted_entries(central) for _ in range(10)} == {40.0}
+        accepted = [
+            scrape(central.url, "relay_metric_entries_total", outcome="accepted") for _ in range(10)
+        ]
+        assert set(accepted) == {40.0}
         assert central.stop() == 0
     logs = (tmp_path / "relay.log").read_text()
     assert "worker 0 listening" in logs and "worker 1 listening" in logs
@@ -95,13 +93,8 @@ def buffered(path: Path) -> int:
 
 def bulk_posts(service: Service) -> float:
     """Bulk requests the service answered 202 (a standalone with one worker)."""
-    with urllib.request.urlopen(f"{service.url}/internal-backstage/metrics", timeout=10) as r:
-        text = r.read().decode()
-    pattern = (
-        r'^relay_http_requests_total\{[^}]*route="/api/client/metrics/bulk",status="202"\} (\S+)$'
-    )
-    match = re.search(pattern, text, re.M)
-    return float(match.group(1)) if match else 0.0
+    route = "/api/client/metrics/bulk"
+    return scrape(service.url, "relay_http_requests_total", route=route, status="202")
 
 
 def test_relay_workers_buffer_apart_and_sigterm_delivers_everything_once(tmp_path: Path) -> None:
@@ -155,9 +148,9 @@ def test_a_dead_worker_stops_the_service_and_nothing_is_lost(tmp_path: Path) -> 
         assert relay.process.wait(30) == 1
         assert not Path(f"/proc/{survivor}").exists() or _is_zombie(survivor)
         assert "worker exited" in relay.logs()
-        wait_for(lambda: port_is_free(relay.port))
+        wait_until(lambda: port_is_free(relay.port))
         with running(tmp_path / "relay", env=relay_env(central.url, **TWO), port=relay.port):
-            wait_for(lambda: stored(central) == 20)
+            wait_until(lambda: stored(central) == 20)
 
 
 def test_the_supervisor_is_lean_and_workers_end_when_it_is_killed(tmp_path: Path) -> None:
@@ -169,8 +162,8 @@ def test_the_supervisor_is_lean_and_workers_end_when_it_is_killed(tmp_path: Path
     maps = (supervisor / "maps").read_bytes()
     assert b"pydantic_core" not in maps and b"aiohttp" not in maps and b"_sqlite3" not in maps
     relay.stop(signal.SIGKILL)
-    wait_for(lambda: all(not Path(f"/proc/{p}").exists() or _is_zombie(p) for p in pids))
-    wait_for(lambda: port_is_free(relay.port))
+    wait_until(lambda: all(not Path(f"/proc/{p}").exists() or _is_zombie(p) for p in pids))
+    wait_until(lambda: port_is_free(relay.port))
 
 
 def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
