@@ -33,9 +33,17 @@ class IngestItem(NamedTuple):
 
 
 class MetricsStore:
-    def __init__(self, db: Database, max_group: int, idempotency_ttl: float) -> None:
+    def __init__(
+        self,
+        db: Database,
+        max_group: int,
+        idempotency_ttl: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``clock`` is the time idempotency keys are seen and expire by (tests move it)."""
         self._db = db
         self._ttl = idempotency_ttl
+        self._clock = clock
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -60,7 +68,7 @@ class MetricsStore:
         planned = _Planned.of(items, set(keys))
 
         async def work(tx: Transaction) -> list[bool]:
-            now = time.time()
+            now = self._clock()
             fresh = await _claim_keys(tx, keys, now, now - self._ttl)
             plan = planned if len(fresh) == len(keys) else _Planned.of(items, fresh)
             await plan.write(tx)
@@ -71,7 +79,7 @@ class MetricsStore:
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
             return await tx.execute(
-                "DELETE FROM idempotency_keys WHERE seen_at < ?", (time.time() - self._ttl,)
+                "DELETE FROM idempotency_keys WHERE seen_at < ?", (self._clock() - self._ttl,)
             )
 
 
