@@ -46,6 +46,8 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await _answer(request, handler)
         status = response.status
+        if status >= 400 and request.body_exists and not request.content.is_eof():
+            response.force_close()  # a body refused unread: this connection cannot go on
         return response
     finally:
         resource = request.match_info.route.resource

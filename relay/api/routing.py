@@ -1,5 +1,9 @@
 """Routes as data: the app registers them and the OpenAPI document describes them, from
-the same table, so the documentation cannot drift from what is served."""
+the same table, so the documentation cannot drift from what is served.
+
+A route's expect handler sends nothing: ``100 Continue`` comes from ``relay.api.body``, once
+the key (routes with ``auth``), the announced size and the encoding have been checked and
+the body is about to be read."""
 
 from __future__ import annotations
 
@@ -40,7 +44,8 @@ _ANY_SEGMENT = re.compile(r"{(\w+)}")
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
     for route in routes:
         handler = route.handler if route.auth is None else _authenticated(route.handler, route.auth)
-        app.router.add_route(route.method, _ANY_SEGMENT.sub(r"{\1:[^/]+}", route.path), handler)
+        path = _ANY_SEGMENT.sub(r"{\1:[^/]+}", route.path)
+        app.router.add_route(route.method, path, handler, expect_handler=_later)
 
 
 def _authenticated(inner: Handler, required: KeyType) -> Handler:
@@ -49,3 +54,7 @@ def _authenticated(inner: Handler, required: KeyType) -> Handler:
         return await inner(request)
 
     return handler
+
+
+async def _later(request: web.Request) -> None:
+    """``Expect: 100-continue`` is answered by ``relay.api.body`` (or by the final answer)."""
