@@ -3,6 +3,8 @@ with Unleash's messages."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiohttp import web
 
 from relay.api.errors import AuthenticationRequired, NoAccessError
@@ -20,7 +22,7 @@ async def authenticate(request: web.Request, required: KeyType) -> Principal:
             "This endpoint requires an API token. Please add an authorization header"
             " to your request with a valid token"
         )
-    principal = await request.app[KEY_RESOLVER].resolve(key)
+    principal = (await identify(request, [key]))[key]
     if principal is None:
         raise AuthenticationRequired("The provided API token is invalid or has expired")
     if principal.type is not required:
@@ -31,3 +33,13 @@ async def authenticate(request: web.Request, required: KeyType) -> Principal:
                 message = "You need an admin API token to perform this action"
         raise NoAccessError(message)
     return principal
+
+
+async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Principal | None]:
+    """Each key's principal (None: invalid); keys not known valid are checked together."""
+    resolver = request.app[KEY_RESOLVER]
+    found = {key: resolver.known(key) for key in keys}
+    unknown = [key for key, principal in found.items() if principal is None and key]
+    if not unknown:
+        return found
+    return found | await resolver.resolve_many(unknown)

@@ -87,6 +87,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         await db.open()
         try:
             await _provision_keys(keys, settings)
+            await key_store.load()
         except StorageError:
             await db.close()
             raise
