@@ -1,5 +1,6 @@
 """Keys from hostile callers (issue 14): a relay's key checks are no amplifier (one upstream
-call per batch, bounded, cached apart, never in the flusher's way)."""
+call per batch, bounded, cached apart, never in the flusher's way), and guessing keys from
+one address meets a limit that callers with valid keys never feel."""
 
 from __future__ import annotations
 
@@ -8,21 +9,27 @@ import logging
 import secrets
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from conftest import (
+    ADMIN_KEY,
     DEV_KEY,
     PROD_KEY,
     MakeClient,
     assert_error,
+    auth,
+    bulk,
     eventually,
     metric,
+    standalone_settings,
 )
 from test_relay_keys import UP_ADMIN_KEY, UP_DEV_KEY, UP_PROD_KEY, KeysUpstream, post_bulk
 
+from relay.app import build_app
 from relay.edge.key_resolver import CONCURRENT_CHECKS, MAX_INVALID, MAX_WAITING
 from relay.wire.common import MAX_LIST
 
@@ -130,7 +137,7 @@ async def test_made_up_keys_never_push_out_a_key_in_use(
 ) -> None:
     """On today's main 10,000 made-up keys evicted a validated key from the one cache, and
     the SDK using it got 503 once the upstream went down."""
-    relay = await make_relay(client_tokens=[])
+    relay = await make_relay(client_tokens=[], auth_failure_limit=0)
     assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
     for _ in range(MAX_INVALID // MAX_LIST + 1):
         assert (await validate(relay, made_up(MAX_LIST))).status == 200
@@ -143,7 +150,7 @@ async def test_key_checks_are_bounded_and_never_hold_up_the_flusher(
 ) -> None:
     """On today's main 150 checks against a slow upstream were 150 upstream calls, which
     took the connections the flusher needed: its batches waited for them."""
-    relay = await make_relay(client_tokens=[DEV_KEY], upstream_timeout=60)
+    relay = await make_relay(client_tokens=[DEV_KEY], auth_failure_limit=0, upstream_timeout=60)
     upstream.held = True
     url = relay.make_url("/edge/validate")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as callers:
@@ -170,7 +177,7 @@ async def test_key_checks_are_bounded_and_never_hold_up_the_flusher(
 async def test_past_the_waiting_bound_unknown_keys_get_503_at_once(
     make_relay: MakeClient, upstream: HeldUpstream
 ) -> None:
-    relay = await make_relay(client_tokens=[], upstream_timeout=60)
+    relay = await make_relay(client_tokens=[], auth_failure_limit=0, upstream_timeout=60)
     upstream.held = True
     waiting = [
         asyncio.create_task(validate(relay, made_up(MAX_LIST)))
@@ -186,3 +193,90 @@ async def test_past_the_waiting_bound_unknown_keys_get_503_at_once(
     assert_error(await refused.json(), "ServiceUnavailableError")
     upstream.release.set()
     assert [(await a).status for a in waiting] == [200] * len(waiting)
+
+
+async def test_invalid_keys_from_one_address_meet_a_limit(make_client: MakeClient) -> None:
+    """On today's main 22,000 guesses of an admin key in 5 s met no resistance."""
+    client = await make_client(auth_failure_limit=5, auth_failure_window=3600)
+    failures = await scraped(client, "relay_auth_failures_total")
+    throttled = await scraped(client, "relay_auth_throttled_total")
+    for key in made_up(5):
+        guess = await client.get("/api/admin/projects/default", headers=auth(key))
+        assert guess.status == 401
+    for request in (
+        client.get("/api/admin/projects/default", headers=auth(made_up(1)[0])),
+        client.post("/api/client/metrics/bulk", json=bulk(), headers=auth(made_up(1)[0])),
+        validate(client, made_up(1)),
+    ):
+        refused = await request
+        assert refused.status == 429
+        assert_error(await refused.json(), "TooManyRequestsError")
+        assert 600 <= int(refused.headers["Retry-After"]) <= 3600
+    # callers with valid keys from the same address are served as before
+    assert (await client.get("/api/admin/projects/default", headers=auth(ADMIN_KEY))).status == 200
+    body = bulk([metric(yes=1)])
+    ok = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    assert ok.status == 202
+    known = await validate(client, [DEV_KEY, PROD_KEY])
+    assert len((await known.json())["tokens"]) == 2
+    assert await scraped(client, "relay_auth_failures_total") == failures + 5
+    assert await scraped(client, "relay_auth_throttled_total") == throttled + 3
+
+
+async def test_guesses_through_a_relay_stop_before_the_upstream(
+    make_relay: MakeClient, upstream: HeldUpstream
+) -> None:
+    relay = await make_relay(auth_failure_limit=MAX_LIST, auth_failure_window=3600)
+    assert (await validate(relay, made_up(MAX_LIST))).status == 200
+    for request in (validate(relay, made_up(MAX_LIST)), post_bulk(relay, made_up(1)[0])):
+        refused = await request
+        assert refused.status == 429
+        assert_error(await refused.json(), "TooManyRequestsError")
+    assert upstream.validate_calls == 1  # the guesses past the limit never left the relay
+    assert (await post_bulk(relay, DEV_KEY)).status == 202  # a configured key: never limited
+
+
+async def test_a_key_that_could_not_be_checked_costs_nothing(
+    make_relay: MakeClient, upstream: HeldUpstream
+) -> None:
+    relay = await make_relay(client_tokens=[], auth_failure_limit=1)
+    upstream.validate_down = True
+    for _ in range(3):
+        assert (await post_bulk(relay, UP_PROD_KEY)).status == 503
+    upstream.validate_down = False
+
+    async def accepted() -> bool:
+        body = [metric(env="production", yes=1)]
+        return (await post_bulk(relay, UP_PROD_KEY, body)).status == 202
+
+    await eventually(accepted)
+
+
+async def test_an_upstream_that_answers_429_is_heard(
+    make_relay: MakeClient, upstream: HeldUpstream
+) -> None:
+    """A relay is one address to its upstream, whose budget of invalid keys it may spend:
+    its callers are then told to come back later (429), and the upstream is left alone."""
+    relay = await make_relay(client_tokens=[])
+    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+    upstream.throttle = 30
+    for request in (validate(relay, made_up(3)), post_bulk(relay, UP_PROD_KEY)):
+        refused = await request
+        assert refused.status == 429
+        assert_error(await refused.json(), "TooManyRequestsError")
+        assert 1 <= int(refused.headers["Retry-After"]) <= 30
+    assert upstream.validate_calls == 2  # one for UP_DEV_KEY, one refused; then none
+    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202  # known keys are still served
+
+
+async def test_short_pinned_secrets_are_warned_about(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    weak = "*:*.letmein1"
+    settings = standalone_settings(tmp_path, init_admin_api_tokens=[ADMIN_KEY, weak])
+    with caplog.at_level(logging.WARNING, logger="relay.api.auth"):
+        await aiohttp_client(build_app(settings))
+    [warning] = [r for r in caplog.records if "RELAY_INIT_ADMIN" in r.getMessage()]
+    assert "short secret" in warning.getMessage()
+    assert warning.__dict__["key"] == "*:*.****"
+    assert "letmein1" not in caplog.text

@@ -20,7 +20,8 @@ from relay.api.cors import cors_middleware
 from relay.api.middleware import observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
-from relay.api.state import OPENAPI, READY, SETTINGS
+from relay.api.state import AUTH_FAILURES, OPENAPI, READY, SETTINGS
+from relay.api.throttle import FailureLimit
 from relay.settings import Settings
 
 
@@ -38,6 +39,7 @@ def new_application(settings: Settings) -> web.Application:
     )
     app[SETTINGS] = settings
     app[READY] = [False]
+    app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     return app
 

@@ -35,7 +35,9 @@ _HTTP_ERRORS: dict[int, type[errors.ApiError]] = {
 
 def error_response(error: errors.ApiError) -> web.Response:
     return web.json_response(
-        error.body().model_dump(mode="json", exclude_none=True), status=error.status
+        error.body().model_dump(mode="json", exclude_none=True),
+        status=error.status,
+        headers=error.headers(),
     )
 
 

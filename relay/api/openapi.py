@@ -97,7 +97,7 @@ def _operation(route: Route, names: dict[str, str]) -> dict[str, Any]:
     if route.parameters:
         errors.add(400)
     if route.auth is not None:
-        errors |= {401, 403}
+        errors |= {401, 403, 429}
     for status in sorted(errors):
         op["responses"][str(status)] = {
             "description": HTTPStatus(status).phrase,

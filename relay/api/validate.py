@@ -1,7 +1,8 @@
 """``POST /edge/validate``: which of the given keys are valid (as Unleash), so relays can
 accept SDK keys they were not configured with. Unauthenticated, as in Unleash; keys are
 unguessable, the answer carries nothing a caller did not already hold, and the keys of one
-request are checked together (one lookup, or one upstream call, for all of them)."""
+request are checked together (one lookup, or one upstream call, for all of them), within
+the caller's address's budget of invalid keys (``relay.api.throttle``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,6 @@ ROUTES = [
         "edge",
         body=ValidateKeys,
         responses={200: ValidatedKeys},
-        errors=(400, 413, 415, 503),
+        errors=(400, 413, 415, 429, 503),
     ),
 ]

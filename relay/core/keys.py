@@ -22,6 +22,11 @@ _KEY = re.compile(
 )
 
 
+# Below this, a secret chosen by a person (a pinned key) may be guessed; generated keys have
+# 64 hex characters (256 bits), 32 are 128 bits.
+MIN_SECRET = 32
+
+
 class InvalidKey(ValueError):
     pass
 
@@ -82,6 +87,12 @@ def well_formed(key: str) -> bool:
     """Whether a key has Unleash's form (``project:environment.secret``, ASCII): no other
     string can be a valid key, so no store or upstream needs to be asked about it."""
     return key.isascii() and _KEY.match(key) is not None
+
+
+def short_secret(key: str) -> bool:
+    """A configured key whose secret is shorter than ``MIN_SECRET`` characters."""
+    found = _KEY.match(key)
+    return found is not None and len(found["secret"]) < MIN_SECRET
 
 
 def parse_key(key: str, type: KeyType) -> KeySpec:

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from prometheus_client import Gauge
 
-from relay.core.errors import Unavailable
+from relay.core.errors import Throttled, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, well_formed
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
 from relay.wire.common import MAX_LIST, KeyType
@@ -46,6 +46,7 @@ MAX_INVALID = 10_000
 CONCURRENT_CHECKS = 4
 MAX_WAITING = 1_000
 HOLD_OFF = 1.0
+MAX_HOLD_OFF = 60.0  # the longest a 429's Retry-After from the upstream is honoured
 
 Answer = Principal | None
 V = TypeVar("V")
@@ -66,6 +67,7 @@ class SdkKeyResolver:
         self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
         self._calls: set[asyncio.Task[None]] = set()
         self._down_until = 0.0
+        self._throttled = False  # the upstream's last refusal was a 429, not an outage
 
     def known(self, key: str) -> Principal | None:
         digest = hash_key(key)
@@ -161,22 +163,31 @@ class SdkKeyResolver:
 
     def _failed(self, batch: dict[str, str], exc: BaseException) -> None:
         """Every key of ``batch`` refused for now; when the upstream failed, the keys of the
-        next ``HOLD_OFF`` seconds too."""
+        next ``HOLD_OFF`` seconds too (longer as its 429 asks, up to ``MAX_HOLD_OFF``)."""
         if not isinstance(exc, UpstreamUnavailable | asyncio.CancelledError):
             log.error("validating SDK keys failed", exc_info=exc)  # a bug: these keys only
         else:
+            hold_off, throttled = HOLD_OFF, False
+            if isinstance(exc, UpstreamUnavailable) and exc.retry_after is not None:
+                hold_off, throttled = min(MAX_HOLD_OFF, max(HOLD_OFF, exc.retry_after)), True
             if time.monotonic() >= self._down_until:
                 log.warning(
-                    "cannot validate SDK keys: unknown keys get 503 until the upstream answers",
-                    extra={"error": str(exc), "retry_in": HOLD_OFF},
+                    "cannot validate SDK keys: unknown keys are refused (503, or 429 when the"
+                    " upstream answered 429) until the upstream answers again",
+                    extra={"error": str(exc), "retry_in": hold_off},
                 )
-            self._down_until = time.monotonic() + HOLD_OFF
+            self._down_until, self._throttled = time.monotonic() + hold_off, throttled
         for digest in batch:
             self._settle(self._answers.pop(digest), self._stale(digest), self._refusal())
         WAITING.dec(len(batch))
 
-    @staticmethod
-    def _refusal() -> Unavailable:
+    def _refusal(self) -> Unavailable:
+        """Why an unknown key cannot be checked during a hold-off: an upstream that is down
+        (503), or one that asks this relay to check fewer keys (429, passed on)."""
+        wait = self._down_until - time.monotonic()
+        if self._throttled and wait > 0:
+            message = "Cannot validate the API key now: the upstream asks for fewer key checks"
+            return Throttled(message, wait)
         return Unavailable("Cannot validate the API key now: upstream unavailable, retry later")
 
     def _stale(self, digest: str) -> Principal | None:

@@ -43,11 +43,13 @@ class SendResult:
 
 
 class UpstreamUnavailable(Exception):
-    """The upstream could not be reached or did not answer in time."""
+    """The upstream could not be reached or did not answer in time, or (``retry_after`` set)
+    asked to be called less (429)."""
 
-    def __init__(self, message: str, timed_out: bool) -> None:
+    def __init__(self, message: str, timed_out: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,9 @@ class UpstreamClient:
             ValidateKeys(tokens=keys).model_dump_json().encode(),
             "validate",
         )
+        if response.status == 429:  # the relay's own budget of invalid keys there is spent
+            wait = _retry_after(response.headers.get("Retry-After"))
+            raise UpstreamUnavailable("key validation answered 429", False, wait or 1.0)
         if response.status != 200:
             raise UpstreamUnavailable(f"key validation answered {response.status}", timed_out=False)
         try:
