@@ -191,6 +191,9 @@ class FeatureMetricsRaw(BaseModel):
     version: int = 1
     maturity: str = "stable"
     data: list[RawMetric]
+    next: str | None = Field(
+        None, description="URL of the next page when this one stops short of the last row"
+    )
 
 
 class ApplicationInstance(BaseModel):
