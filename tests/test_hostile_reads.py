@@ -1,6 +1,6 @@
 """Admin reads and writes under hostile input (issue 14): path parameters by the rules of
-names on both backends, and a feature's raw counts paged and streamed however many rows it
-has."""
+names on both backends, a feature's raw counts paged and streamed however many rows it has,
+and admin bodies that must hold in every field."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from conftest import (
     ADMIN_KEY,
     DEV_KEY,
+    MakeClient,
     assert_error,
     auth,
     bulk,
@@ -158,3 +159,49 @@ async def test_odd_raw_queries_are_400(client: Any, query: str) -> None:
     )
     assert response.status == 400, query
     assert_error(await response.json(), "BadDataError")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+async def test_sort_order_must_be_a_number(client: Any, value: str) -> None:
+    """On today's main NaN and Infinity were stored as null."""
+    body = (
+        '{"environment": "development", "defaultStrategy": {"name": "flexibleRollout",'
+        f' "sortOrder": {value}}}}}'
+    )
+    response = await client.post(
+        "/api/admin/projects/default/environments",
+        data=body,
+        headers={**auth(ADMIN_KEY), "Content-Type": "application/json"},
+    )
+    assert response.status == 400, value
+    error = await response.json()
+    assert_error(error, "BadDataError")
+    assert error["details"][0]["path"] == "/body/defaultStrategy/sortOrder"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"type": "client", "environment": "development", "projects": ["nope"]},
+        {"type": "client", "environment": "development", "project": "nope"},
+        {"type": "client", "environment": "development", "projects": ["default", "nope"]},
+        {"type": "admin", "environment": "development"},
+        {"type": "admin", "projects": ["default"]},
+        {"type": "client", "environment": "development", "expiresAt": "2030-01-01T00:00:00Z"},
+    ],
+)
+async def test_api_token_bodies_must_hold_in_every_field(
+    make_client: MakeClient, body: dict[str, Any]
+) -> None:
+    """On today's main a key was made for a project that does not exist, and the environment
+    and projects given for an admin key were dropped without a word."""
+    client = await make_client()
+    response = await client.post("/api/admin/api-tokens", json=body, headers=auth(ADMIN_KEY))
+    assert response.status == 400, body
+    assert_error(await response.json(), "BadDataError")
+    made = await client.post(
+        "/api/admin/api-tokens",
+        json={"type": "client", "environment": "development", "projects": ["default"]},
+        headers=auth(ADMIN_KEY),
+    )
+    assert made.status == 201

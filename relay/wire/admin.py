@@ -80,7 +80,7 @@ class DefaultStrategy(Strict):
     name: Name
     title: Text | None = None
     disabled: StrictBool | None = None
-    sortOrder: float | None = None
+    sortOrder: Annotated[float, Field(allow_inf_nan=False)] | None = None  # JSON has no NaN
     constraints: Annotated[list[Constraint], Field(max_length=MAX_LIST)] = []
     variants: Annotated[list[StrategyVariant], Field(max_length=MAX_LIST)] = []
     parameters: Annotated[
