@@ -17,7 +17,7 @@ from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
 from relay.api.cors import cors_middleware
-from relay.api.middleware import observe
+from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
 from relay.api.state import AUTH_FAILURES, OPENAPI, READY, SETTINGS
@@ -40,6 +40,7 @@ def new_application(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[READY] = [False]
     app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
+    app[STORAGE_TROUBLE] = OncePerSecond()
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     return app
 
