@@ -7,13 +7,16 @@ calls at a time, so however many requests bring unknown keys, the upstream sees 
 are cached apart: valid keys for ``key_cache_ttl`` (at most ``MAX_VALID``), invalid ones for
 ``NEGATIVE_TTL`` (at most ``MAX_INVALID``), so a flood of made-up keys can push out only
 made-up keys, never a key an SDK uses. Past ``MAX_WAITING`` keys waiting, an unknown key
-gets 503 at once rather than queueing. Upstream calls for keys go through their own
-connections (``relay.edge.upstream``): they never hold up the flusher.
+gets 503 at once rather than queueing. A string that cannot be an Unleash key is invalid
+without a call. The flusher has connections of its own (``relay.edge.upstream``): key
+checks never hold it up.
 
 While the upstream cannot be reached, keys validated before keep working, even past their
 TTL, and an unknown key gets 503, not 401: the Node SDK stops sending for good on 401 but
 retries on 5xx. After a failed call the upstream is not asked again for ``HOLD_OFF``
-seconds (one warning in the log), so a down upstream is not hammered by every new key.
+seconds (one warning in the log), so a down upstream is not hammered by every new key; an
+upstream that answers 429 (this relay spent its budget of invalid keys there) is left alone
+as long as its ``Retry-After`` says (at most ``MAX_HOLD_OFF``) and unknown keys get 429.
 """
 
 from __future__ import annotations
