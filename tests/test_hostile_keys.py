@@ -27,7 +27,14 @@ from conftest import (
     metric,
     standalone_settings,
 )
-from test_relay_keys import UP_ADMIN_KEY, UP_DEV_KEY, UP_PROD_KEY, KeysUpstream, post_bulk
+from test_relay_keys import (
+    UP_ADMIN_KEY,
+    UP_DEV_KEY,
+    UP_PROD_KEY,
+    UPSTREAM_KEYS,
+    KeysUpstream,
+    post_bulk,
+)
 
 from relay.app import build_app
 from relay.edge.key_resolver import CONCURRENT_CHECKS, MAX_INVALID, MAX_WAITING
@@ -65,14 +72,8 @@ class HeldUpstream(KeysUpstream):
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[HeldUpstream]:
-    fake = HeldUpstream(
-        {
-            DEV_KEY: "development",
-            PROD_KEY: "production",
-            UP_DEV_KEY: "development",
-            UP_PROD_KEY: "production",
-        }
-    )
+    """The upstream of ``test_relay_keys``, with key checks that can be held."""
+    fake = HeldUpstream(UPSTREAM_KEYS)
     fake.admin_keys.add(UP_ADMIN_KEY)
     await fake.start()
     yield fake

@@ -65,16 +65,17 @@ class KeysUpstream(FakeUpstream):
         return web.json_response(answer)
 
 
+UPSTREAM_KEYS = {
+    DEV_KEY: "development",
+    PROD_KEY: "production",
+    UP_DEV_KEY: "development",
+    UP_PROD_KEY: "production",
+}
+
+
 @pytest.fixture
 async def upstream() -> AsyncIterator[KeysUpstream]:
-    fake = KeysUpstream(
-        {
-            DEV_KEY: "development",
-            PROD_KEY: "production",
-            UP_DEV_KEY: "development",
-            UP_PROD_KEY: "production",
-        }
-    )
+    fake = KeysUpstream(UPSTREAM_KEYS)
     fake.admin_keys.add(UP_ADMIN_KEY)
     await fake.start()
     yield fake
