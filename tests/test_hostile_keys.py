@@ -36,6 +36,7 @@ from test_relay_keys import (
     post_bulk,
 )
 
+from relay.api.throttle import client_address
 from relay.app import build_app
 from relay.edge.key_resolver import CONCURRENT_CHECKS, MAX_INVALID, MAX_WAITING
 from relay.wire.common import MAX_LIST
@@ -281,3 +282,17 @@ async def test_short_pinned_secrets_are_warned_about(
     assert "short secret" in warning.getMessage()
     assert warning.__dict__["key"] == "*:*.****"
     assert "letmein1" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("remote", "counted_as"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),  # IPv4 through an IPv6 socket: the same caller
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:bbbb::9", "2001:db8:1:2::/64"),  # one host's block, one budget
+        (None, "local"),
+    ],
+)
+def test_addresses_are_counted_per_host(remote: str | None, counted_as: str) -> None:
+    assert client_address(remote) == counted_as

@@ -146,6 +146,8 @@ async def test_raw_pages_of_any_size_read_every_row_once(client: Any) -> None:
     [
         "limit=0",
         f"limit={PAGE_ROWS + 1}",
+        "limit=%EF%BC%91",  # a full-width 1: a digit to str.isdigit, not to this API
+        "hoursBack=%D9%A3",
         "after=nope",
         "after=WzEsImEiLCJiIl0",
         "after=WzEsIlx1MDAwMCIsImIiLDFd",

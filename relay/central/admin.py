@@ -114,7 +114,7 @@ async def raw_feature_metrics(request: web.Request) -> web.StreamResponse:
 def _whole(value: str | None, name: str, most: int, default: int) -> int:
     if value is None:
         return default
-    if not value.isdigit() or not 1 <= int(value) <= most:
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= most:
         raise BadDataError(f"{name} must be a whole number from 1 to {most}")
     return int(value)
 
