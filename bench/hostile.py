@@ -38,11 +38,12 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from run import ADMIN, CLIENT, Server, _now, scrape, start
+from run import ADMIN, CLIENT, Server, scrape, start
 
 RAW = "/api/admin/client-metrics/features/hot/raw?hoursBack=744"
 
@@ -162,7 +163,7 @@ def _latency(samples: list[float]) -> dict[str, float]:
 def _fill(server: Server, rows: int) -> None:
     """``rows`` rows of feature ``hot``: one app each, 5,000 to a request (under 1 MiB)."""
     headers = {"Authorization": CLIENT, "Content-Type": "application/json"}
-    now = _now()
+    now = datetime.now(UTC).isoformat()
     for start_at in range(0, rows, 5_000):
         metrics = [
             {
