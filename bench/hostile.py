@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import secrets
 import socket
 import statistics
@@ -155,7 +156,7 @@ def _latency(samples: list[float]) -> dict[str, float]:
     return {
         "n": len(samples),
         "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1 if len(ordered) > 1 else 0] * 1000, 2),
+        "p99_ms": round(ordered[max(0, math.ceil(len(ordered) * 0.99) - 1)] * 1000, 2),
         "max_ms": round(ordered[-1] * 1000, 2),
     }
 
