@@ -212,6 +212,15 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         30.0, gt=0, description="Seconds a client may take to send a request body (then 408)"
     )
+    auth_failure_limit: int = Field(
+        100,
+        ge=0,
+        description="Invalid keys a client address may present per auth_failure_window before"
+        " it gets 429 for keys not known valid (0: no limit)",
+    )
+    auth_failure_window: float = Field(
+        60.0, gt=0, description="Seconds over which auth_failure_limit refills"
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Browser origins allowed by CORS, comma-separated; empty: CORS off",

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -210,13 +211,16 @@ async def test_database_going_away_is_503_then_recovers(
     await pg.admin(
         f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
     )
-    for _ in range(2):  # the broken pooled connection, then a refused new one
+    began = time.monotonic()
+    for _ in range(20):  # the broken pooled connection, then refused new ones
         response = await client.post(url, json=bulk([metric(yes=10)]), headers=auth(DEV_KEY))
         assert response.status == 503
         assert_error(await response.json(), "ServiceUnavailableError")
     response = await client.get("/api/admin/projects/default", headers=auth(ADMIN_KEY))
     assert response.status == 503
-    assert "storage unavailable" in caplog.text
+    logged = [r for r in caplog.records if r.getMessage() == "storage unavailable"]
+    # a line a second at most: anyone can make requests fail while storage is down
+    assert 1 <= len(logged) <= time.monotonic() - began + 1
 
     await pg.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
     response = await client.post(url, json=bulk([metric(yes=100)]), headers=auth(DEV_KEY))

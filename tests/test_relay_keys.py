@@ -65,16 +65,17 @@ class KeysUpstream(FakeUpstream):
         return web.json_response(answer)
 
 
+UPSTREAM_KEYS = {
+    DEV_KEY: "development",
+    PROD_KEY: "production",
+    UP_DEV_KEY: "development",
+    UP_PROD_KEY: "production",
+}
+
+
 @pytest.fixture
 async def upstream() -> AsyncIterator[KeysUpstream]:
-    fake = KeysUpstream(
-        {
-            DEV_KEY: "development",
-            PROD_KEY: "production",
-            UP_DEV_KEY: "development",
-            UP_PROD_KEY: "production",
-        }
-    )
+    fake = KeysUpstream(UPSTREAM_KEYS)
     fake.admin_keys.add(UP_ADMIN_KEY)
     await fake.start()
     yield fake
@@ -220,8 +221,14 @@ async def test_a_validated_key_outlives_its_ttl_while_validation_is_down(
     assert never_seen.status == 503  # valid upstream, but it cannot say so now
     assert_error(await never_seen.json(), "ServiceUnavailableError")
 
-    upstream.validate_down = False  # a 503 is not remembered: the next request asks again
-    assert (await post_bulk(relay, UNKNOWN_KEY)).status == 401
+    # a 503 is not remembered: once the hold-off after a failed call (HOLD_OFF) is over, the
+    # next request asks again
+    upstream.validate_down = False
+
+    async def asked_after_hold_off() -> bool:
+        return (await post_bulk(relay, UNKNOWN_KEY)).status == 401
+
+    await eventually(asked_after_hold_off)
     assert (await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
 
 

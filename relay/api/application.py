@@ -7,18 +7,21 @@ state and ``cleanup_ctx`` resources; ``relay.app`` picks the mode.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from importlib.metadata import version
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
 from relay.api.cors import cors_middleware
-from relay.api.middleware import observe
+from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
-from relay.api.state import OPENAPI, READY, SETTINGS
+from relay.api.state import AUTH_FAILURES, OPENAPI, READY, SETTINGS
+from relay.api.throttle import FailureLimit
 from relay.settings import Settings
 
 
@@ -27,9 +30,18 @@ def new_application(settings: Settings) -> web.Application:
     middlewares: list[Middleware] = [observe]
     if settings.cors_origins:
         middlewares.append(cors_middleware(settings.cors_origins))
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=middlewares)
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=middlewares,
+        # bodies are decoded by relay.api.body, within the limits and with JSON errors; the
+        # server's own decoder answered 500 or plain text, and lost the connection's framing
+        handler_args={"auto_decompress": False},
+    )
     app[SETTINGS] = settings
     app[READY] = [False]
+    app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
+    app[STORAGE_TROUBLE] = OncePerSecond()
+    logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     return app
 
 
@@ -38,3 +50,21 @@ def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
     every = [*routes, *backstage.ROUTES, *docs.ROUTES]
     add_routes(app, every)
     app[OPENAPI] = document(every, version("relay"))
+
+
+class _ClientFaults(logging.Filter):
+    """Requests that are not HTTP (bad request lines, headers, chunked framing) are the
+    client's fault: aiohttp logs each with a traceback at error level, a cheap way for
+    anyone to fill the disk. They become one line at debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, HttpProcessingError):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = "malformed request: %s", (error.message,)
+        record.exc_info = record.exc_text = None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_CLIENT_FAULTS = _ClientFaults()

@@ -1,14 +1,22 @@
 """Who a request acts as: the ``Authorization`` header resolved to a principal, or 401/403
-with Unleash's messages."""
+with Unleash's messages, or 429 for an address that presented too many invalid keys
+(``relay.api.throttle``)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+
 from aiohttp import web
 
-from relay.api.errors import AuthenticationRequired, NoAccessError
-from relay.api.state import KEY_RESOLVER
-from relay.core.keys import Principal, strip_scheme
+from relay.api.errors import AuthenticationRequired, NoAccessError, TooManyRequests
+from relay.api.state import AUTH_FAILURES, KEY_RESOLVER
+from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
+from relay.core.keys import MIN_SECRET, Principal, redact, short_secret, strip_scheme
 from relay.wire.common import KeyType
+
+log = logging.getLogger(__name__)
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 
@@ -20,7 +28,7 @@ async def authenticate(request: web.Request, required: KeyType) -> Principal:
             "This endpoint requires an API token. Please add an authorization header"
             " to your request with a valid token"
         )
-    principal = await request.app[KEY_RESOLVER].resolve(key)
+    principal = (await identify(request, [key]))[key]
     if principal is None:
         raise AuthenticationRequired("The provided API token is invalid or has expired")
     if principal.type is not required:
@@ -31,3 +39,43 @@ async def authenticate(request: web.Request, required: KeyType) -> Principal:
                 message = "You need an admin API token to perform this action"
         raise NoAccessError(message)
     return principal
+
+
+async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Principal | None]:
+    """Each key's principal (None: invalid). Keys not known valid are checked together,
+    within the caller's address's budget of failures (429 once it is spent)."""
+    resolver = request.app[KEY_RESOLVER]
+    found = {key: resolver.known(key) for key in keys}
+    unknown = [key for key, principal in found.items() if principal is None and key]
+    if not unknown:
+        return found
+    budget = request.app[AUTH_FAILURES]
+    address = client_address(request.remote)
+    try:
+        budget.spend(address, len(unknown))
+    except TooManyRequests:
+        # answered late: a guesser's connections then make a request a second each, and
+        # leave the event loop to everyone else (a sleeping request costs next to nothing)
+        await asyncio.sleep(REFUSAL_DELAY)
+        raise
+    try:
+        resolved = await resolver.resolve_many(unknown)
+    except BaseException:
+        budget.refund(address, len(unknown))  # nothing was learnt about them
+        raise
+    invalid = sum(1 for key in unknown if resolved[key] is None)
+    budget.refund(address, len(unknown) - invalid)
+    FAILURES.inc(invalid)
+    return found | resolved
+
+
+def warn_short_secrets(keys: Iterable[str], setting: str) -> None:
+    """Keys pinned in the configuration are chosen by people; a short secret can be guessed
+    by anyone who reaches the port, the failure limit only slows that down."""
+    for key in keys:
+        if short_secret(key):
+            log.warning(
+                f"a key in {setting} has a short secret: use {MIN_SECRET} or more random"
+                " characters (relay keys create makes one)",
+                extra={"key": redact(key)},
+            )

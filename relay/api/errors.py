@@ -7,6 +7,7 @@ Every error response of the service has the body
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import ClassVar
 
@@ -30,6 +31,9 @@ class ApiError(Exception):
         return ErrorBody(
             id=str(uuid.uuid4()), name=self.name, message=self.message, details=self.details
         )
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 class BadDataError(ApiError):
@@ -68,6 +72,17 @@ class UnsupportedMediaType(ApiError):
     status, name = 415, "ContentTypeError"
 
 
+class TooManyRequests(ApiError):
+    status, name = 429, "TooManyRequestsError"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
 class InternalError(ApiError):
     status, name = 500, "InternalError"
 
@@ -96,6 +111,8 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NotFoundError(error.message)
         case domain.Conflict():
             return NameExistsError(error.message)
+        case domain.Throttled():
+            return TooManyRequests(error.message, error.retry_after)
         case domain.Unavailable():
             return ServiceUnavailable(error.message)
         case _:  # a new kind of domain error without its answer: a bug, never a silent 4xx

@@ -33,9 +33,32 @@ _HTTP_ERRORS: dict[int, type[errors.ApiError]] = {
 }
 
 
+class OncePerSecond:
+    """While storage is down every request fails the same way, and any caller, with a key or
+    not, can make requests: one line a second says so, with how many it stands for."""
+
+    def __init__(self) -> None:
+        self._next = 0.0
+        self._skipped = 0
+
+    def due(self) -> int | None:
+        """None: not now; else how many were skipped since the last line."""
+        now = time.monotonic()
+        if now < self._next:
+            self._skipped += 1
+            return None
+        skipped, self._skipped, self._next = self._skipped, 0, now + 1.0
+        return skipped
+
+
+STORAGE_TROUBLE = web.AppKey("storage_trouble", OncePerSecond)
+
+
 def error_response(error: errors.ApiError) -> web.Response:
     return web.json_response(
-        error.body().model_dump(mode="json", exclude_none=True), status=error.status
+        error.body().model_dump(mode="json", exclude_none=True),
+        status=error.status,
+        headers=error.headers(),
     )
 
 
@@ -46,6 +69,8 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await _answer(request, handler)
         status = response.status
+        if status >= 400 and request.body_exists and not request.content.is_eof():
+            response.force_close()  # a body refused unread: this connection cannot go on
         return response
     finally:
         resource = request.match_info.route.resource
@@ -62,7 +87,10 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     except DomainError as exc:
         return error_response(errors.from_domain(exc))
     except StorageError as exc:
-        log.error("storage unavailable", extra={"error": str(exc), "path": request.path})
+        repeated = request.app[STORAGE_TROUBLE].due()
+        if repeated is not None:
+            extra = {"error": str(exc), "path": request.path, "repeated": repeated}
+            log.error("storage unavailable", extra=extra)
         return error_response(errors.ServiceUnavailable("Storage is unavailable, retry later"))
     except web.HTTPException as exc:
         if exc.status < 400:

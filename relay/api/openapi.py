@@ -3,7 +3,6 @@ parse the requests, so it describes exactly what is validated and served."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
@@ -12,9 +11,15 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from relay.api.routing import Route
-from relay.wire.common import ErrorBody
+from relay.wire.common import MAX_NAME, ErrorBody
 
-_PARAM = re.compile(r"{(\w+)}")
+# What ``relay.api.routing`` checks of every path parameter (names' rules).
+_PARAMETER_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_NAME,
+    "pattern": "^[^\\x00]*$",
+}
 
 
 def document(routes: Sequence[Route], version: str) -> dict[str, Any]:
@@ -71,11 +76,10 @@ def _operation(route: Route, names: dict[str, str]) -> dict[str, Any]:
         "operationId": route.operation or _camel(route.handler.__name__),
         "responses": {},
     }
-    params = _PARAM.findall(route.path)
-    if params:
+    if route.parameters:
         op["parameters"] = [
-            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
-            for p in params
+            {"name": p, "in": "path", "required": True, "schema": _PARAMETER_SCHEMA}
+            for p in route.parameters
         ]
     if route.auth is not None:
         op["security"] = [{"apiKey": []}]
@@ -90,8 +94,10 @@ def _operation(route: Route, names: dict[str, str]) -> dict[str, Any]:
             response["content"] = {"application/json": {"schema": _ref(model, names)}}
         op["responses"][str(status)] = response
     errors = set(route.errors)
+    if route.parameters:
+        errors.add(400)
     if route.auth is not None:
-        errors |= {401, 403}
+        errors |= {401, 403, 429}
     for status in sorted(errors):
         op["responses"][str(status)] = {
             "description": HTTPStatus(status).phrase,

@@ -1,5 +1,12 @@
 """Routes as data: the app registers them and the OpenAPI document describes them, from
-the same table, so the documentation cannot drift from what is served."""
+the same table, so the documentation cannot drift from what is served.
+
+Every route is registered through ``add_routes``, which checks, before its handler runs,
+the key (routes with ``auth``) and then the path parameters, by the rules of names in
+bodies (``relay.wire.common.Name``: 1..255 characters, no NUL, which PostgreSQL text cannot
+hold). Its expect handler sends nothing: ``100 Continue`` comes from ``relay.api.body``
+once those checks passed and the body is about to be read.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,12 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from relay.api.auth import PRINCIPAL, authenticate
-from relay.wire.common import KeyType
+from relay.api.errors import BadDataError
+from relay.wire.common import MAX_NAME, ErrorDetail, KeyType
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_PARAMETER = re.compile(r"{(\w+)}")
 
 
 @dataclass(frozen=True)
@@ -31,21 +41,44 @@ class Route:
     operation: str | None = None
     """The OpenAPI ``operationId``; the handler's name when not given. Unique per document."""
 
-
-# aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}`` (valid, 1..255
-# characters of anything) could be written but never read back (404).
-_ANY_SEGMENT = re.compile(r"{(\w+)}")
+    @property
+    def parameters(self) -> list[str]:
+        """Names of the path parameters, ``{projectId}`` in the path."""
+        return _PARAMETER.findall(self.path)
 
 
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
     for route in routes:
-        handler = route.handler if route.auth is None else _authenticated(route.handler, route.auth)
-        app.router.add_route(route.method, _ANY_SEGMENT.sub(r"{\1:[^/]+}", route.path), handler)
+        # aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}``
+        # (valid, 1..255 characters of anything) could be written but never read back (404).
+        path = _PARAMETER.sub(r"{\1:[^/]+}", route.path)
+        app.router.add_route(route.method, path, _checked(route), expect_handler=_later)
 
 
-def _authenticated(inner: Handler, required: KeyType) -> Handler:
+def _checked(route: Route) -> Handler:
+    inner, required, parameters = route.handler, route.auth, route.parameters
+    if required is None and not parameters:
+        return inner
+
     async def handler(request: web.Request) -> web.StreamResponse:
-        request[PRINCIPAL] = await authenticate(request, required)
+        if required is not None:
+            request[PRINCIPAL] = await authenticate(request, required)
+        for name in parameters:
+            _check_parameter(name, request.match_info[name])
         return await inner(request)
 
     return handler
+
+
+def _check_parameter(name: str, value: str) -> None:
+    if 1 <= len(value) <= MAX_NAME and "\x00" not in value:
+        return
+    path = f"/path/{name}"
+    message = f"The `{path}` property must be 1 to {MAX_NAME} characters without NUL"
+    raise BadDataError(
+        f"Request validation failed: {message}", [ErrorDetail(path=path, message=message)]
+    )
+
+
+async def _later(request: web.Request) -> None:
+    """``Expect: 100-continue`` is answered by ``relay.api.body`` (or by the final answer)."""

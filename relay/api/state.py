@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.api.throttle import FailureLimit
 from relay.core.ingest import Ingest
 from relay.core.keys import KeyResolver
 from relay.settings import Settings
 
 SETTINGS = web.AppKey("settings", Settings)
 KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
+AUTH_FAILURES = web.AppKey("auth_failures", FailureLimit)
 INGEST = web.AppKey("ingest", Ingest)
 READY = web.AppKey("ready", list[bool])
 OPENAPI = web.AppKey("openapi", dict[str, object])

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 from aiohttp import web
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, StrictInt, TypeAdapter, ValidationError
 
 from relay.api.body import read_json
 from relay.api.errors import BadDataError, NotFoundError
-from relay.api.responses import model_response
+from relay.api.responses import model_response, streamed
 from relay.api.routing import Handler, Route
 from relay.central.state import KEYS, PROJECTS, USAGE
+from relay.central.usage import Position
 from relay.core.domain import hour_start
 from relay.wire import admin as wire
-from relay.wire.common import KeyType
+from relay.wire.common import MAX_NAME, KeyType
 
 DEFAULT_HOURS_BACK = 48
 MAX_HOURS_BACK = 24 * 31
+PAGE_ROWS = 10_000
+CHUNK_ROWS = 200
+
+_ROWS = TypeAdapter(list[wire.RawMetric])
+_Int = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]  # what the columns hold
+_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
+_CURSOR = TypeAdapter(tuple[_Int, tuple[_Name, _Name, _Int] | None])
 
 
 async def add_environment(request: web.Request) -> web.Response:
@@ -62,19 +74,64 @@ async def create_api_key(request: web.Request) -> web.Response:
     return model_response(out, status=201)
 
 
-async def raw_feature_metrics(request: web.Request) -> web.Response:
-    hours = _hours_back(request.query.get("hoursBack"))
-    since = hour_start(datetime.now(UTC) - timedelta(hours=hours))
-    data = await request.app[USAGE].raw_metrics(request.match_info["featureName"], since)
-    return model_response(wire.FeatureMetricsRaw(data=data))
+async def raw_feature_metrics(request: web.Request) -> web.StreamResponse:
+    """A feature's hourly counts, ``limit`` rows (at most ``PAGE_ROWS``) a page, in the
+    order of app, environment and hour. A page that stops short of the end carries ``next``,
+    the URL of the next one: its cursor keeps the first page's period, so following ``next``
+    reads every row once. Rows are read ``CHUNK_ROWS`` at a time and streamed: neither the
+    memory used nor the time the event loop is held grows with the feature's history."""
+    query = request.query
+    limit = _whole(query.get("limit"), "limit", PAGE_ROWS, PAGE_ROWS)
+    if "after" in query:
+        since, after = _position(query["after"])
+    else:
+        hours = _whole(query.get("hoursBack"), "hoursBack", MAX_HOURS_BACK, DEFAULT_HOURS_BACK)
+        since, after = hour_start(datetime.now(UTC) - timedelta(hours=hours)), None
+    feature, usage = request.match_info["featureName"], request.app[USAGE]
+
+    async def parts() -> AsyncIterator[bytes]:
+        head, position, left, sent = b'{"version":1,"maturity":"stable","data":[', after, limit, 0
+        while True:
+            wanted = min(CHUNK_ROWS, left + 1)  # one past the page tells if another follows
+            rows = await usage.raw_metrics(feature, since, position, wanted)
+            more = len(rows) > left
+            rows = rows[:left]
+            if rows:
+                head += (b"," if sent else b"") + _ROWS.dump_json(rows)[1:-1]
+                last = rows[-1]
+                position = (last.appName, last.environment, int(last.timestamp.timestamp()))
+                left, sent = left - len(rows), sent + len(rows)
+            if more or len(rows) < wanted:
+                url = _cursor(request, limit, since, position) if more else None
+                yield head + b'],"next":' + json.dumps(url).encode() + b"}"
+                return
+            yield head
+            head = b""
+
+    return await streamed(request, parts())
 
 
-def _hours_back(value: str | None) -> int:
+def _whole(value: str | None, name: str, most: int, default: int) -> int:
     if value is None:
-        return DEFAULT_HOURS_BACK
-    if not value.isdigit() or not 1 <= int(value) <= MAX_HOURS_BACK:
-        raise BadDataError(f"hoursBack must be a whole number from 1 to {MAX_HOURS_BACK}")
+        return default
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= most:
+        raise BadDataError(f"{name} must be a whole number from 1 to {most}")
     return int(value)
+
+
+def _cursor(request: web.Request, limit: int, since: int, position: Position | None) -> str:
+    raw = json.dumps([since, *(position or ())], separators=(",", ":")).encode()
+    after = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return str(request.rel_url.with_query(limit=str(limit), after=after))
+
+
+def _position(after: str) -> tuple[int, Position | None]:
+    """The period's start and the last row sent, from a ``next`` URL's ``after``."""
+    try:
+        since, *position = json.loads(base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)))
+        return _CURSOR.validate_python([since, tuple(position) or None])
+    except (ValueError, TypeError, RecursionError, ValidationError):
+        raise BadDataError("after must be the cursor of a page's next URL") from None
 
 
 async def applications(request: web.Request) -> web.Response:
@@ -170,7 +227,7 @@ ROUTES = [
         "GET",
         "/api/admin/client-metrics/features/{featureName}/raw",
         raw_feature_metrics,
-        "Hourly counts of one feature (query hoursBack, default 48)",
+        "Hourly counts of one feature (query hoursBack, default 48; paged: limit, after)",
         ok=(200, wire.FeatureMetricsRaw),
         errors=(400,),
     ),

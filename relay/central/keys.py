@@ -22,19 +22,26 @@ class KeyService:
         self._environments = environments
 
     async def issue(self, request: CreateApiKey) -> KeySpec:
-        """A new random key; its secret exists only in the returned value."""
+        """A new random key; its secret exists only in the returned value. Every field given
+        must hold: an admin key is for all environments and projects, a client key's
+        environment and projects must exist."""
         projects = tuple(request.projects)
         if request.project is not None:
             projects = (request.project,)
         match request.type:
             case KeyType.ADMIN:
                 environment = "*"
+                if request.environment not in (None, "*") or projects != ("*",):
+                    raise InvalidInput("An admin key is for every environment and project (*)")
             case KeyType.CLIENT:
                 environment = request.environment or ""
                 if environment in ("", "*"):
                     raise InvalidInput("A client key needs an environment")
                 if not await self._environments.environment_exists(environment):
                     raise InvalidInput(f"Environment {environment} does not exist")
+                for project in projects:
+                    if project != "*" and not await self._environments.project_exists(project):
+                        raise InvalidInput(f"Project {project} does not exist")
         spec = new_key(request.type, environment, projects)
         if request.tokenName is not None:
             spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))

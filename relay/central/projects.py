@@ -126,6 +126,10 @@ class ProjectStore:
         row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))
         return row is not None
 
+    async def project_exists(self, project_id: str) -> bool:
+        row = await self._db.fetch_one("SELECT 1 FROM projects WHERE id = ?", (project_id,))
+        return row is not None
+
 
 async def _exists(tx: Transaction, sql: str, value: str) -> bool:
     return bool(await tx.fetch_all(sql, (value,)))

@@ -11,24 +11,37 @@ from relay.store.sql import Database
 from relay.wire.admin import ApplicationInstance, ApplicationOut, RawMetric
 from relay.wire.client import ConnectVia
 
+Position = tuple[str, str, int]
+"""Where a row of a feature's counts sits in the read order: (app, environment, hour)."""
+
 
 class UsageReader:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def raw_metrics(self, feature_name: str, since_hour: int) -> list[RawMetric]:
-        # One statement (a consistent snapshot); variants folded in here rather than by a
-        # JSON aggregate, whose name differs between SQLite and PostgreSQL.
+    async def raw_metrics(
+        self, feature_name: str, since_hour: int, after: Position | None = None, limit: int = 500
+    ) -> list[RawMetric]:
+        """Up to ``limit`` of a feature's rows from ``since_hour`` on, in the primary key's
+        order (app, environment, hour), after the row at ``after``: a page read along the
+        index, however many rows the feature has. One statement: a consistent snapshot, with
+        variants folded in here rather than by a JSON aggregate, whose name differs between
+        SQLite and PostgreSQL."""
+        where, params = "", [feature_name, since_hour]
+        if after is not None:
+            where = " AND (app_name, environment, hour) > (?, ?, ?)"
+            params += after
         rows = await self._db.fetch_all(
-            "SELECT m.app_name, m.environment, m.hour, m.yes, m.no, v.variant, v.count"
-            " FROM metrics m LEFT JOIN metric_variants v ON v.feature_name = m.feature_name"
-            " AND v.app_name = m.app_name AND v.environment = m.environment"
-            " AND v.hour = m.hour"
-            " WHERE m.feature_name = ? AND m.hour >= ?"
-            " ORDER BY m.hour, m.app_name, m.environment, v.variant",
-            (feature_name, since_hour),
+            "WITH page AS (SELECT app_name, environment, hour, yes, no FROM metrics"
+            f" WHERE feature_name = ? AND hour >= ?{where}"
+            " ORDER BY app_name, environment, hour LIMIT ?)"
+            " SELECT p.app_name, p.environment, p.hour, p.yes, p.no, v.variant, v.count"
+            " FROM page p LEFT JOIN metric_variants v ON v.feature_name = ?"
+            " AND v.app_name = p.app_name AND v.environment = p.environment AND v.hour = p.hour"
+            " ORDER BY p.app_name, p.environment, p.hour, v.variant",
+            [*params, limit, feature_name],
         )
-        found: dict[tuple[str, str, int], RawMetric] = {}
+        found: dict[Position, RawMetric] = {}
         for row in rows:
             key = (row["app_name"], row["environment"], row["hour"])
             metric = found.get(key)

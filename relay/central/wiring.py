@@ -14,6 +14,7 @@ from aiohttp import web
 
 from relay.api import client, validate
 from relay.api.application import new_application, serve_routes
+from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
 from relay.central import admin, features
@@ -70,7 +71,8 @@ async def initialise(settings: Settings) -> None:
 
 
 def build(settings: Settings, worker: int) -> web.Application:
-    """``worker`` 0, the leader, is the one that prunes idempotency keys."""
+    """``worker`` 0, the leader, is the one that prunes idempotency keys (and warns about
+    weak configured keys, once)."""
     app = new_application(settings)
     db = central_database(settings)
     key_store = KeyStore(db)
@@ -87,9 +89,13 @@ def build(settings: Settings, worker: int) -> web.Application:
         await db.open()
         try:
             await _provision_keys(keys, settings)
+            await key_store.load()
         except StorageError:
             await db.close()
             raise
+        if worker == 0:  # once, and only for keys found valid
+            warn_short_secrets(settings.init_admin_api_tokens, "RELAY_INIT_ADMIN_API_TOKENS")
+            warn_short_secrets(settings.init_client_api_tokens, "RELAY_INIT_CLIENT_API_TOKENS")
         app[READY][0] = True
 
     async def storage(app: web.Application) -> AsyncIterator[None]:

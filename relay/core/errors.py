@@ -37,6 +37,15 @@ class Unavailable(DomainError):
     """A dependency (the upstream) cannot answer now; the caller should retry later."""
 
 
+class Throttled(Unavailable):
+    """A dependency asked to be called less: the caller should retry after ``retry_after``
+    seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class StorageError(Exception):
     """The database cannot be read or written (disk full, read-only, corrupt, locked, or a
     PostgreSQL server that is down, refusing connections or gone mid-transaction). Its

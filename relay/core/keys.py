@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +20,11 @@ from relay.wire.common import KeyType
 _KEY = re.compile(
     r"^(?P<project>\*|\[\]|[A-Za-z0-9_.~-]+):(?P<env>\*|[A-Za-z0-9_.~-]+)\.(?P<secret>\S{8,})$"
 )
+
+
+# Below this, a secret chosen by a person (a pinned key) may be guessed; generated keys have
+# 64 hex characters (256 bits), 32 are 128 bits.
+MIN_SECRET = 32
 
 
 class InvalidKey(ValueError):
@@ -45,7 +51,17 @@ class KeySpec:
 
 
 class KeyResolver(Protocol):
-    async def resolve(self, key: str) -> Principal | None: ...
+    """Which keys are valid. Callers check ``known`` first, and ask about the other keys of a
+    request together with ``resolve_many`` (one lookup, or one upstream call, for all)."""
+
+    def known(self, key: str) -> Principal | None:
+        """The principal of a key known valid without any I/O (configured, or cached)."""
+        ...
+
+    async def resolve_many(self, keys: Sequence[str]) -> dict[str, Principal | None]:
+        """Each key's principal, None for an invalid key; raises ``Unavailable`` when it
+        cannot be said now."""
+        ...
 
 
 def hash_key(key: str) -> str:
@@ -65,6 +81,18 @@ def redact(key: str) -> str:
     """``project:env.****``: enough to tell keys apart in a log, nothing to use."""
     head, dot, _ = key.partition(".")
     return f"{head}.****" if dot and ":" in head else "****"
+
+
+def well_formed(key: str) -> bool:
+    """Whether a key has Unleash's form (``project:environment.secret``, ASCII): no other
+    string can be a valid key, so no store or upstream needs to be asked about it."""
+    return key.isascii() and _KEY.match(key) is not None
+
+
+def short_secret(key: str) -> bool:
+    """A configured key whose secret is shorter than ``MIN_SECRET`` characters."""
+    found = _KEY.match(key)
+    return found is not None and len(found["secret"]) < MIN_SECRET
 
 
 def parse_key(key: str, type: KeyType) -> KeySpec:

@@ -1,9 +1,22 @@
 """Which SDK keys a relay accepts: its configured keys, and keys the upstream vouched for.
 
-An unknown key is checked once against the upstream's ``/edge/validate`` and the answer is
-cached (valid keys for ``key_cache_ttl``, invalid ones briefly). While the upstream cannot be
-reached, keys validated before keep working, even past their TTL, and an unknown key gets
-503, not 401: the Node SDK stops sending for good on 401 but retries on 5xx.
+Unknown keys are checked against the upstream's ``/edge/validate``, which takes a list: the
+keys waiting to be checked go together, up to ``MAX_LIST`` a call and ``CONCURRENT_CHECKS``
+calls at a time, so however many requests bring unknown keys, the upstream sees a few calls
+(a request with 100 keys is one call, concurrent requests for one key share one). Answers
+are cached apart: valid keys for ``key_cache_ttl`` (at most ``MAX_VALID``), invalid ones for
+``NEGATIVE_TTL`` (at most ``MAX_INVALID``), so a flood of made-up keys can push out only
+made-up keys, never a key an SDK uses. Past ``MAX_WAITING`` keys waiting, an unknown key
+gets 503 at once rather than queueing. A string that cannot be an Unleash key is invalid
+without a call. The flusher has connections of its own (``relay.edge.upstream``): key
+checks never hold it up.
+
+While the upstream cannot be reached, keys validated before keep working, even past their
+TTL, and an unknown key gets 503, not 401: the Node SDK stops sending for good on 401 but
+retries on 5xx. After a failed call the upstream is not asked again for ``HOLD_OFF``
+seconds (one warning in the log), so a down upstream is not hammered by every new key; an
+upstream that answers 429 (this relay spent its budget of invalid keys there) is left alone
+as long as its ``Retry-After`` says (at most ``MAX_HOLD_OFF``) and unknown keys get 429.
 """
 
 from __future__ import annotations
@@ -12,17 +25,34 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
-from relay.core.errors import Unavailable
-from relay.core.keys import Principal, hash_key, parse_key
+from prometheus_client import Gauge
+
+from relay.core.errors import Throttled, Unavailable
+from relay.core.keys import Principal, hash_key, parse_key, well_formed
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
-from relay.wire.common import KeyType
+from relay.wire.common import MAX_LIST, KeyType
 
 log = logging.getLogger(__name__)
 
+WAITING = Gauge(
+    "relay_key_checks_waiting",
+    "Unknown SDK keys waiting for the upstream's answer",
+    multiprocess_mode="livesum",
+)
+
 NEGATIVE_TTL = 60.0
-MAX_CACHED = 10_000
+MAX_VALID = 10_000
+MAX_INVALID = 10_000
+CONCURRENT_CHECKS = 4
+MAX_WAITING = 1_000
+HOLD_OFF = 1.0
+MAX_HOLD_OFF = 60.0  # the longest a 429's Retry-After from the upstream is honoured
+
+Answer = Principal | None
+V = TypeVar("V")
 
 
 class SdkKeyResolver:
@@ -33,53 +63,152 @@ class SdkKeyResolver:
         }
         self._upstream = upstream
         self._ttl = ttl
-        # key hash -> (principal or None for invalid, expiry); least recently used first
-        self._cache: OrderedDict[str, tuple[Principal | None, float]] = OrderedDict()
-        self._inflight: dict[str, asyncio.Future[Principal | None]] = {}
+        # key hash -> (principal, expiry) and -> expiry; least recently used first
+        self._valid: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        self._invalid: OrderedDict[str, float] = OrderedDict()
+        self._answers: dict[str, asyncio.Future[Answer]] = {}  # asked or about to be
+        self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
+        self._calls: set[asyncio.Task[None]] = set()
+        self._down_until = 0.0
+        self._throttled = False  # the upstream's last refusal was a 429, not an outage
 
-    async def resolve(self, key: str) -> Principal | None:
+    def known(self, key: str) -> Principal | None:
         digest = hash_key(key)
         configured = self._configured.get(digest)
         if configured is not None:
             return configured
-        cached = self._cache.get(digest)
-        if cached is not None and cached[1] > time.monotonic():
-            self._cache.move_to_end(digest)
-            return cached[0]
-        pending = self._inflight.get(digest)
-        if pending is not None:  # one upstream call per key, however many requests wait
-            return await asyncio.shield(pending)
-        future: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
-        self._inflight[digest] = future
-        try:
-            principal = await self._ask_upstream(key, digest, cached)
-            future.set_result(principal)
-            return principal
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here; waiters re-raise it
-            raise
-        finally:
-            del self._inflight[digest]
+        valid = self._valid.get(digest)
+        if valid is not None and valid[1] > time.monotonic():
+            self._valid.move_to_end(digest)
+            return valid[0]
+        return None
 
-    async def _ask_upstream(
-        self, key: str, digest: str, stale: tuple[Principal | None, float] | None
-    ) -> Principal | None:
+    async def resolve(self, key: str) -> Principal | None:
+        return (await self.resolve_many([key]))[key]
+
+    async def resolve_many(self, keys: Sequence[str]) -> dict[str, Answer]:
+        answers: dict[str, Answer] = {}
+        waits: dict[str, asyncio.Future[Answer]] = {}
+        for key in keys:
+            known = self.known(key)
+            if known is not None:
+                answers[key] = known
+            elif not well_formed(key) or self._refused(hash_key(key)):
+                answers[key] = None
+            else:
+                waits[key] = self._answer(key)
+        self._call()  # the request's unknown keys go together
+        for key, future in waits.items():  # shielded: the future is shared with other requests
+            answers[key] = await asyncio.shield(future)
+        return answers
+
+    def _refused(self, digest: str) -> bool:
+        expiry = self._invalid.get(digest)
+        if expiry is None:
+            return False
+        if expiry <= time.monotonic():
+            del self._invalid[digest]
+            return False
+        self._invalid.move_to_end(digest)
+        return True
+
+    def _answer(self, key: str) -> asyncio.Future[Answer]:
+        """The future answer for ``key``: one already on its way, or a new one queued."""
+        digest = hash_key(key)
+        future = self._answers.get(digest)
+        if future is not None:
+            return future
+        future = asyncio.get_running_loop().create_future()
+        if time.monotonic() < self._down_until:
+            self._settle(future, self._stale(digest), self._refusal())
+        elif len(self._answers) >= MAX_WAITING:
+            busy = Unavailable("Cannot validate the API key now: too many keys being checked")
+            self._settle(future, self._stale(digest), busy)
+        else:
+            self._answers[digest] = future
+            self._queue[digest] = key
+            WAITING.inc()
+        return future
+
+    def _call(self) -> None:
+        """Start calls for the queued keys, while fewer than ``CONCURRENT_CHECKS`` run."""
+        while self._queue and len(self._calls) < CONCURRENT_CHECKS:
+            batch = dict(list(self._queue.items())[:MAX_LIST])
+            for digest in batch:
+                del self._queue[digest]
+            task = asyncio.create_task(self._ask(batch), name="validate-keys")
+            self._calls.add(task)
+            task.add_done_callback(self._called)
+
+    def _called(self, task: asyncio.Task[None]) -> None:
+        self._calls.discard(task)
+        self._call()
+
+    async def _ask(self, batch: dict[str, str]) -> None:
+        """One upstream call for ``batch`` (key hash -> key); every waiting request gets its
+        answer, whatever happens."""
         try:
-            valid = await self._upstream.validate([key])
-        except UpstreamUnavailable as exc:
-            if stale is not None and stale[0] is not None:
-                return stale[0]
-            log.warning(
-                "cannot validate an SDK key: upstream unavailable", extra={"error": str(exc)}
-            )
-            raise Unavailable(
-                "Cannot validate the API key now: the upstream is unavailable, retry later"
-            ) from None
-        principal = valid.get(key)
-        ttl = self._ttl if principal is not None else NEGATIVE_TTL
-        self._cache[digest] = (principal, time.monotonic() + ttl)
-        self._cache.move_to_end(digest)
-        while len(self._cache) > MAX_CACHED:
-            self._cache.popitem(last=False)
-        return principal
+            valid = await self._upstream.validate(list(batch.values()))
+        except BaseException as exc:
+            self._failed(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        now = time.monotonic()
+        for digest, key in batch.items():
+            principal = valid.get(key)
+            if principal is not None:
+                _remember(self._valid, digest, (principal, now + self._ttl), MAX_VALID)
+            else:
+                _remember(self._invalid, digest, now + NEGATIVE_TTL, MAX_INVALID)
+            self._answers.pop(digest).set_result(principal)
+        WAITING.dec(len(batch))
+
+    def _failed(self, batch: dict[str, str], exc: BaseException) -> None:
+        """Every key of ``batch`` refused for now; when the upstream failed, the keys of the
+        next ``HOLD_OFF`` seconds too (longer as its 429 asks, up to ``MAX_HOLD_OFF``)."""
+        if not isinstance(exc, UpstreamUnavailable | asyncio.CancelledError):
+            log.error("validating SDK keys failed", exc_info=exc)  # a bug: these keys only
+        else:
+            hold_off, throttled = HOLD_OFF, False
+            if isinstance(exc, UpstreamUnavailable) and exc.retry_after is not None:
+                hold_off, throttled = min(MAX_HOLD_OFF, max(HOLD_OFF, exc.retry_after)), True
+            if time.monotonic() >= self._down_until:
+                log.warning(
+                    "cannot validate SDK keys: unknown keys are refused (503, or 429 when the"
+                    " upstream answered 429) until the upstream answers again",
+                    extra={"error": str(exc), "retry_in": hold_off},
+                )
+            self._down_until, self._throttled = time.monotonic() + hold_off, throttled
+        for digest in batch:
+            self._settle(self._answers.pop(digest), self._stale(digest), self._refusal())
+        WAITING.dec(len(batch))
+
+    def _refusal(self) -> Unavailable:
+        """Why an unknown key cannot be checked during a hold-off: an upstream that is down
+        (503), or one that asks this relay to check fewer keys (429, passed on)."""
+        wait = self._down_until - time.monotonic()
+        if self._throttled and wait > 0:
+            message = "Cannot validate the API key now: the upstream asks for fewer key checks"
+            return Throttled(message, wait)
+        return Unavailable("Cannot validate the API key now: upstream unavailable, retry later")
+
+    def _stale(self, digest: str) -> Principal | None:
+        """A key validated before, past its TTL: still good while the upstream cannot say."""
+        valid = self._valid.get(digest)
+        return valid[0] if valid is not None else None
+
+    @staticmethod
+    def _settle(future: asyncio.Future[Answer], stale: Principal | None, why: Unavailable) -> None:
+        if stale is not None:
+            future.set_result(stale)
+            return
+        future.set_exception(why)
+        future.exception()  # retrieved here: a request that gave up would leave it unread
+
+
+def _remember(cache: OrderedDict[str, V], digest: str, value: V, most: int) -> None:
+    cache[digest] = value
+    cache.move_to_end(digest)
+    while len(cache) > most:
+        cache.popitem(last=False)

@@ -1,7 +1,9 @@
 """Calls the relay passes to the upstream unchanged (the caller's key, body and answer).
 
 Only the configured upstream is ever contacted, at a path built here from a fixed template;
-redirects are never followed. Without an ``Authorization`` header the answer is 401 locally.
+redirects are never followed. Without an ``Authorization`` header the answer is 401 locally,
+before any of the body is read; a body is read as every other (``relay.api.body``: size
+limit, ``body_timeout``, decoded) and passed on unencoded.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from urllib.parse import quote
 from aiohttp import web
 from pydantic import BaseModel
 
+from relay.api.body import read_body
 from relay.api.errors import AuthenticationRequired, BadGateway, GatewayTimeout, NotFoundError
 from relay.api.routing import Handler, Route
 from relay.edge.state import UPSTREAM
@@ -52,7 +55,7 @@ async def _forward(request: web.Request, method: str, path: str, operation: str)
     headers = {
         h: v for h in _REQUEST_HEADERS if (v := request.headers.get(h)) is not None and v.isascii()
     }
-    body = await request.read() if request.can_read_body else None
+    body = await read_body(request) if request.body_exists else None
     if request.rel_url.raw_query_string:  # as sent: decoding would turn %23 into a fragment
         path = f"{path}?{request.rel_url.raw_query_string}"
     try:

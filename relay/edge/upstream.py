@@ -43,11 +43,13 @@ class SendResult:
 
 
 class UpstreamUnavailable(Exception):
-    """The upstream could not be reached or did not answer in time."""
+    """The upstream could not be reached or did not answer in time, or (``retry_after`` set)
+    asked to be called less (429)."""
 
-    def __init__(self, message: str, timed_out: bool) -> None:
+    def __init__(self, message: str, timed_out: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,28 +71,41 @@ class _ValidatedKeys(BaseModel):
 
 
 _TYPES = {"client": KeyType.CLIENT, "backend": KeyType.CLIENT, "admin": KeyType.ADMIN}
+FLUSH_CONNECTIONS = 2  # the flusher sends one batch at a time
 
 
 class UpstreamClient:
+    """Flushes have connections of their own: callers (key checks, pass-through calls) that
+    take every other connection, or wait on a slow upstream, never delay them."""
+
     def __init__(self, base_url: str, timeout: float) -> None:
         self.base_url = base_url
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._flush_session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
-        self._session = aiohttp.ClientSession(
-            timeout=self._timeout, headers={"User-Agent": "relay"}, auto_decompress=True
+        self._session = self._new_session(limit=100)
+        self._flush_session = self._new_session(limit=FLUSH_CONNECTIONS)
+
+    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit),
+            timeout=self._timeout,
+            headers={"User-Agent": "relay"},
+            auto_decompress=True,
         )
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._flush_session):
+            if session is not None:
+                await session.close()
+        self._session = self._flush_session = None
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def _client(self, session: aiohttp.ClientSession | None) -> aiohttp.ClientSession:
+        if session is None:
             raise UpstreamUnavailable("upstream client is closed", timed_out=False)
-        return self._session
+        return session
 
     async def send_bulk(self, key: str, body: bytes, idempotency_key: str) -> SendResult:
         headers = {
@@ -106,7 +121,7 @@ class UpstreamClient:
     async def _send_bulk(self, headers: dict[str, str], body: bytes) -> SendResult:
         url = f"{self.base_url}/api/client/metrics/bulk"
         try:
-            async with self._client().post(
+            async with self._client(self._flush_session).post(
                 url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 text = (await response.read())[:500].decode("utf-8", "replace")
@@ -125,16 +140,20 @@ class UpstreamClient:
             ValidateKeys(tokens=keys).model_dump_json().encode(),
             "validate",
         )
+        if response.status == 429:  # the relay's own budget of invalid keys there is spent
+            wait = _retry_after(response.headers.get("Retry-After"))
+            raise UpstreamUnavailable("key validation answered 429", False, wait or 1.0)
         if response.status != 200:
             raise UpstreamUnavailable(f"key validation answered {response.status}", timed_out=False)
         try:
             answer = _ValidatedKeys.model_validate_json(response.body)
         except ValidationError:
             raise UpstreamUnavailable("key validation answer is malformed", False) from None
+        asked = set(keys)
         valid = {}
         for found in answer.tokens:
             kind = _TYPES.get(found.type)
-            if kind is not None and found.token in keys:
+            if kind is not None and found.token in asked:
                 environment = found.environment or _environment_of(found.token)
                 valid[found.token] = Principal(
                     kind, environment, tuple(found.projects), redact(found.token)
@@ -153,7 +172,7 @@ class UpstreamClient:
         started = time.perf_counter()
         outcome = "error"
         try:
-            async with self._client().request(
+            async with self._client(self._session).request(
                 method,
                 f"{self.base_url}{path}",
                 headers=headers,

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from relay.api import client, validate
 from relay.api.application import new_application, serve_routes
+from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
 from relay.core.domain import Hop
@@ -91,6 +92,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             await upstream.open()
             if leader:
                 await monitor.check()
+                warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
             app[READY][0] = True
             log.info(
                 "relay started",

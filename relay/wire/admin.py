@@ -80,7 +80,7 @@ class DefaultStrategy(Strict):
     name: Name
     title: Text | None = None
     disabled: StrictBool | None = None
-    sortOrder: float | None = None
+    sortOrder: Annotated[float, Field(allow_inf_nan=False)] | None = None  # JSON has no NaN
     constraints: Annotated[list[Constraint], Field(max_length=MAX_LIST)] = []
     variants: Annotated[list[StrategyVariant], Field(max_length=MAX_LIST)] = []
     parameters: Annotated[
@@ -191,6 +191,9 @@ class FeatureMetricsRaw(BaseModel):
     version: int = 1
     maturity: str = "stable"
     data: list[RawMetric]
+    next: str | None = Field(
+        None, description="URL of the next page when this one stops short of the last row"
+    )
 
 
 class ApplicationInstance(BaseModel):

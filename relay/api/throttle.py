@@ -1,0 +1,97 @@
+"""Failed authentications counted per client address, so keys cannot be guessed at speed.
+
+Each address has a budget of ``auth_failure_limit`` keys checked in vain, refilled evenly
+over ``auth_failure_window`` seconds (a token bucket). Checking a key the service does not
+already know spends from it first (so many requests at once cannot overdraw it by more than
+they carry), and a key found valid, or one that could not be checked (upstream down), gives
+it back: only invalid keys cost. An address whose budget is spent gets 429 with
+``Retry-After`` for any key not already known valid, without that key being checked, so a
+guess is never answered. Keys already known valid (``KeyResolver.known``) pass whatever the
+budget: a caller with a valid key is never slowed by others guessing from its address.
+
+The address is the socket's peer (``request.remote``): behind a reverse proxy every caller
+is the proxy (README, "Limits"). IPv6 addresses count per /64, the block a single host
+usually has. Each worker process counts on its own.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections import OrderedDict
+
+from prometheus_client import Counter
+
+from relay.api.errors import TooManyRequests
+
+FAILURES = Counter(
+    "relay_auth_failures_total", "Keys presented that are not valid (guesses, typos, revoked)"
+)
+THROTTLED = Counter(
+    "relay_auth_throttled_total",
+    "Requests refused with 429 because their address presented too many invalid keys",
+)
+
+MAX_ADDRESSES = 100_000  # addresses remembered; the least recently seen are forgotten first
+REFUSAL_DELAY = 1.0  # seconds a 429 for a spent budget is held back (``relay.api.auth``)
+
+
+class FailureLimit:
+    def __init__(self, limit: int, window: float, max_addresses: int = MAX_ADDRESSES) -> None:
+        """``limit`` 0: no limit."""
+        self._limit = float(limit)
+        self._rate = limit / window
+        self._max_addresses = max_addresses
+        # address -> (budget left, when it was last brought up to date); least recent first
+        self._budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def spend(self, address: str, keys: int) -> None:
+        """Take ``keys`` from the address's budget before checking them; TooManyRequests if
+        it is spent. The budget may go below zero by what one request carries."""
+        if not self._limit:
+            return
+        budget = self._current(address)
+        if budget < 1:
+            THROTTLED.inc()
+            wait = (1 - budget) / self._rate
+            raise TooManyRequests(
+                "Too many invalid API keys from this address; retry later with a valid key",
+                retry_after=wait,
+            )
+        self._store(address, budget - keys)
+
+    def refund(self, address: str, keys: int) -> None:
+        """Give back what keys found valid (or not checked) had taken."""
+        if self._limit and keys:
+            self._store(address, min(self._limit, self._current(address) + keys))
+
+    def _current(self, address: str) -> float:
+        entry = self._budgets.get(address)
+        if entry is None:
+            return self._limit
+        budget, updated = entry
+        return min(self._limit, budget + (time.monotonic() - updated) * self._rate)
+
+    def _store(self, address: str, budget: float) -> None:
+        if budget >= self._limit:  # a full budget is the default: nothing to remember
+            self._budgets.pop(address, None)
+            return
+        self._budgets[address] = (budget, time.monotonic())
+        self._budgets.move_to_end(address)
+        while len(self._budgets) > self._max_addresses:
+            self._budgets.popitem(last=False)
+
+
+def client_address(remote: str | None) -> str:
+    """The address a budget is kept for: IPv4 as is, IPv6 by its /64."""
+    if not remote:
+        return "local"  # a Unix socket, or a peer already gone
+    try:
+        address = ipaddress.ip_address(remote)
+    except ValueError:
+        return remote
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
