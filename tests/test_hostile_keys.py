@@ -23,10 +23,10 @@ from conftest import (
     assert_error,
     auth,
     bulk,
-    eventually,
     metric,
     standalone_settings,
 )
+from service import eventually
 from test_relay_keys import (
     UP_ADMIN_KEY,
     UP_DEV_KEY,
