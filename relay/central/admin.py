@@ -40,7 +40,7 @@ async def set_default_strategy(request: web.Request) -> web.Response:
     saved = await request.app[PROJECTS].set_default_strategy(
         info["projectId"], info["environment"], body
     )
-    return model_response(saved)
+    return web.Response(text=saved, content_type="application/json")
 
 
 async def get_project(request: web.Request) -> web.Response:

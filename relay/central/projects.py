@@ -137,9 +137,10 @@ class ProjectStore:
 
     async def set_default_strategy(
         self, project_id: str, environment: str, strategy: Strategy
-    ) -> Strategy:
+    ) -> str:
         """Unleash's ``default-strategy``: the same record as add-environment's
-        ``defaultStrategy``; only ``flexibleRollout`` is accepted here, as in Unleash."""
+        ``defaultStrategy``; only ``flexibleRollout`` is accepted here, as in Unleash. Returns
+        the record as saved (JSON)."""
         if strategy.name != FLEXIBLE_ROLLOUT:
             raise InvalidInput(
                 'Only "flexibleRollout" strategy can be used as a default strategy for an'
@@ -148,14 +149,15 @@ class ProjectStore:
         async with self._db.transaction() as tx:
             if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
+            saved = strategy.model_dump_json(exclude_none=True)
             updated = await tx.execute(
                 "UPDATE project_environments SET default_strategy = ?"
                 " WHERE project_id = ? AND environment = ?",
-                (strategy.model_dump_json(exclude_none=True), project_id, environment),
+                (saved, project_id, environment),
             )
             if updated != 1:
                 raise NotFound(f"{project_id} does not have the environment {environment}")
-        return strategy
+        return saved
 
     async def environment_exists(self, name: str) -> bool:
         row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))

@@ -7,13 +7,24 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from relay.wire.common import MAX_LIST, Name, Strict
 from relay.wire.strategies import Constraint, StrategyOut
 
+
+def _not_dots(name: str) -> str:
+    if name in (".", ".."):
+        raise ValueError("must be URL friendly")
+    return name
+
+
 # Unleash's name rule: 1..100 characters that encodeURIComponent leaves as they are
-FlagName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.!~*'()-]+$")]
+FlagName = Annotated[
+    str,
+    Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.!~*'()-]+$"),
+    AfterValidator(_not_dots),
+]
 Description = Annotated[str, Field(max_length=1000)]
 
 

@@ -17,7 +17,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    StrictInt,
+    model_serializer,
+    model_validator,
+)
 
 from relay.wire.common import MAX_LIST, Name, Strict, Text
 
@@ -95,6 +104,14 @@ class Constraint(Strict):
         if problem is not None:
             raise ValueError(problem)
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``value`` only when there is one, as Unleash stores and serves constraints."""
+        data: dict[str, Any] = handler(self)
+        if data.get("value") is None:
+            data.pop("value", None)
+        return data
 
 
 def _constraint_problem(c: Constraint) -> str | None:
@@ -181,7 +198,3 @@ class StrategyOut(BaseModel):
     parameters: dict[str, str]
     segments: list[int]
 
-
-def as_document(model: BaseModel) -> dict[str, Any]:
-    """A model as the JSON document it came from (for JSON Patch and for storage)."""
-    return model.model_dump(mode="json", exclude_none=True)
