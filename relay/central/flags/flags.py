@@ -81,6 +81,12 @@ class FlagService:
                 return found
         raise NotFound(f"Feature {name} does not have environment {environment}")
 
+    async def project_of(self, name: str) -> str:
+        rows = await self._db.fetch_all("SELECT project_id FROM features WHERE name = ?", (name,))
+        if not rows:
+            raise NotFound(f"Feature {name} does not exist")
+        return str(rows[0][0])
+
     async def unknown(self) -> list[wire.UnknownFlag]:
         return await unknown_flags(self._db)
 
