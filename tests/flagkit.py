@@ -3,6 +3,9 @@ client on a real socket) with the test keys of conftest.py."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, auth
@@ -81,3 +84,21 @@ def rollout(percent: int, **parameters: str) -> dict[str, Any]:
         "name": "flexibleRollout",
         "parameters": {"rollout": str(percent), "stickiness": "default", **parameters},
     }
+
+
+def http(method: str, url: str, body: Any = None, key: str = ADMIN_KEY) -> tuple[int, Any]:
+    """(status, JSON body or None) of one call to a service running as a process."""
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": key, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        with exc:
+            raw = exc.read()
+            return exc.code, json.loads(raw) if raw else None
