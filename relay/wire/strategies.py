@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
+import re2  # type: ignore[import-untyped]
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +30,9 @@ from pydantic import (
 )
 
 from relay.wire.common import MAX_LIST, Name, Strict, Text
+
+_RE2 = re2.Options()
+_RE2.log_errors = False  # a refused expression is the caller's 400, not a line on stderr
 
 # sort orders are stored in 32-bit integer columns
 SortOrder = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
@@ -135,10 +139,10 @@ def _constraint_problem(c: Constraint) -> str | None:
         return None
     if op.startswith("SEMVER_"):
         return None if semver(c.value) else f"{op} needs a SemVer version, not {c.value!r}"
-    try:  # REGEX
-        re.compile(c.value)
-    except re.error as exc:
-        return f"REGEX needs a valid regular expression: {exc}"
+    try:  # REGEX, in RE2's syntax, as Unleash checks it (its SDKs take that syntax)
+        re2.compile(c.value, _RE2)
+    except re2.error as exc:
+        return f"REGEX needs a valid RE2 regular expression: {exc.args[0].decode(errors='replace')}"
     return "REGEX cannot be inverted" if c.inverted else None
 
 
@@ -197,4 +201,3 @@ class StrategyOut(BaseModel):
     variants: list[StrategyVariant]
     parameters: dict[str, str]
     segments: list[int]
-
