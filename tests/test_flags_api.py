@@ -83,7 +83,18 @@ async def test_unknown_project_and_flag_are_404(client: Any) -> None:
     status, error = await call(client, "GET", feature_path("checkout", project="shop"))
     assert status == 404
     assert 'in project "shop"' in error["message"]
-    assert (await call(client, "GET", feature_path("nothing")))[0] == 404
+    for method, path, body in [
+        ("GET", feature_path("nothing"), None),
+        ("PUT", feature_path("nothing"), {"description": "x"}),
+        ("PATCH", feature_path("nothing"), []),
+        ("DELETE", feature_path("nothing"), None),
+        ("POST", f"{env_path('nothing')}/on", None),
+        ("POST", f"{env_path('nothing')}/strategies", rollout(5)),
+        ("GET", f"{env_path('nothing')}/strategies", None),
+    ]:
+        status, error = await call(client, method, path, body)
+        assert status == 404, (method, path, error)
+        assert_error(error, "NotFoundError")
     status, _ = await call(client, "POST", f"{env_path('checkout', project='shop')}/on")
     assert status == 404
 

@@ -54,11 +54,12 @@ class FlagWrite:
         """The flag, which must be in ``project`` (and, when ``writable``, not archived)."""
         found = await load_flags(self.tx, "name = ?", (name,))
         if not found or found[0].project != project:
-            elsewhere = f', but there\'s a feature with that name in project "{found[0].project}"'
-            raise NotFound(
-                f'There\'s no feature named "{name}" in project "{project}"'
-                + (elsewhere if found else "")
-            )
+            message = f'There\'s no feature named "{name}" in project "{project}"'
+            if found:
+                message += (
+                    f', but there\'s a feature with that name in project "{found[0].project}"'
+                )
+            raise NotFound(message)
         if writable and found[0].archived_at is not None:
             raise InvalidInput("Cannot perform this operation on archived features")
         return found[0]
