@@ -9,7 +9,9 @@ into constraints.
 
 from __future__ import annotations
 
+import functools
 import json
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
@@ -24,19 +26,27 @@ from relay.wire.common import KeyType
 
 def _scope(request: web.Request) -> Scope:
     principal = request[PRINCIPAL]
-    query = request.query
+    spec = request.headers.get("Unleash-Client-Spec")
+    return _scope_of(principal.environment, principal.projects, request.query_string, spec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _scope_of(environment: str, granted: tuple[str, ...], query: str, spec: str | None) -> Scope:
+    """Memoised: SDKs poll with the same key, query and headers every time."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    prefix = next((value for key, value in pairs if key == "namePrefix"), None)
     return Scope(
-        environment=principal.environment,
-        projects=projects_of(principal.projects, query.getall("project", ())),
-        name_prefix=query.get("namePrefix") or None,
-        inline_segments=inline_segments(request.headers.get("Unleash-Client-Spec")),
+        environment=environment,
+        projects=projects_of(granted, [value for key, value in pairs if key == "project"]),
+        name_prefix=prefix or None,
+        inline_segments=inline_segments(spec),
     )
 
 
 def _fresh(if_none_match: str | None, etag: str) -> bool:
     """The client holds this ETag (``If-None-Match`` may list several, or be weak)."""
-    if if_none_match is None:
-        return False
+    if if_none_match is None or if_none_match == etag:
+        return if_none_match is not None
     return any(tag.strip().removeprefix("W/") == etag for tag in if_none_match.split(","))
 
 

@@ -60,7 +60,9 @@ class ClientFeaturesCache:
         self._newest = max(self._newest, revision)
 
     async def answer(self, scope: Scope) -> Rendered:
-        state = await self._current()
+        state = self._state
+        if state is None or state.revision < self._newest:
+            state = await self._current()
         rendered = self._rendered.get(scope)
         if rendered is None:
             rendered = self._rendered[scope] = render(state, scope)
