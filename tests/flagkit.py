@@ -86,13 +86,19 @@ def rollout(percent: int, **parameters: str) -> dict[str, Any]:
     }
 
 
-def http(method: str, url: str, body: Any = None, key: str = ADMIN_KEY) -> tuple[int, Any]:
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    key: str = ADMIN_KEY,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
     """(status, JSON body or None) of one call to a service running as a process."""
     request = urllib.request.Request(
         url,
         data=None if body is None else json.dumps(body).encode(),
         method=method,
-        headers={"Authorization": key, "Content-Type": "application/json"},
+        headers={"Authorization": key, "Content-Type": "application/json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:

@@ -5,13 +5,21 @@ cache (no database read per poll; another instance's write seen within the poll 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, eventually, metric
 from flagkit import add_strategy, client_features, create_flag, ok, served, turn
 
-from relay.central.flags.serving import LOADS, POLL_INTERVAL
+from relay.central.flags.flags import FlagService
+from relay.central.flags.records import load_state
+from relay.central.flags.serving import LOADS, POLL_INTERVAL, RENDERS, ClientFeaturesCache
+from relay.central.flags.writes import Writer
+from relay.core.client_features import Scope, render
+from relay.store.sql import CENTRAL_SCHEMA
+from relay.store.sqlite import SqliteDatabase
 from relay.wire.client_features import ClientFeatures
+from relay.wire.flags import CreateFlag
 
 
 async def key_for(client: Any, projects: list[str], env: str = "development") -> str:
@@ -225,3 +233,27 @@ async def test_metrics_of_unknown_names_are_kept_and_listed(client: Any) -> None
     assert ghost["lastEventAt"] is None
     raw = await client.get("/api/admin/client-metrics/features/ghost/raw", headers=auth(ADMIN_KEY))
     assert [row["yes"] for row in (await raw.json())["data"]] in ([2, 0], [0, 2])
+
+
+async def test_cached_answers_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """Scopes a client makes up (prefixes, projects) cannot grow memory past the budget:
+    the least recently used answers are dropped and rendered again when asked."""
+    db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
+    await db.open()
+    try:
+        flags = FlagService(Writer(db))
+        for i in range(20):
+            await flags.create("default", CreateFlag(name=f"flag-{i:02d}", description="x" * 500))
+        whole = Scope("development", None, None, inline_segments=False)
+        size = len(render(await load_state(db), whole).body)
+        cache = ClientFeaturesCache(db, max_bytes=2 * size)
+        scopes = [Scope("development", None, prefix, False) for prefix in (None, "flag", "flag-")]
+        for scope in scopes:
+            await cache.answer(scope)
+        renders = RENDERS._value.get()
+        await cache.answer(scopes[2])  # recent: still cached
+        assert RENDERS._value.get() == renders
+        await cache.answer(scopes[0])  # the oldest was dropped to stay within 2 answers
+        assert RENDERS._value.get() == renders + 1
+    finally:
+        await db.close()

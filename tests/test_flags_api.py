@@ -3,9 +3,10 @@ each test on both): flags, their environments, strategies, the archive."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from conftest import DEV_KEY, assert_error, auth
+from conftest import DEV_KEY, assert_error, auth, standalone_settings
 from flagkit import (
     FEATURES,
     add_strategy,
@@ -18,6 +19,8 @@ from flagkit import (
     served,
     turn,
 )
+
+from relay.central.wiring import central_database
 
 DEFAULT = FEATURES.format(project="default")
 
@@ -222,6 +225,28 @@ async def test_on_uses_the_project_environment_default_strategy(client: Any) -> 
     assert status == 400 and "flexibleRollout" in error["message"]
     status, _ = await call(client, "POST", path.replace("development", "nowhere"), default)
     assert status == 404
+
+
+async def test_a_saved_default_strategy_that_is_no_longer_valid_is_a_400(
+    client: Any, database_url: str | None, tmp_path: Path
+) -> None:
+    """As an older version could have saved it (a fractional sortOrder): turning a flag on
+    tells the operator to set it again, rather than failing with a 500."""
+    db = central_database(standalone_settings(tmp_path / "data", database_url=database_url))
+    await db.open()
+    try:
+        async with db.transaction() as tx:
+            await tx.execute(
+                "UPDATE project_environments SET default_strategy = ?"
+                " WHERE project_id = 'default' AND environment = 'development'",
+                ('{"name": "flexibleRollout", "sortOrder": 1.5}',),
+            )
+    finally:
+        await db.close()
+    await create_flag(client, "checkout")
+    status, error = await call(client, "POST", f"{env_path('checkout')}/on")
+    assert status == 400, error
+    assert "default strategy of default/development is no longer valid" in error["message"]
 
 
 async def test_environments_not_in_the_project_refuse_changes(client: Any) -> None:

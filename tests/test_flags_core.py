@@ -81,6 +81,14 @@ def test_json_patch_refusals_name_the_operation(operations: list[dict[str, Any]]
     assert refused.value.path in (f"/body/{len(operations) - 1}", "/body")
 
 
+def test_json_patch_copies_are_bounded() -> None:
+    """Each copy of /a into /a doubles it: twenty would make a million values."""
+    doubling = [{"op": "copy", "from": "/a", "path": "/a/-"}] * 20
+    with pytest.raises(InvalidInput) as refused:
+        patch({"a": [1, 2]}, doubling)
+    assert "copies more than" in refused.value.message
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: (

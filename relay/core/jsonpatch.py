@@ -32,11 +32,17 @@ def patched(
         raise InvalidInput(f"is invalid after the patch: {error['msg']}", path) from None
 
 
+MAX_COPIED = 100_000
+"""JSON values ``copy`` may create in one patch: each copy can double what it copies
+(``/a`` into ``/a/b``), so without a budget 100 operations could ask for 2^100 values."""
+
+
 def apply(document: dict[str, Any], operations: Sequence[PatchOperation]) -> dict[str, Any]:
     result = copy.deepcopy(document)
+    budget = [MAX_COPIED]
     for index, operation in enumerate(operations):
         try:
-            result = _apply(result, operation)
+            result = _apply(result, operation, budget)
         except _Refused as exc:
             raise InvalidInput(str(exc), f"/body/{index}") from None
     if not isinstance(result, dict):
@@ -48,7 +54,7 @@ class _Refused(Exception):
     pass
 
 
-def _apply(document: Any, operation: PatchOperation) -> Any:
+def _apply(document: Any, operation: PatchOperation, budget: list[int]) -> Any:
     path = _pointer(operation.path)
     match operation.op:
         case PatchOp.ADD:
@@ -65,12 +71,28 @@ def _apply(document: Any, operation: PatchOperation) -> Any:
             document, value = _remove(document, source)
             return _add(document, path, value)
         case PatchOp.COPY:
-            value = copy.deepcopy(_get(document, _pointer(_from(operation))))
-            return _add(document, path, value)
+            source = _get(document, _pointer(_from(operation)))
+            budget[0] -= _values(source, budget[0])
+            if budget[0] < 0:
+                raise _Refused(f"copies more than {MAX_COPIED} values")
+            return _add(document, path, copy.deepcopy(source))
         case PatchOp.TEST:
             if _get(document, path) != operation.value:
                 raise _Refused(f"test failed at {operation.path}")
             return document
+
+
+def _values(value: Any, limit: int) -> int:
+    """How many JSON values ``value`` holds, counting no further than past ``limit``."""
+    count, pending = 0, [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count
 
 
 def _from(operation: PatchOperation) -> str:

@@ -27,7 +27,9 @@ from relay.wire.common import KeyType
 def _scope(request: web.Request) -> Scope:
     principal = request[PRINCIPAL]
     spec = request.headers.get("Unleash-Client-Spec")
-    return _scope_of(principal.environment, principal.projects, request.query_string, spec)
+    return _scope_of(
+        principal.environment, principal.projects, request.rel_url.raw_query_string, spec
+    )
 
 
 @functools.lru_cache(maxsize=1024)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from relay.central.flags.records import Reads, load_flags
 from relay.central.flags.unknown import unknown_flags
 from relay.central.flags.writes import FlagWrite, Writer
@@ -161,11 +163,25 @@ class FlagService:
             if record is None:
                 raise NotFound(f"Could not find environment {environment} for feature: {name}")
             if on and not _serving(flag.environment(environment).strategies):
-                default = record[0]
-                stored = Strategy.model_validate_json(default) if default else None
+                stored = _default(project, environment, record[0])
                 await w.add_strategy(flag, environment, strategy_on(name, stored))
             await w.set_enabled(name, environment, on)
             await w.touch(name)
+
+
+def _default(project: str, environment: str, saved: str | None) -> Strategy | None:
+    """A saved default strategy; one an older version saved that today's checks refuse
+    (a fractional sortOrder, an expression RE2 refuses) is the operator's 400 to fix."""
+    if not saved:
+        return None
+    try:
+        return Strategy.model_validate_json(saved)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        raise InvalidInput(
+            f"The default strategy of {project}/{environment} is no longer valid ({problem});"
+            " set it again with default-strategy"
+        ) from None
 
 
 def _serving(strategies: Sequence[StrategyRecord]) -> bool:

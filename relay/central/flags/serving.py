@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 POLL_INTERVAL = 1.0
 RETRY_INTERVAL = 1.0
 MAX_SCOPES = 1000
-"""Rendered answers kept, least recently used first out: a scope is cheap to render again,
-and ``namePrefix`` values a client makes up must not grow memory without bound."""
+MAX_BYTES = 64 * 1024 * 1024
+"""Rendered answers kept (and their bytes at most), least recently used first out: a scope
+is cheap to render again, and the ``namePrefix`` or ``project`` values a client makes up
+must not grow memory without bound."""
 
 LOADS = Counter("relay_flag_snapshot_loads_total", "Flag snapshots read from the database")
 RENDERS = Counter("relay_client_features_renders_total", "Client feature answers rendered")
@@ -45,9 +47,11 @@ REVISION = Gauge(
 
 
 class ClientFeaturesCache:
-    def __init__(self, db: Reads, max_scopes: int = MAX_SCOPES) -> None:
+    def __init__(self, db: Reads, max_scopes: int = MAX_SCOPES, max_bytes: int = MAX_BYTES) -> None:
         self._db = db
         self._max_scopes = max_scopes
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._newest = 0
         self._state: FlagState | None = None
         self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
@@ -67,8 +71,11 @@ class ClientFeaturesCache:
         if rendered is None:
             rendered = self._rendered[scope] = render(state, scope)
             RENDERS.inc()
-            if len(self._rendered) > self._max_scopes:
-                self._rendered.popitem(last=False)
+            self._bytes += len(rendered.body)
+            while len(self._rendered) > 1 and (
+                len(self._rendered) > self._max_scopes or self._bytes > self._max_bytes
+            ):
+                self._bytes -= len(self._rendered.popitem(last=False)[1].body)
         else:
             self._rendered.move_to_end(scope)
         return rendered
@@ -112,6 +119,7 @@ class ClientFeaturesCache:
         REVISION.set(state.revision)
         self._state = state
         self._rendered.clear()
+        self._bytes = 0
         self.written(state.revision)
         return state
 
