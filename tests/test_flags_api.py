@@ -317,6 +317,12 @@ async def test_strategies_are_saved_as_unleash_saves_them(client: Any) -> None:
     second = await add_strategy(
         client, "checkout", {"name": "userWithId", "parameters": {"userIds": "1,2"}}
     )
+    await create_flag(client, "last")
+    top = 2**31 - 1
+    assert (await add_strategy(client, "last", {"name": "default", "sortOrder": top}))[
+        "sortOrder"
+    ] == top
+    assert (await add_strategy(client, "last", {"name": "default"}))["sortOrder"] == top
     third = await add_strategy(client, "checkout", {"name": "default", "sortOrder": -5})
     assert second["sortOrder"] == 1 and third["sortOrder"] == -5
     strategies = await ok(client, "GET", f"{env_path('checkout')}/strategies")

@@ -95,11 +95,11 @@ class FlagWrite:
         sort_order = strategy.sortOrder
         if sort_order is None:
             [row] = await self.tx.fetch_all(
-                "SELECT coalesce(max(sort_order) + 1, 0) FROM feature_strategies"
+                "SELECT max(sort_order) FROM feature_strategies"
                 " WHERE feature_name = ? AND environment = ?",
                 (flag.name, environment),
-            )
-            sort_order = min(int(row[0]), MAX_SORT_ORDER)
+            )  # + 1 here, not in SQL: after 2^31 - 1 it would overflow PostgreSQL's integer
+            sort_order = 0 if row[0] is None else min(int(row[0]) + 1, MAX_SORT_ORDER)
         await self.tx.execute(
             "INSERT INTO feature_environments (feature_name, environment) VALUES (?, ?)"
             " ON CONFLICT (feature_name, environment) DO NOTHING",
