@@ -89,12 +89,12 @@ def test_json_patch_copies_are_bounded() -> None:
     assert "copies more than" in refused.value.message
 
 
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+
+
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=10,
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5), _containers, max_leaves=10
 )
 
 
