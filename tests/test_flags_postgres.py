@@ -5,12 +5,14 @@ and an instance that cannot read the database keeps serving the flags it has."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pg
+import pytest
 from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth, eventually, standalone_settings
 from flagkit import FEATURES, client_features, create_flag, env_path, http, served, turn
 from service import Service, running
@@ -82,8 +84,9 @@ def test_a_name_is_taken_once_across_instances(tmp_path: Path, postgres_url: str
 
 
 async def test_flags_are_served_while_the_database_cannot_be_read(
-    aiohttp_client: Any, tmp_path: Path, postgres_url: str
+    aiohttp_client: Any, tmp_path: Path, postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="relay.central.flags.serving")
     client = await aiohttp_client(
         build_app(standalone_settings(tmp_path, database_url=postgres_url, database_timeout=2))
     )
@@ -108,6 +111,13 @@ async def test_flags_are_served_while_the_database_cannot_be_read(
         assert_error(await response.json(), "ServiceUnavailableError")
     finally:
         await pg.admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    messages = [r.getMessage() for r in caplog.records if r.name == "relay.central.flags.serving"]
+    assert messages.count("flags cannot be read: serving the last snapshot") == 1, messages
+
+    def readable() -> bool:
+        return "flags readable again" in caplog.text
+
+    await eventually(readable, within=DEADLINE)  # the next poll, with nothing written
     await turn(client, "checkout", on=False)
 
     async def off() -> bool:

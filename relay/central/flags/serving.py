@@ -90,6 +90,7 @@ class ClientFeaturesCache:
         except StorageError as exc:
             self._trouble(exc)
             return
+        self._readable()
         if self._state is not None and self._state.revision < self._newest:
             await self._current()
 
@@ -112,9 +113,7 @@ class ClientFeaturesCache:
             if stale is None:
                 raise
             return stale
-        if self._unreadable:
-            log.info("flags readable again", extra={"revision": state.revision})
-            self._unreadable = False
+        self._readable()
         LOADS.inc()
         REVISION.set(state.revision)
         self._state = state
@@ -125,6 +124,11 @@ class ClientFeaturesCache:
 
     def _waiting(self) -> bool:
         return time.monotonic() < self._retry_at
+
+    def _readable(self) -> None:
+        if self._unreadable:
+            log.info("flags readable again")
+            self._unreadable = False
 
     def _trouble(self, exc: StorageError) -> None:
         if not self._unreadable:
