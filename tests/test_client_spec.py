@@ -9,8 +9,9 @@ Some states cannot be written through Unleash's admin API, ours included; the te
 their flags are counted apart with the reason (the API's own refusal, or what it changes):
 feature-level variants (not offered here), dependencies, flag names the name rule refuses,
 operators and expressions Unleash refuses, segments that do not exist, and variant weights
-the API normalises to a total of 1000 (which moves users between variants). Every other
-test must pass, and no other reason may appear. The delta API's files (no ``features`` state) do not
+the API normalises to a total of 1000 (which moves users between variants: the tests of
+such a flag pass or not by chance, so they are counted apart too). Every other test must
+pass, and no other reason may appear. The delta API's files (no ``features`` state) do not
 apply. A summary is printed (``pytest -s``).
 """
 
@@ -45,7 +46,7 @@ KNOWN_REASONS = (
     "variant weights normalised",
 )
 # with the pinned packages (tests/sdks.py), of 279 tests: see the summary printed
-PASSING = 181
+PASSING = 177
 
 
 @dataclass
@@ -159,10 +160,10 @@ async def run_specification(
             toggle = case["toggleName"]
             if toggle in loaded.refused:
                 counts[f"not expressible: {loaded.refused[toggle]}"] += 1
+            elif toggle in loaded.caveats:  # passes or not by chance: random stickiness
+                counts[f"not expressible exactly: {loaded.caveats[toggle]}"] += 1
             elif _matches(case["expectedResult"], answer):
                 counts["passed"] += 1
-            elif toggle in loaded.caveats:
-                counts[f"fails as expected: {loaded.caveats[toggle]}"] += 1
             else:
                 counts[f"FAILED: {case['description']}: got {answer!r}"] += 1
         outcomes[sdk] = counts
@@ -194,7 +195,7 @@ async def test_client_specification(node_sdk: Path, aiohttp_client: Any, tmp_pat
     for sdk, counts in totals.items():
         failed = [reason for reason in counts if reason.startswith("FAILED")]
         assert failed == [], (sdk, failed)
-        reasons = [r for r in counts if r.startswith(("not expressible", "fails as expected"))]
+        reasons = [r for r in counts if r.startswith("not expressible")]
         unknown = [r for r in reasons if not any(known in r for known in KNOWN_REASONS)]
         assert unknown == [], (sdk, unknown)
         assert counts["passed"] == PASSING, (sdk, counts["passed"])
