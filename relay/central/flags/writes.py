@@ -110,7 +110,13 @@ class FlagWrite:
             "INSERT INTO feature_strategies (id, feature_name, environment, name, title,"
             " disabled, sort_order, constraints, parameters, variants, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (strategy_id, flag.name, environment, *_body_columns(strategy, sort_order)),
+            (
+                strategy_id,
+                flag.name,
+                environment,
+                *_body_columns(strategy, sort_order),
+                time.time(),
+            ),
         )
         await self._link_segments(strategy_id, strategy.segments)
         return strategy_id
@@ -122,11 +128,10 @@ class FlagWrite:
         await self._check_segments(flag, body.segments)
         strategy = with_defaults(flag.name, body)
         sort_order = current.sort_order if strategy.sortOrder is None else strategy.sortOrder
-        *columns, _ = _body_columns(strategy, sort_order)
         await self.tx.execute(
             "UPDATE feature_strategies SET name = ?, title = ?, disabled = ?, sort_order = ?,"
             " constraints = ?, parameters = ?, variants = ? WHERE id = ?",
-            (*columns, current.id),
+            (*_body_columns(strategy, sort_order), current.id),
         )
         await self.tx.execute(
             "DELETE FROM feature_strategy_segments WHERE strategy_id = ?", (current.id,)
@@ -175,7 +180,7 @@ class FlagWrite:
 
 
 def _body_columns(strategy: Strategy, sort_order: int) -> tuple[object, ...]:
-    """name, title, disabled, sort_order, constraints, parameters, variants, created_at."""
+    """name, title, disabled, sort_order, constraints, parameters, variants."""
     return (
         strategy.name,
         strategy.title,
@@ -184,5 +189,4 @@ def _body_columns(strategy: Strategy, sort_order: int) -> tuple[object, ...]:
         json.dumps([c.model_dump(mode="json", exclude_none=True) for c in strategy.constraints]),
         json.dumps(strategy.parameters),
         json.dumps([v.model_dump(mode="json", exclude_none=True) for v in strategy.variants]),
-        time.time(),
     )
