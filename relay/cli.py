@@ -1,4 +1,5 @@
-"""``relay serve | keys create | healthcheck`` (and, for developers, ``settings-docs``).
+"""``relay serve | keys create | flags create|on|off|list | healthcheck`` (and, for
+developers, ``settings-docs``).
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -13,7 +14,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from relay.core.errors import DomainError, StorageError
 from relay.core.keys import InvalidKey
 from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
+from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
 from relay.wire.common import KeyType
+from relay.wire.flags import CreateFlag, FlagOut, FlagType
 
 EXIT_CONFIG = 2
 
@@ -75,17 +78,9 @@ def _parser() -> argparse.ArgumentParser:
         help="project the key may use (repeatable; default: all)",
     )
     create.add_argument("--name", dest="token_name", default=None, help="a label for the key")
-    _settings_flags(
-        create,
-        only=(
-            "data_dir",
-            "database_url",
-            "database_pool_size",
-            "database_timeout",
-            "sqlite_synchronous",
-        ),
-    )
+    _settings_flags(create, only=_STORE_SETTINGS)
     create.set_defaults(run=_keys_create)
+    _flag_commands(commands)
 
     health = commands.add_parser(
         "healthcheck", help="exit 0 when the local service answers /health (for containers)"
@@ -112,6 +107,42 @@ def _parser() -> argparse.ArgumentParser:
     docs.add_argument("--check", action="store_true", help="exit 1 listing each stale file")
     docs.set_defaults(tool=_settings_docs)
     return parser
+
+
+_STORE_SETTINGS = (
+    "data_dir",
+    "database_url",
+    "database_pool_size",
+    "database_timeout",
+    "sqlite_synchronous",
+)
+
+
+def _flag_commands(commands: Any) -> None:
+    """``relay flags create|on|off|list``: flags of the standalone store, for scripts and
+    first steps. A running service sees the change within its poll interval (1 s)."""
+    flags = commands.add_parser("flags", help="manage feature flags (standalone store)")
+    flag_commands = flags.add_subparsers(title="flags commands", dest="flag_command")
+    create = flag_commands.add_parser("create", help="create a flag (off everywhere)")
+    create.add_argument("name")
+    create.add_argument("--type", choices=[t.value for t in FlagType], default="release")
+    create.add_argument("--description", default=None)
+    switches = [
+        flag_commands.add_parser(state, help=f"turn a flag {state} in an environment")
+        for state in ("on", "off")
+    ]
+    for switch in switches:
+        switch.add_argument("name")
+        switch.add_argument("--environment", default="development")
+    listing = flag_commands.add_parser("list", help="list a project's flags, one a line")
+    for command in (create, *switches, listing):
+        command.add_argument(
+            "--project",
+            default=None if command in switches else "default",
+            help="the flag's project (default: the flag's own, or default)",
+        )
+        _settings_flags(command, only=_STORE_SETTINGS)
+        command.set_defaults(run=_flags)
 
 
 def _serve_help() -> str:
@@ -161,31 +192,69 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     # imported here, so that ``relay serve`` loads only what the chosen mode needs
-    from relay.central.wiring import central_database, key_service
+    from relay.central.wiring import key_service
 
-    async def create(request: CreateApiKey) -> str:
-        db = central_database(settings)
-        await db.open()
-        try:
-            spec = await key_service(db).issue(request)
-            return spec.secret
-        finally:
-            await db.close()
-
-    try:
+    async def create(db: Database) -> str:
         request = CreateApiKey(
             type=KeyType(args.type),
             environment=args.environment,
             projects=args.projects or ["*"],
             tokenName=args.token_name,
         )
-        print(asyncio.run(create(request)))
+        return (await key_service(db).issue(request)).secret
+
+    return _on_store(settings, create)
+
+
+def _flags(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.central.flags.flags import FlagService
+    from relay.central.flags.writes import Writer
+
+    async def run(db: Database) -> str:
+        flags = FlagService(Writer(db))
+        match args.flag_command:
+            case "create":
+                body = CreateFlag(name=args.name, type=args.type, description=args.description)
+                return (await flags.create(args.project, body)).name
+            case "on" | "off":
+                project = args.project or await flags.project_of(args.name)
+                await flags.set_enabled(
+                    project, args.name, args.environment, args.flag_command == "on"
+                )
+                return ""
+            case _:
+                return "\n".join(_flag_line(f) for f in await flags.of_project(args.project))
+
+    return _on_store(settings, run)
+
+
+def _flag_line(flag: FlagOut) -> str:
+    states = " ".join(f"{e.name}={'on' if e.enabled else 'off'}" for e in flag.environments)
+    return f"{flag.name}\t{flag.project}\t{flag.type}\t{states}"
+
+
+def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) -> int:
+    """Run ``work`` on the standalone store; print what it returns, or one line of error."""
+    from relay.central.wiring import central_database
+
+    async def run() -> str:
+        db = central_database(settings)
+        await db.open()
+        try:
+            return await work(db)
+        finally:
+            await db.close()
+
+    try:
+        output = asyncio.run(run())
     except ValidationError as exc:
         print(f"relay: error: {from_validation(exc, root='').message}", file=sys.stderr)
         return EXIT_CONFIG
     except DomainError as exc:
         print(f"relay: error: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
+    if output:
+        print(output)
     return 0
 
 

@@ -108,6 +108,20 @@ async def postgres_url(postgres_server: str) -> AsyncIterator[str]:
     await pg.drop_database(name)
 
 
+@pytest.fixture(scope="session")
+def node_sdk() -> Path:
+    """node_modules with the Node SDK and the client specification, installed once from
+    npm into tests/.node; skipped when npm cannot get them, except under CI=true."""
+    import sdks  # the SDK helpers import UnleashClient: only for the tests that use them
+
+    found = sdks.node_modules()
+    if isinstance(found, str):
+        if os.environ.get("CI") == "true":
+            pytest.fail(found)
+        pytest.skip(found)
+    return found
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

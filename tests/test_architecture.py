@@ -14,16 +14,17 @@ def mapped_modules() -> set[str]:
     tree = re.search(r"## The tree\n\n```\n(.+?)\n```", text, re.S)
     assert tree, "ARCHITECTURE.md has no tree"
     found: set[str] = set()
-    folder = ""
+    folders: list[str] = []  # the folders enclosing the current line, by depth
     for line in tree.group(1).splitlines()[1:]:  # the first line is relay/
+        if not line[: len(line) - len(line.lstrip())] or line.startswith(" " * 24):
+            continue  # a description's continuation line
         name = line.split()[0]
         depth = (len(line) - len(line.lstrip())) // 2
-        if depth == 1:
-            folder = name if name.endswith("/") else ""
-            if name.endswith(".py"):
-                found.add(f"relay/{name}")
+        del folders[depth - 1 :]
+        if name.endswith("/"):
+            folders.append(name)
         elif name.endswith(".py"):
-            found.add(f"relay/{folder}{name}")
+            found.add("relay/" + "".join(folders) + name)
     return found
 
 

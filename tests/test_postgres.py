@@ -7,14 +7,11 @@ The behaviour both backends share is tested by the API tests, which run on each
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +29,7 @@ from conftest import (
     metric,
     standalone_settings,
 )
+from flagkit import http
 from service import Service, eventually, free_port, running, start
 
 from relay.app import build_app
@@ -47,20 +45,7 @@ FEATURES = [f"f{i}" for i in range(5)]
 def call(
     url: str, key: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
 ) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url,
-        data=data,
-        method="POST" if body is not None else "GET",
-        headers={"Authorization": key, "Content-Type": "application/json", **(headers or {})},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"null")
+    return http("POST" if body is not None else "GET", url, body, key, headers)
 
 
 def service_env(url: str) -> dict[str, str]:
@@ -83,7 +68,11 @@ async def test_instances_starting_together_migrate_once(postgres_url: str) -> No
     await asyncio.gather(*(db.open() for db in databases))
     try:
         rows = await databases[0].fetch_all("SELECT version FROM schema_migrations ORDER BY 1")
-        assert [row[0] for row in rows] == ["central/0001_init", "ingest/0001_init"]
+        assert [row[0] for row in rows] == [
+            "central/0001_init",
+            "central/0002_flags",
+            "ingest/0001_init",
+        ]
     finally:
         for db in databases:
             await db.close()

@@ -33,9 +33,14 @@ GET_VARIANT_CALLS = 3
 UNKNOWN_FLAG_WARNING = f"Attempted to get feature flag/variation {FLAG}, but client wasn't"
 
 
+# what UnleashClient 6.9.1 sends: the features answer depends on it (segments as ids or inlined)
+CLIENT_SPEC = "6.1.0"
+
+
 def get(url: str, key: str | None = None, etag: str | None = None) -> tuple[int, Any, Any]:
-    """(status, parsed JSON body or None, headers) of a GET; HTTP errors are returned too."""
-    headers = {"Authorization": key} if key else {}
+    """(status, parsed JSON body or None, headers) of a GET, with the SDK's
+    Unleash-Client-Spec; HTTP errors are returned too."""
+    headers = {"Authorization": key, "Unleash-Client-Spec": CLIENT_SPEC} if key else {}
     if etag:
         headers["If-None-Match"] = etag
     request = urllib.request.Request(url, headers=headers)

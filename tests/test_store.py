@@ -116,6 +116,7 @@ async def test_migrations_run_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert sorted(conn.execute("SELECT version FROM schema_migrations")) == [
             ("central/0001_init",),
+            ("central/0002_flags",),
             ("ingest/0001_init",),
         ]
         assert list(conn.execute("SELECT count(*) FROM projects")) == [(1,)]

@@ -3,8 +3,10 @@ counted and timed by route template (never by raw path, which would explode card
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import Counter, Histogram
@@ -75,8 +77,16 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     finally:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
-        REQUESTS.labels(request.method, route, str(status)).inc()
-        LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+        count, latency = _series(request.method, route, status)
+        count.inc()
+        latency.observe(time.perf_counter() - started)
+
+
+@functools.cache
+def _series(method: str, route: str, status: int) -> tuple[Any, Any]:
+    """The labelled series of a request, looked up once (``labels`` costs ~4 us a request;
+    the label values are bounded as the series themselves are)."""
+    return REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route)
 
 
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -1,4 +1,5 @@
-"""Admin endpoints of the central service (admin key): projects, environments, keys, usage."""
+"""Admin endpoints of the central service (admin key): projects, environments, keys, usage.
+Flags have theirs in ``relay.central.flags.admin_api``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from relay.central.usage import Position
 from relay.core.domain import hour_start
 from relay.wire import admin as wire
 from relay.wire.common import MAX_NAME, KeyType
+from relay.wire.strategies import Strategy
 
 DEFAULT_HOURS_BACK = 48
 MAX_HOURS_BACK = 24 * 31
@@ -42,6 +44,15 @@ async def remove_environment(request: web.Request) -> web.Response:
     info = request.match_info
     await request.app[PROJECTS].remove_environment(info["projectId"], info["environment"])
     return web.Response(status=200)
+
+
+async def set_default_strategy(request: web.Request) -> web.Response:
+    body = await read_json(request, Strategy)
+    info = request.match_info
+    saved = await request.app[PROJECTS].set_default_strategy(
+        info["projectId"], info["environment"], body
+    )
+    return web.Response(text=saved, content_type="application/json")
 
 
 async def get_project(request: web.Request) -> web.Response:
@@ -147,7 +158,7 @@ async def application(request: web.Request) -> web.Response:
     return model_response(found[0])
 
 
-def _admin(
+def admin_route(
     method: str,
     path: str,
     handler: Handler,
@@ -173,7 +184,7 @@ def _admin(
 _PROJECT = "/api/admin/projects/{projectId}"
 
 ROUTES = [
-    _admin(
+    admin_route(
         "POST",
         f"{_PROJECT}/environments",
         add_environment,
@@ -181,14 +192,23 @@ ROUTES = [
         body=wire.ProjectEnvironment,
         errors=(400, 404, 409, 413, 415),
     ),
-    _admin(
+    admin_route(
         "DELETE",
         f"{_PROJECT}/environments/{{environment}}",
         remove_environment,
         "Remove an environment from a project",
         errors=(404,),
     ),
-    _admin(
+    admin_route(
+        "POST",
+        f"{_PROJECT}/environments/{{environment}}/default-strategy",
+        set_default_strategy,
+        "Set the strategy a flag gets when turned on there with none",
+        body=Strategy,
+        ok=(200, Strategy),
+        errors=(400, 404, 413, 415),
+    ),
+    admin_route(
         "GET",
         _PROJECT,
         get_project,
@@ -196,7 +216,7 @@ ROUTES = [
         ok=(200, wire.ProjectOut),
         errors=(404,),
     ),
-    _admin(
+    admin_route(
         "POST",
         "/api/admin/projects",
         create_project,
@@ -205,7 +225,7 @@ ROUTES = [
         ok=(201, wire.ProjectOut),
         errors=(400, 409, 413, 415),
     ),
-    _admin(
+    admin_route(
         "POST",
         "/api/admin/environments",
         create_environment,
@@ -214,7 +234,7 @@ ROUTES = [
         ok=(201, wire.EnvironmentOut),
         errors=(400, 409, 413, 415),
     ),
-    _admin(
+    admin_route(
         "POST",
         "/api/admin/api-tokens",
         create_api_key,
@@ -223,7 +243,7 @@ ROUTES = [
         ok=(201, wire.ApiKeyOut),
         errors=(400, 413, 415),
     ),
-    _admin(
+    admin_route(
         "GET",
         "/api/admin/client-metrics/features/{featureName}/raw",
         raw_feature_metrics,
@@ -231,14 +251,14 @@ ROUTES = [
         ok=(200, wire.FeatureMetricsRaw),
         errors=(400,),
     ),
-    _admin(
+    admin_route(
         "GET",
         "/api/admin/metrics/applications",
         applications,
         "Registered applications and their instances",
         ok=(200, wire.ApplicationsOut),
     ),
-    _admin(
+    admin_route(
         "GET",
         "/api/admin/metrics/applications/{appName}",
         application,

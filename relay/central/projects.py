@@ -11,14 +11,18 @@ import json
 import time
 from datetime import UTC, datetime
 
+from relay.central.flags.writes import Writer, Written, nothing_to_tell
 from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.flags import FLEXIBLE_ROLLOUT
 from relay.store.sql import Database, Transaction
 from relay.wire import admin as wire
+from relay.wire.strategies import Strategy
 
 
 class ProjectStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, written: Written = nothing_to_tell) -> None:
         self._db = db
+        self._write = Writer(db, written)
 
     async def get(self, project_id: str) -> wire.ProjectOut:
         row = await self._db.fetch_one(
@@ -112,15 +116,48 @@ class ProjectStore:
                 )
 
     async def remove_environment(self, project_id: str, environment: str) -> None:
-        async with self._db.transaction() as tx:
-            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
+        """The project's flags lose their state and strategies there, as in Unleash."""
+        async with self._write() as w:
+            if not await _exists(w.tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
-            removed = await tx.execute(
+            removed = await w.tx.execute(
                 "DELETE FROM project_environments WHERE project_id = ? AND environment = ?",
                 (project_id, environment),
             )
             if removed != 1:
                 raise NotFound(f"{project_id} does not have the environment {environment}")
+            await w.tx.execute(
+                "DELETE FROM feature_environments WHERE environment = ? AND feature_name IN"
+                " (SELECT name FROM features WHERE project_id = ?)",
+                (environment, project_id),
+            )
+            await w.tx.execute(
+                "UPDATE features SET revision = ? WHERE project_id = ?", (w.revision, project_id)
+            )
+
+    async def set_default_strategy(
+        self, project_id: str, environment: str, strategy: Strategy
+    ) -> str:
+        """Unleash's ``default-strategy``: the same record as add-environment's
+        ``defaultStrategy``; only ``flexibleRollout`` is accepted here, as in Unleash. Returns
+        the record as saved (JSON)."""
+        if strategy.name != FLEXIBLE_ROLLOUT:
+            raise InvalidInput(
+                'Only "flexibleRollout" strategy can be used as a default strategy for an'
+                " environment"
+            )
+        async with self._db.transaction() as tx:
+            if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
+                raise NotFound("No project found")
+            saved = strategy.model_dump_json(exclude_none=True)
+            updated = await tx.execute(
+                "UPDATE project_environments SET default_strategy = ?"
+                " WHERE project_id = ? AND environment = ?",
+                (saved, project_id, environment),
+            )
+            if updated != 1:
+                raise NotFound(f"{project_id} does not have the environment {environment}")
+        return saved
 
     async def environment_exists(self, name: str) -> bool:
         row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))

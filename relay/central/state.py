@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.central.flags.flags import FlagService
+from relay.central.flags.segments import SegmentService
+from relay.central.flags.serving import ClientFeaturesCache
+from relay.central.flags.strategies import StrategyService
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.usage import UsageReader
@@ -11,3 +15,7 @@ from relay.central.usage import UsageReader
 PROJECTS = web.AppKey("projects", ProjectStore)
 KEYS = web.AppKey("keys", KeyService)
 USAGE = web.AppKey("usage", UsageReader)
+FLAGS = web.AppKey("flags", FlagService)
+STRATEGIES = web.AppKey("strategies", StrategyService)
+SEGMENTS = web.AppKey("segments", SegmentService)
+CLIENT_FEATURES = web.AppKey("client_features", ClientFeaturesCache)

@@ -1,6 +1,6 @@
 """The central service (standalone mode) put together: its database, stores, key service,
-routes and jobs. ``relay.app`` calls ``build`` and ``initialise`` when the mode is
-standalone."""
+flag services and their cache, routes and jobs. ``relay.app`` calls ``build`` and
+``initialise`` when the mode is standalone."""
 
 from __future__ import annotations
 
@@ -17,11 +17,25 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
-from relay.central import admin, features
+from relay.central import admin
+from relay.central.flags import admin_api, client_api
+from relay.central.flags.flags import FlagService
+from relay.central.flags.segments import SegmentService
+from relay.central.flags.serving import POLL_INTERVAL, ClientFeaturesCache
+from relay.central.flags.strategies import StrategyService
+from relay.central.flags.writes import Writer
 from relay.central.key_store import KeyStore
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
-from relay.central.state import KEYS, PROJECTS, USAGE
+from relay.central.state import (
+    CLIENT_FEATURES,
+    FLAGS,
+    KEYS,
+    PROJECTS,
+    SEGMENTS,
+    STRATEGIES,
+    USAGE,
+)
 from relay.central.usage import UsageReader
 from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
@@ -76,14 +90,20 @@ def build(settings: Settings, worker: int) -> web.Application:
     app = new_application(settings)
     db = central_database(settings)
     key_store = KeyStore(db)
-    projects = ProjectStore(db)
+    served = ClientFeaturesCache(db)
+    projects = ProjectStore(db, served.written)
     metrics = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
     keys = KeyService(key_store, projects)
+    writer = Writer(db, served.written)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
     app[USAGE] = UsageReader(db)
     app[KEYS] = keys
     app[INGEST] = Ingest(metrics)
+    app[FLAGS] = FlagService(writer)
+    app[STRATEGIES] = StrategyService(writer)
+    app[SEGMENTS] = SegmentService(writer)
+    app[CLIENT_FEATURES] = served
 
     async def prepare() -> None:
         await db.open()
@@ -123,9 +143,11 @@ def build(settings: Settings, worker: int) -> web.Application:
             await db.close()
 
     app.cleanup_ctx.append(storage)
+    app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
-    serve_routes(app, [*client.ROUTES, *features.ROUTES, *admin.ROUTES, *validate.ROUTES])
+    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES]
+    serve_routes(app, [*routes, *validate.ROUTES])
     return app
 
 

@@ -127,7 +127,7 @@ ROUTES = [
         features,
         "Feature toggles for an SDK (passed to the upstream; ETag and 304 kept)",
         "client",
-        (403,),
+        (400, 403),
     ),
     _passed(
         "GET",
@@ -135,6 +135,6 @@ ROUTES = [
         feature,
         "One feature toggle (passed to the upstream)",
         "client",
-        (403, 404),
+        (400, 403, 404),
     ),
 ]

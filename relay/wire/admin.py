@@ -1,92 +1,16 @@
-"""Bodies of the admin API (admin key): projects, environments, strategies, keys, usage."""
+"""Bodies of the admin API (admin key): projects, environments, keys, usage. Strategies are in
+``relay.wire.strategies``, flags and segments in ``relay.wire.flags``."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from relay.wire.client import ConnectVia
 from relay.wire.common import MAX_LIST, KeyType, Name, Strict, Text
-
-# sort orders are stored in 32-bit integer columns
-SortOrder = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
-
-
-class Operator(StrEnum):
-    IN = "IN"
-    NOT_IN = "NOT_IN"
-    STR_CONTAINS = "STR_CONTAINS"
-    STR_STARTS_WITH = "STR_STARTS_WITH"
-    STR_ENDS_WITH = "STR_ENDS_WITH"
-    NUM_EQ = "NUM_EQ"
-    NUM_GT = "NUM_GT"
-    NUM_GTE = "NUM_GTE"
-    NUM_LT = "NUM_LT"
-    NUM_LTE = "NUM_LTE"
-    DATE_AFTER = "DATE_AFTER"
-    DATE_BEFORE = "DATE_BEFORE"
-    SEMVER_EQ = "SEMVER_EQ"
-    SEMVER_GT = "SEMVER_GT"
-    SEMVER_LT = "SEMVER_LT"
-    SEMVER_GTE = "SEMVER_GTE"
-    SEMVER_LTE = "SEMVER_LTE"
-    REGEX = "REGEX"
-
-
-class WeightType(StrEnum):
-    VARIABLE = "variable"
-    FIX = "fix"
-
-
-class PayloadType(StrEnum):
-    STRING = "string"
-    JSON = "json"
-    CSV = "csv"
-    NUMBER = "number"
-
-
-class Constraint(Strict):
-    model_config = ConfigDict(title="constraintSchema")
-
-    contextName: Name
-    operator: Operator
-    values: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=1000)] = []
-    value: Annotated[str, Field(max_length=4096)] | None = None
-    inverted: StrictBool = False
-    caseInsensitive: StrictBool = False
-
-
-class VariantPayload(Strict):
-    type: PayloadType
-    value: Annotated[str, Field(max_length=64 * 1024)]
-
-
-class StrategyVariant(Strict):
-    model_config = ConfigDict(title="strategyVariantSchema")
-
-    name: Name
-    weight: Annotated[StrictInt, Field(ge=0, le=1000)]
-    weightType: WeightType
-    stickiness: Name
-    payload: VariantPayload | None = None
-
-
-class DefaultStrategy(Strict):
-    model_config = ConfigDict(title="createStrategySchema")
-
-    name: Name
-    title: Text | None = None
-    disabled: StrictBool | None = None
-    sortOrder: Annotated[float, Field(allow_inf_nan=False)] | None = None  # JSON has no NaN
-    constraints: Annotated[list[Constraint], Field(max_length=MAX_LIST)] = []
-    variants: Annotated[list[StrategyVariant], Field(max_length=MAX_LIST)] = []
-    parameters: Annotated[
-        dict[Name, Annotated[str, Field(max_length=4096)]], Field(max_length=MAX_LIST)
-    ] = {}
-    segments: Annotated[list[StrictInt], Field(max_length=MAX_LIST)] = []
+from relay.wire.strategies import SortOrder, Strategy
 
 
 class ProjectEnvironment(Strict):
@@ -96,7 +20,7 @@ class ProjectEnvironment(Strict):
 
     environment: Annotated[str, Field(min_length=1, max_length=100)]
     changeRequestsEnabled: StrictBool | None = None
-    defaultStrategy: DefaultStrategy | None = None
+    defaultStrategy: Strategy | None = None
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.~-]+$")]

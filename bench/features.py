@@ -1,0 +1,295 @@
+"""Benchmark of ``GET /api/client/features``: standalone against the ceiling of the stack.
+
+    python bench/features.py                 # 3 alternated runs of 5 s per figure, 16 connections
+    python bench/features.py --workers 2     # the standalone with RELAY_WORKERS=2
+    python bench/features.py --smoke         # tiny, for CI (no figure is asserted)
+
+A standalone gets 100 flags through its admin API (about 100 kB in Unleash's format; the
+10-flag answer is the ``namePrefix`` scope of ten of them). Side by side in one run, the
+same bytes are served by a bare aiohttp handler (``--bare``, below: it only compares the
+ETag and answers the bytes), as 200s and as 304s to ``If-None-Match``, in alternated runs
+(the machine's speed drifts). Each row prints the median run's requests/s and p50/p99
+latency, every run's requests/s, and the share of the bare handler's requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from run import ADMIN, CLIENT, Server, start
+
+FLAGS = 100
+SPEC = "5.2.0"
+
+
+def call(url: str, method: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": ADMIN, "Content-Type": "application/json", **(headers or {})},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        raw = response.read()
+        return json.loads(raw) if raw else None
+
+
+def flag_strategies(i: int) -> list[dict[str, Any]]:
+    """About 1 kB a flag once served: a rollout with constraints and two variants, and a
+    user list."""
+    return [
+        {
+            "name": "flexibleRollout",
+            "parameters": {"rollout": str(i % 100), "stickiness": "userId"},
+            "constraints": [
+                {
+                    "contextName": "region",
+                    "operator": "IN",
+                    "values": ["eu-west", "eu-north", "us-east"],
+                },
+                {"contextName": "appVersion", "operator": "SEMVER_GTE", "value": f"2.{i % 10}.0"},
+            ],
+            "variants": [
+                {
+                    "name": "control",
+                    "weight": 500,
+                    "weightType": "variable",
+                    "stickiness": "userId",
+                },
+                {
+                    "name": "treatment",
+                    "weight": 500,
+                    "weightType": "variable",
+                    "stickiness": "userId",
+                    "payload": {
+                        "type": "json",
+                        "value": json.dumps({"layout": f"grid-{i}", "limit": 25}),
+                    },
+                },
+            ],
+        },
+        {
+            "name": "userWithId",
+            "parameters": {"userIds": ",".join(str(1000 + i + k) for k in range(12))},
+        },
+    ]
+
+
+def populate(url: str, flags: int) -> None:
+    for i in range(flags):
+        name = f"bench-{i:03d}"
+        call(
+            f"{url}/api/admin/projects/default/features",
+            "POST",
+            {"name": name, "description": f"Benchmark flag {i}"},
+        )
+        for strategy in flag_strategies(i):
+            call(
+                f"{url}/api/admin/projects/default/features/{name}/environments/development/strategies",
+                "POST",
+                strategy,
+            )
+        call(
+            f"{url}/api/admin/projects/default/features/{name}/environments/development/on", "POST"
+        )
+
+
+def fetch(url: str) -> tuple[bytes, str]:
+    request = urllib.request.Request(
+        url, headers={"Authorization": CLIENT, "Unleash-Client-Spec": SPEC}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read(), response.headers["ETag"]
+
+
+def wrk(
+    url: str, etag: str | None, connections: int, seconds: float, workdir: Path
+) -> dict[str, Any]:
+    script = workdir / "get.lua"
+    lines = [
+        'wrk.method = "GET"',
+        f'wrk.headers["Authorization"] = "{CLIENT}"',
+        f'wrk.headers["Unleash-Client-Spec"] = "{SPEC}"',
+    ]
+    if etag is not None:
+        lines.append(f"wrk.headers[\"If-None-Match\"] = '{etag}'")
+    lines.append(
+        "done = function(summary, latency, requests)\n"
+        '  io.write(string.format("RESULT %d %f %f %f %d\\n", summary.requests, summary.duration,'
+        " latency:percentile(50), latency:percentile(99), summary.errors.status))\nend"
+    )
+    script.write_text("\n".join(lines) + "\n")
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(min(2, connections)),
+            "-c",
+            str(connections),
+            "-d",
+            f"{max(1, round(seconds))}s",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = next(line for line in out.splitlines() if line.startswith("RESULT")).split()
+    requests, duration_us, p50_us, p99_us, errors = result[1:]
+    return {
+        "requests_per_s": round(int(requests) / (float(duration_us) / 1e6)),
+        "p50_ms": round(float(p50_us) / 1000, 2),
+        "p99_ms": round(float(p99_us) / 1000, 2),
+        "errors": int(errors),
+    }
+
+
+def cpu_seconds(server: Server) -> float:
+    """CPU time (user + system) of the server and its worker processes so far."""
+    total, pids = 0.0, [server.process.pid]
+    while pids:
+        pid = pids.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(
+    server: Server, url: str, etag: str | None, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    """One wrk run, and the server's CPU time per answer: unlike requests/s, that does not
+    move when other processes take the machine's cores."""
+    before = cpu_seconds(server)
+    row = wrk(url, etag, args.connections, args.duration, workdir)
+    used = cpu_seconds(server) - before
+    row["cpu_us_per_request"] = round(1e6 * used / max(1, row["requests_per_s"] * args.duration), 1)
+    return row
+
+
+def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median requests/s (its latencies with it), and all runs' rates."""
+    ordered = sorted(runs, key=lambda run: run["requests_per_s"])
+    middle = dict(ordered[len(ordered) // 2])
+    middle["runs"] = [run["requests_per_s"] for run in runs]
+    middle["cpu_us_per_request"] = sorted(run["cpu_us_per_request"] for run in runs)[len(runs) // 2]
+    middle["errors"] = sum(run["errors"] for run in runs)
+    return middle
+
+
+def bare(body_file: Path, etag: str, port: int) -> None:
+    """The ceiling: an aiohttp app whose only work is comparing the ETag and answering the
+    same bytes (``--bare``)."""
+    from aiohttp import web
+
+    body = body_file.read_bytes()
+
+    async def features(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
+
+    async def ready(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/api/client/features", features)
+    app.router.add_get("/ready", ready)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each, alternated")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument(
+        "--bare", nargs=3, metavar=("BODY_FILE", "ETAG", "PORT"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.bare:
+        bare(Path(args.bare[0]), args.bare[1], int(args.bare[2]))
+        return
+    if not shutil.which("wrk"):
+        raise SystemExit("this benchmark needs wrk (apt-get install wrk)")
+    flags = 12 if args.smoke else FLAGS
+    if args.smoke:
+        args.duration, args.connections, args.rounds = 1.0, 2, 1
+    with tempfile.TemporaryDirectory(prefix="relay-bench-features-") as tmp:
+        workdir = Path(tmp)
+        env = {
+            "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
+            "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+            "RELAY_WORKERS": str(args.workers),
+        }
+        central = start("standalone", workdir / "standalone", env)
+        servers: list[Server] = [central]
+        try:
+            populate(central.url, flags)
+            for label, query in ((f"{flags} flags", ""), ("10 flags", "?namePrefix=bench-00")):
+                path = f"/api/client/features{query}"
+                body, etag = fetch(f"{central.url}{path}")
+                body_file = workdir / f"body-{len(body)}.json"
+                body_file.write_bytes(body)
+                ceiling = start(
+                    "bare",
+                    workdir / "bare",
+                    {},
+                    [sys.executable, str(Path(__file__).resolve()), "--bare", str(body_file), etag],
+                )
+                servers.append(ceiling)
+                assert fetch(f"{ceiling.url}/api/client/features")[0] == body
+                for status, sent in (("200", None), ("304", etag)):
+                    targets = {
+                        "bare": (ceiling, f"{ceiling.url}/api/client/features"),
+                        "standalone": (central, f"{central.url}{path}"),
+                    }
+                    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+                    for _ in range(args.rounds):  # alternated: this machine's speed drifts
+                        for name, (server, url) in targets.items():
+                            runs[name].append(measure(server, url, sent, args, workdir))
+                    rows = {name: median(found) for name, found in runs.items()}
+                    for name, row in rows.items():
+                        share = row["requests_per_s"] / max(1, rows["bare"]["requests_per_s"])
+                        scenario = (
+                            f"{name} GET /api/client/features, {label} ({len(body)} B), {status}"
+                        )
+                        print(
+                            json.dumps(
+                                {
+                                    "scenario": scenario,
+                                    **row,
+                                    "share_of_bare": round(share, 2),
+                                    "workers": args.workers if name == "standalone" else 1,
+                                }
+                            )
+                        )
+                        if row["errors"]:
+                            raise SystemExit(f"{name}: {row['errors']} answers were errors")
+                ceiling.stop()
+                servers.remove(ceiling)
+        finally:
+            for server in servers:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()

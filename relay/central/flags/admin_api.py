@@ -1,0 +1,307 @@
+"""Admin endpoints of flags (admin key), at Unleash's paths with Unleash's statuses: flags
+per project, their environments and strategies, the archive, segments, unknown flags.
+Every handler is one call to a service (``flags``, ``strategies``, ``segments``)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.api.body import read_json
+from relay.api.responses import model_response
+from relay.api.routing import Route
+from relay.central.admin import admin_route
+from relay.central.flags.segments import segment_id
+from relay.central.state import FLAGS, SEGMENTS, STRATEGIES
+from relay.wire import flags as wire
+from relay.wire.strategies import Strategy, StrategyOut
+
+
+def _flag(request: web.Request) -> tuple[str, str]:
+    return request.match_info["projectId"], request.match_info["featureName"]
+
+
+def _env(request: web.Request) -> tuple[str, str, str]:
+    return *_flag(request), request.match_info["environment"]
+
+
+def _strategy(request: web.Request) -> tuple[str, str, str, str]:
+    return *_env(request), request.match_info["strategyId"]
+
+
+async def list_flags(request: web.Request) -> web.Response:
+    found = await request.app[FLAGS].of_project(request.match_info["projectId"])
+    return model_response(wire.ProjectFlagsOut(features=found))
+
+
+async def create_flag(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.CreateFlag)
+    created = await request.app[FLAGS].create(request.match_info["projectId"], body)
+    return model_response(created, status=201)
+
+
+async def get_flag(request: web.Request) -> web.Response:
+    return model_response(await request.app[FLAGS].get(*_flag(request)))
+
+
+async def update_flag(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.UpdateFlag)
+    return model_response(await request.app[FLAGS].update(*_flag(request), body))
+
+
+async def patch_flag(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.Patches)
+    return model_response(await request.app[FLAGS].patch(*_flag(request), body.root))
+
+
+async def archive_flag(request: web.Request) -> web.Response:
+    await request.app[FLAGS].archive(*_flag(request))
+    return web.Response(status=202)
+
+
+async def revive_flag(request: web.Request) -> web.Response:
+    await request.app[FLAGS].revive(request.match_info["featureName"])
+    return web.Response(status=200)
+
+
+async def get_flag_environment(request: web.Request) -> web.Response:
+    return model_response(await request.app[FLAGS].environment(*_env(request)))
+
+
+async def turn_on(request: web.Request) -> web.Response:
+    await request.app[FLAGS].set_enabled(*_env(request), True)
+    return web.Response(status=200)
+
+
+async def turn_off(request: web.Request) -> web.Response:
+    await request.app[FLAGS].set_enabled(*_env(request), False)
+    return web.Response(status=200)
+
+
+async def list_strategies(request: web.Request) -> web.Response:
+    found = await request.app[STRATEGIES].of_environment(*_env(request))
+    return model_response(wire.StrategiesOut(found))
+
+
+async def add_strategy(request: web.Request) -> web.Response:
+    body = await read_json(request, Strategy)
+    return model_response(await request.app[STRATEGIES].add(*_env(request), body))
+
+
+async def get_strategy(request: web.Request) -> web.Response:
+    return model_response(await request.app[STRATEGIES].get(*_strategy(request)))
+
+
+async def replace_strategy(request: web.Request) -> web.Response:
+    body = await read_json(request, Strategy)
+    return model_response(await request.app[STRATEGIES].replace(*_strategy(request), body))
+
+
+async def patch_strategy(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.Patches)
+    return model_response(await request.app[STRATEGIES].patch(*_strategy(request), body.root))
+
+
+async def delete_strategy(request: web.Request) -> web.Response:
+    await request.app[STRATEGIES].delete(*_strategy(request))
+    return web.Response(status=200)
+
+
+async def list_segments(request: web.Request) -> web.Response:
+    return model_response(wire.SegmentsOut(segments=await request.app[SEGMENTS].all()))
+
+
+async def create_segment(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.UpsertSegment)
+    return model_response(await request.app[SEGMENTS].create(body), status=201)
+
+
+async def get_segment(request: web.Request) -> web.Response:
+    found = await request.app[SEGMENTS].get(segment_id(request.match_info["id"]))
+    return model_response(found)
+
+
+async def update_segment(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.UpsertSegment)
+    await request.app[SEGMENTS].update(segment_id(request.match_info["id"]), body)
+    return web.Response(status=204)
+
+
+async def delete_segment(request: web.Request) -> web.Response:
+    await request.app[SEGMENTS].delete(segment_id(request.match_info["id"]))
+    return web.Response(status=204)
+
+
+async def get_unknown_flags(request: web.Request) -> web.Response:
+    found = await request.app[FLAGS].unknown()
+    return model_response(wire.UnknownFlagsOut(unknownFlags=found))
+
+
+_FEATURES = "/api/admin/projects/{projectId}/features"
+_FEATURE = f"{_FEATURES}/{{featureName}}"
+_ENV = f"{_FEATURE}/environments/{{environment}}"
+_STRATEGY = f"{_ENV}/strategies/{{strategyId}}"
+_BODY = (400, 413, 415)
+
+ROUTES: list[Route] = [
+    admin_route(
+        "GET",
+        _FEATURES,
+        list_flags,
+        "A project's flags",
+        ok=(200, wire.ProjectFlagsOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "POST",
+        _FEATURES,
+        create_flag,
+        "Create a flag",
+        body=wire.CreateFlag,
+        ok=(201, wire.FlagOut),
+        errors=(*_BODY, 404, 409),
+    ),
+    admin_route(
+        "GET",
+        _FEATURE,
+        get_flag,
+        "A flag and its environments",
+        ok=(200, wire.FlagOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "PUT",
+        _FEATURE,
+        update_flag,
+        "Change a flag's description, type, stale, impressionData",
+        body=wire.UpdateFlag,
+        ok=(200, wire.FlagOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "PATCH",
+        _FEATURE,
+        patch_flag,
+        "Change a flag with a JSON Patch",
+        body=wire.Patches,
+        ok=(200, wire.FlagOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "DELETE",
+        _FEATURE,
+        archive_flag,
+        "Archive a flag (no longer served; name kept)",
+        ok=(202, None),
+        errors=(404,),
+    ),
+    admin_route(
+        "POST",
+        "/api/admin/archive/revive/{featureName}",
+        revive_flag,
+        "Revive an archived flag (off everywhere)",
+        errors=(404,),
+    ),
+    admin_route(
+        "GET",
+        _ENV,
+        get_flag_environment,
+        "A flag in one environment",
+        ok=(200, wire.FlagEnvironmentOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "POST", f"{_ENV}/on", turn_on, "Turn a flag on in an environment", errors=(400, 404)
+    ),
+    admin_route(
+        "POST", f"{_ENV}/off", turn_off, "Turn a flag off in an environment", errors=(400, 404)
+    ),
+    admin_route(
+        "GET",
+        f"{_ENV}/strategies",
+        list_strategies,
+        "A flag's strategies in an environment",
+        ok=(200, wire.StrategiesOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "POST",
+        f"{_ENV}/strategies",
+        add_strategy,
+        "Add a strategy",
+        body=Strategy,
+        ok=(200, StrategyOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "GET", _STRATEGY, get_strategy, "One strategy", ok=(200, StrategyOut), errors=(404,)
+    ),
+    admin_route(
+        "PUT",
+        _STRATEGY,
+        replace_strategy,
+        "Replace a strategy",
+        body=Strategy,
+        ok=(200, StrategyOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "PATCH",
+        _STRATEGY,
+        patch_strategy,
+        "Change a strategy with a JSON Patch",
+        body=wire.Patches,
+        ok=(200, StrategyOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "DELETE",
+        _STRATEGY,
+        delete_strategy,
+        "Delete a strategy (the last one turns the flag off there)",
+        errors=(400, 404),
+    ),
+    admin_route(
+        "GET", "/api/admin/segments", list_segments, "Segments", ok=(200, wire.SegmentsOut)
+    ),
+    admin_route(
+        "POST",
+        "/api/admin/segments",
+        create_segment,
+        "Create a segment",
+        body=wire.UpsertSegment,
+        ok=(201, wire.SegmentOut),
+        errors=(*_BODY, 404, 409),
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/segments/{id}",
+        get_segment,
+        "One segment",
+        ok=(200, wire.SegmentOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "PUT",
+        "/api/admin/segments/{id}",
+        update_segment,
+        "Change a segment",
+        body=wire.UpsertSegment,
+        ok=(204, None),
+        errors=(*_BODY, 404, 409),
+    ),
+    admin_route(
+        "DELETE",
+        "/api/admin/segments/{id}",
+        delete_segment,
+        "Delete a segment no strategy uses",
+        ok=(204, None),
+        errors=(404, 409),
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/metrics/unknown-flags",
+        get_unknown_flags,
+        "Metrics of names no flag has (last 24 h)",
+        ok=(200, wire.UnknownFlagsOut),
+    ),
+]

@@ -1,0 +1,252 @@
+"""Flags of a project: create, read, change, archive, revive, and turn on or off per
+environment. The admin API, the command line and the web page all go through here.
+
+Each change is one transaction (``writes.Writer``); a flag name is taken by the database's
+primary key (``ON CONFLICT DO NOTHING``), so two instances creating one name at once get
+one 201 and one 409.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from relay.central.flags.records import Reads, load_flags
+from relay.central.flags.unknown import unknown_flags
+from relay.central.flags.writes import FlagWrite, Writer
+from relay.core import jsonpatch
+from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.flags import FlagRecord, StrategyRecord, strategy_on
+from relay.wire import flags as wire
+from relay.wire.strategies import Strategy, StrategyOut
+
+
+class FlagService:
+    def __init__(self, writer: Writer) -> None:
+        self._write = writer
+        self._db = writer.db
+
+    async def create(self, project: str, body: wire.CreateFlag) -> wire.FlagOut:
+        async with self._write() as w:
+            await w.project_exists(project)
+            created = await w.tx.execute(
+                "INSERT INTO features (name, project_id, type, description, stale,"
+                " impression_data, created_at, revision) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"
+                " ON CONFLICT (name) DO NOTHING",
+                (
+                    body.name,
+                    project,
+                    body.type.value,
+                    body.description,
+                    int(body.impressionData),
+                    time.time(),
+                    w.revision,
+                ),
+            )
+            if created != 1:
+                rows = await w.tx.fetch_all(
+                    "SELECT archived_at FROM features WHERE name = ?", (body.name,)
+                )
+                archived = bool(rows) and rows[0][0] is not None
+                raise Conflict(
+                    "An archived flag with that name already exists"
+                    if archived
+                    else "A flag with that name already exists"
+                )
+            return await _out(w.tx, await w.flag(project, body.name))
+
+    async def get(self, project: str, name: str) -> wire.FlagOut:
+        """A flag of the project, archived or not (``archived`` says which)."""
+        found = await load_flags(self._db, "name = ? AND project_id = ?", (name, project))
+        if not found:
+            raise NotFound(f'There\'s no feature named "{name}" in project "{project}"')
+        return await _out(self._db, found[0])
+
+    async def of_project(self, project: str) -> list[wire.FlagOut]:
+        """The project's flags that are not archived, by name."""
+        if not await self._db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+            raise NotFound("No project found")
+        flags = await load_flags(self._db, "project_id = ? AND archived_at IS NULL", (project,))
+        environments = await _environments(self._db, project)
+        return [_flag_out(flag, environments) for flag in flags]
+
+    async def environment(
+        self, project: str, name: str, environment: str
+    ) -> wire.FlagEnvironmentOut:
+        flag = await self.get(project, name)
+        for found in flag.environments:
+            if found.name == environment:
+                return found
+        raise NotFound(f"Feature {name} does not have environment {environment}")
+
+    async def project_of(self, name: str) -> str:
+        rows = await self._db.fetch_all("SELECT project_id FROM features WHERE name = ?", (name,))
+        if not rows:
+            raise NotFound(f"Feature {name} does not exist")
+        return str(rows[0][0])
+
+    async def unknown(self) -> list[wire.UnknownFlag]:
+        return await unknown_flags(self._db)
+
+    async def update(self, project: str, name: str, body: wire.UpdateFlag) -> wire.FlagOut:
+        """Changes the fields the body names; the others keep their values."""
+        async with self._write() as w:
+            flag = await w.flag(project, name)
+            return await self._update(w, flag, body, body.model_fields_set)
+
+    async def patch(
+        self, project: str, name: str, operations: Sequence[wire.PatchOperation]
+    ) -> wire.FlagOut:
+        """A JSON Patch of the flag as GET shows it; the result is read as a PUT body."""
+        async with self._write() as w:
+            flag = await w.flag(project, name)
+            document = (await _out(w.tx, flag)).model_dump(mode="json")
+            body = jsonpatch.patched(wire.UpdateFlag, document, operations)
+            fields = {"description", "type", "stale", "impressionData"}
+            return await self._update(w, flag, body, fields)
+
+    async def _update(
+        self, w: FlagWrite, flag: FlagRecord, body: wire.UpdateFlag, fields: set[str]
+    ) -> wire.FlagOut:
+        if body.name is not None and body.name != flag.name:
+            raise InvalidInput("Cannot change name of feature flag")
+        values = {
+            "description": body.description,
+            "type": body.type.value,
+            "stale": int(body.stale),
+            "impression_data": int(body.impressionData),
+        }
+        names = {"impression_data": "impressionData"}
+        changed = {k: v for k, v in values.items() if names.get(k, k) in fields}
+        sets = "".join(f"{column} = ?, " for column in changed)
+        await w.tx.execute(
+            f"UPDATE features SET {sets}revision = ? WHERE name = ?",
+            (*changed.values(), w.revision, flag.name),
+        )
+        return await _out(w.tx, await w.flag(flag.project, flag.name))
+
+    async def archive(self, project: str, name: str) -> None:
+        """Archived flags are not served to SDKs and keep their name taken."""
+        async with self._write() as w:
+            await w.flag(project, name, writable=False)
+            await w.tx.execute(
+                "UPDATE features SET archived_at = coalesce(archived_at, ?), revision = ?"
+                " WHERE name = ?",
+                (time.time(), w.revision, name),
+            )
+
+    async def revive(self, name: str) -> None:
+        """Back from the archive, off in every environment (as Unleash revives)."""
+        async with self._write() as w:
+            revived = await w.tx.execute(
+                "UPDATE features SET archived_at = NULL, revision = ?"
+                " WHERE name = ? AND archived_at IS NOT NULL",
+                (w.revision, name),
+            )
+            if revived:
+                await w.tx.execute(
+                    "UPDATE feature_environments SET enabled = 0 WHERE feature_name = ?", (name,)
+                )
+            elif not await w.tx.fetch_all("SELECT 1 FROM features WHERE name = ?", (name,)):
+                raise NotFound(f"Feature {name} does not exist")
+
+    async def set_enabled(self, project: str, name: str, environment: str, on: bool) -> None:
+        """Turning on a flag with no strategy there (or only disabled ones) first adds the
+        project environment's default strategy, else ``flexibleRollout`` at 100 %."""
+        async with self._write() as w:
+            flag = await w.flag(project, name)
+            record = await w.default_strategy(project, environment)
+            if record is None:
+                raise NotFound(f"Could not find environment {environment} for feature: {name}")
+            if on and not _serving(flag.environment(environment).strategies):
+                stored = _default(project, environment, record[0])
+                await w.add_strategy(flag, environment, strategy_on(name, stored))
+            await w.set_enabled(name, environment, on)
+            await w.touch(name)
+
+
+def _default(project: str, environment: str, saved: str | None) -> Strategy | None:
+    """A saved default strategy; one an older version saved that today's checks refuse
+    (a fractional sortOrder, an expression RE2 refuses) is the operator's 400 to fix."""
+    if not saved:
+        return None
+    try:
+        return Strategy.model_validate_json(saved)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        raise InvalidInput(
+            f"The default strategy of {project}/{environment} is no longer valid ({problem});"
+            " set it again with default-strategy"
+        ) from None
+
+
+def _serving(strategies: Sequence[StrategyRecord]) -> bool:
+    return any(not s.disabled for s in strategies)
+
+
+async def _environments(db: Reads, project: str) -> list[tuple[str, str, int]]:
+    """(name, type, sort order) of the environments enabled in the project, in order."""
+    rows = await db.fetch_all(
+        "SELECT e.name, e.type, e.sort_order FROM project_environments pe"
+        " JOIN environments e ON e.name = pe.environment WHERE pe.project_id = ?"
+        " ORDER BY e.sort_order, e.name",
+        (project,),
+    )
+    return [(row[0], row[1], int(row[2])) for row in rows]
+
+
+async def _out(db: Reads, flag: FlagRecord) -> wire.FlagOut:
+    return _flag_out(flag, await _environments(db, flag.project))
+
+
+def _flag_out(flag: FlagRecord, environments: list[tuple[str, str, int]]) -> wire.FlagOut:
+    return wire.FlagOut(
+        name=flag.name,
+        type=flag.type,
+        description=flag.description,
+        project=flag.project,
+        stale=flag.stale,
+        impressionData=flag.impression_data,
+        archived=flag.archived_at is not None,
+        createdAt=datetime.fromtimestamp(flag.created_at, UTC),
+        archivedAt=(
+            None if flag.archived_at is None else datetime.fromtimestamp(flag.archived_at, UTC)
+        ),
+        environments=[
+            environment_out(flag, name, kind, order) for name, kind, order in environments
+        ],
+    )
+
+
+def environment_out(flag: FlagRecord, name: str, kind: str, order: int) -> wire.FlagEnvironmentOut:
+    state = flag.environment(name)
+    return wire.FlagEnvironmentOut(
+        name=name,
+        environment=name,
+        type=kind,
+        enabled=state.enabled,
+        sortOrder=order,
+        strategies=[strategy_out(flag.name, s) for s in state.strategies],
+        hasStrategies=bool(state.strategies),
+        hasEnabledStrategies=_serving(state.strategies),
+    )
+
+
+def strategy_out(flag: str, strategy: StrategyRecord) -> StrategyOut:
+    values: dict[str, Any] = {
+        "id": strategy.id,
+        "name": strategy.name,
+        "title": strategy.title,
+        "disabled": strategy.disabled,
+        "featureName": flag,
+        "sortOrder": strategy.sort_order,
+        "constraints": list(strategy.constraints),
+        "variants": list(strategy.variants),
+        "parameters": dict(strategy.parameters),
+        "segments": list(strategy.segments),
+    }
+    return StrategyOut.model_validate(values)

@@ -1,0 +1,129 @@
+"""Segments: named lists of constraints that strategies share by id.
+
+A segment's name is unique (the database's ``UNIQUE``), and one that a strategy uses cannot
+be deleted (409): the delete is refused inside the write that takes the flag revision, so
+no strategy can start using it meanwhile, and the foreign key stands behind that.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+from relay.central.flags.records import Reads, load_segments
+from relay.central.flags.writes import FlagWrite, Writer
+from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.flags import SegmentRecord
+from relay.wire.flags import SegmentOut, UpsertSegment
+
+MAX_ID = 2**31 - 1
+
+
+def segment_id(text: str) -> int:
+    """A segment id from a path; anything that cannot be one is an unknown segment."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 10 and 1 <= int(text) <= MAX_ID):
+        raise NotFound(f"Could not find segment with id {text}")
+    return int(text)
+
+
+class SegmentService:
+    def __init__(self, writer: Writer) -> None:
+        self._write = writer
+        self._db = writer.db
+
+    async def all(self) -> list[SegmentOut]:
+        return [await _out(self._db, s) for s in await load_segments(self._db)]
+
+    async def get(self, id: int) -> SegmentOut:
+        found = await load_segments(self._db, "id = ?", (id,))
+        if not found:
+            raise NotFound(f"Could not find segment with id {id}")
+        return await _out(self._db, found[0])
+
+    async def create(self, body: UpsertSegment) -> SegmentOut:
+        async with self._write() as w:
+            await _check_project(w, body.project)
+            rows = await w.tx.fetch_all(
+                "INSERT INTO segments (name, description, project_id, constraints, created_at,"
+                " revision) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING"
+                " RETURNING id",
+                (*_columns(body), time.time(), w.revision),
+            )
+            if not rows:
+                raise Conflict("Segment name already exists")
+            [segment] = await load_segments(w.tx, "id = ?", (int(rows[0][0]),))
+            return await _out(w.tx, segment)
+
+    async def update(self, id: int, body: UpsertSegment) -> None:
+        async with self._write() as w:
+            await _check_project(w, body.project)
+            if body.project is not None:
+                elsewhere = await w.tx.fetch_all(
+                    "SELECT f.project_id FROM feature_strategy_segments l"
+                    " JOIN feature_strategies s ON s.id = l.strategy_id"
+                    " JOIN features f ON f.name = s.feature_name"
+                    " WHERE l.segment_id = ? AND f.project_id <> ?",
+                    (id, body.project),
+                )
+                if elsewhere:
+                    raise InvalidInput(
+                        f"is {body.project}, but flags of project {elsewhere[0][0]} use"
+                        " this segment",
+                        "/body/project",
+                    )
+            taken = await w.tx.fetch_all(
+                "SELECT 1 FROM segments WHERE name = ? AND id <> ?", (body.name, id)
+            )
+            if taken:
+                raise Conflict("Segment name already exists")
+            updated = await w.tx.execute(
+                "UPDATE segments SET name = ?, description = ?, project_id = ?,"
+                " constraints = ?, revision = ? WHERE id = ?",
+                (*_columns(body), w.revision, id),
+            )
+            if not updated:
+                raise NotFound(f"Could not find segment with id {id}")
+
+    async def delete(self, id: int) -> None:
+        async with self._write() as w:
+            deleted = await w.tx.execute(
+                "DELETE FROM segments WHERE id = ? AND NOT EXISTS"
+                " (SELECT 1 FROM feature_strategy_segments WHERE segment_id = ?)",
+                (id, id),
+            )
+            if deleted:
+                return
+            if await w.tx.fetch_all("SELECT 1 FROM segments WHERE id = ?", (id,)):
+                raise Conflict(f"Segment {id} is in use by a strategy and cannot be deleted")
+            raise NotFound(f"Could not find segment with id {id}")
+
+
+async def _check_project(w: FlagWrite, project: str | None) -> None:
+    if project is not None:
+        await w.project_exists(project)
+
+
+def _columns(body: UpsertSegment) -> tuple[object, ...]:
+    constraints = [c.model_dump(mode="json", exclude_none=True) for c in body.constraints]
+    return body.name, body.description, body.project, json.dumps(constraints)
+
+
+async def _out(db: Reads, segment: SegmentRecord) -> SegmentOut:
+    [row] = await db.fetch_all(
+        "SELECT count(DISTINCT f.name), count(DISTINCT f.project_id)"
+        " FROM feature_strategy_segments l"
+        " JOIN feature_strategies s ON s.id = l.strategy_id"
+        " JOIN features f ON f.name = s.feature_name WHERE l.segment_id = ?",
+        (segment.id,),
+    )
+    return SegmentOut(
+        id=segment.id,
+        name=segment.name,
+        description=segment.description,
+        project=segment.project,
+        constraints=list(segment.constraints),
+        usedInFeatures=int(row[0]),
+        usedInProjects=int(row[1]),
+        createdAt=datetime.fromtimestamp(segment.created_at, UTC),
+    )

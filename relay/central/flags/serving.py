@@ -1,0 +1,138 @@
+"""The client API's answers, cached so that SDK polls never touch the database.
+
+This worker holds a snapshot of every flag (``records.load_state``) and, per scope (a key's
+projects and environment, the query's filters, the SDK's segment support), the answer
+rendered from it: its bytes and ETag. Both stand until the flag revision moves on:
+
+- a write through this worker tells the cache its revision when it commits, so the next
+  poll here sees it;
+- every ``POLL_INTERVAL`` the revision is read from the database (one row), so a write by
+  another worker or instance (or ``relay flags``) is seen within that interval, and the
+  snapshot is reloaded then, before any SDK asks.
+
+If the database cannot be read, the last snapshot keeps being served (SDKs keep their
+flags) and a reload is tried again after ``RETRY_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from relay.central.flags.records import Reads, current_revision, load_state
+from relay.core.client_features import Rendered, Scope, client_feature, render
+from relay.core.errors import StorageError
+from relay.core.flags import FlagState
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL = 1.0
+RETRY_INTERVAL = 1.0
+MAX_SCOPES = 1000
+MAX_BYTES = 64 * 1024 * 1024
+"""Rendered answers kept (and their bytes at most), least recently used first out: a scope
+is cheap to render again, and the ``namePrefix`` or ``project`` values a client makes up
+must not grow memory without bound."""
+
+LOADS = Counter("relay_flag_snapshot_loads_total", "Flag snapshots read from the database")
+RENDERS = Counter("relay_client_features_renders_total", "Client feature answers rendered")
+REVISION = Gauge(
+    "relay_flag_revision", "Flag revision of the snapshot served", multiprocess_mode="max"
+)
+
+
+class ClientFeaturesCache:
+    def __init__(self, db: Reads, max_scopes: int = MAX_SCOPES, max_bytes: int = MAX_BYTES) -> None:
+        self._db = db
+        self._max_scopes = max_scopes
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._newest = 0
+        self._state: FlagState | None = None
+        self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
+        self._loading = asyncio.Lock()
+        self._retry_at = 0.0
+        self._unreadable = False
+
+    def written(self, revision: int) -> None:
+        """A flag write with this revision has committed."""
+        self._newest = max(self._newest, revision)
+
+    async def answer(self, scope: Scope) -> Rendered:
+        state = self._state
+        if state is None or state.revision < self._newest:
+            state = await self._current()
+        rendered = self._rendered.get(scope)
+        if rendered is None:
+            rendered = self._rendered[scope] = render(state, scope)
+            RENDERS.inc()
+            self._bytes += len(rendered.body)
+            while len(self._rendered) > 1 and (
+                len(self._rendered) > self._max_scopes or self._bytes > self._max_bytes
+            ):
+                self._bytes -= len(self._rendered.popitem(last=False)[1].body)
+        else:
+            self._rendered.move_to_end(scope)
+        return rendered
+
+    async def feature(self, scope: Scope, name: str) -> dict[str, Any] | None:
+        return client_feature(await self._current(), scope, name)
+
+    async def poll(self) -> None:
+        """Read the revision; reload now if it moved, so SDKs do not wait for it."""
+        try:
+            self.written(await current_revision(self._db))
+        except StorageError as exc:
+            self._trouble(exc)
+            return
+        self._readable()
+        if self._state is not None and self._state.revision < self._newest:
+            await self._current()
+
+    async def _current(self) -> FlagState:
+        state = self._state
+        if state is not None and (state.revision >= self._newest or self._waiting()):
+            return state
+        async with self._loading:
+            state = self._state
+            if state is None or (state.revision < self._newest and not self._waiting()):
+                state = await self._load(state)
+        return state
+
+    async def _load(self, stale: FlagState | None) -> FlagState:
+        try:
+            state = await load_state(self._db)
+        except StorageError as exc:
+            self._retry_at = time.monotonic() + RETRY_INTERVAL
+            self._trouble(exc)
+            if stale is None:
+                raise
+            return stale
+        self._readable()
+        LOADS.inc()
+        REVISION.set(state.revision)
+        self._state = state
+        self._rendered.clear()
+        self._bytes = 0
+        self.written(state.revision)
+        return state
+
+    def _waiting(self) -> bool:
+        return time.monotonic() < self._retry_at
+
+    def _readable(self) -> None:
+        if self._unreadable:
+            log.info("flags readable again")
+            self._unreadable = False
+
+    def _trouble(self, exc: StorageError) -> None:
+        if not self._unreadable:
+            log.warning(
+                "flags cannot be read: serving the last snapshot", extra={"error": str(exc)}
+            )
+            self._unreadable = True

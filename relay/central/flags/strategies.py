@@ -1,0 +1,111 @@
+"""A flag's strategies in one environment: list, read, add, replace (PUT), patch (JSON
+Patch), delete. Bodies are ``relay.wire.strategies.Strategy``, the same model as a project
+environment's default strategy.
+
+An environment that is not enabled in the flag's project refuses changes, as in Unleash.
+A change that leaves no strategy that is not disabled turns the flag off there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from relay.central.flags.flags import strategy_out
+from relay.central.flags.records import load_flags
+from relay.central.flags.writes import FlagWrite, Writer
+from relay.core import jsonpatch
+from relay.core.errors import InvalidInput, NotFound
+from relay.core.flags import FlagRecord, StrategyRecord
+from relay.wire.flags import PatchOperation
+from relay.wire.strategies import Strategy, StrategyOut
+
+
+class StrategyService:
+    def __init__(self, writer: Writer) -> None:
+        self._write = writer
+        self._db = writer.db
+
+    async def of_environment(self, project: str, flag: str, environment: str) -> list[StrategyOut]:
+        record = await self._read(project, flag, environment)
+        return [strategy_out(flag, s) for s in record.environment(environment).strategies]
+
+    async def get(self, project: str, flag: str, environment: str, id: str) -> StrategyOut:
+        record = await self._read(project, flag, environment)
+        return strategy_out(flag, _find(record, environment, id))
+
+    async def add(self, project: str, flag: str, environment: str, body: Strategy) -> StrategyOut:
+        async with self._write() as w:
+            record = await _writable(w, project, flag, environment)
+            strategy_id = await w.add_strategy(record, environment, body)
+            return await _saved(w, project, flag, environment, strategy_id)
+
+    async def replace(
+        self, project: str, flag: str, environment: str, id: str, body: Strategy
+    ) -> StrategyOut:
+        async with self._write() as w:
+            record = await _writable(w, project, flag, environment)
+            await w.replace_strategy(record, environment, _find(record, environment, id), body)
+            await w.off_unless_served(record, environment)
+            return await _saved(w, project, flag, environment, id)
+
+    async def patch(
+        self,
+        project: str,
+        flag: str,
+        environment: str,
+        id: str,
+        operations: Sequence[PatchOperation],
+    ) -> StrategyOut:
+        """A JSON Patch of the strategy as GET shows it; the result is read as a PUT body
+        (``id`` and ``featureName`` cannot change)."""
+        async with self._write() as w:
+            record = await _writable(w, project, flag, environment)
+            current = _find(record, environment, id)
+            document = strategy_out(flag, current).model_dump(mode="json", exclude_none=True)
+            identity = {"id": id, "featureName": flag}
+            document = {k: v for k, v in document.items() if k not in identity}
+            if any(op.path.split("/")[1:2] in (["id"], ["featureName"]) for op in operations):
+                raise InvalidInput("A strategy's id and featureName cannot be changed")
+            body = jsonpatch.patched(Strategy, document, operations)
+            await w.replace_strategy(record, environment, current, body)
+            await w.off_unless_served(record, environment)
+            return await _saved(w, project, flag, environment, id)
+
+    async def delete(self, project: str, flag: str, environment: str, id: str) -> None:
+        async with self._write() as w:
+            record = await _writable(w, project, flag, environment)
+            _find(record, environment, id)
+            await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
+            await w.off_unless_served(record, environment)
+
+    async def _read(self, project: str, flag: str, environment: str) -> FlagRecord:
+        found = await load_flags(self._db, "name = ? AND project_id = ?", (flag, project))
+        if not found:
+            raise NotFound(f'There\'s no feature named "{flag}" in project "{project}"')
+        enabled = await self._db.fetch_all(
+            "SELECT 1 FROM project_environments WHERE project_id = ? AND environment = ?",
+            (project, environment),
+        )
+        if not enabled:
+            raise NotFound(f"Feature {flag} does not have environment {environment}")
+        return found[0]
+
+
+async def _writable(w: FlagWrite, project: str, flag: str, environment: str) -> FlagRecord:
+    record = await w.flag(project, flag)
+    if await w.default_strategy(project, environment) is None:
+        raise InvalidInput("You have not added the current environment to the project")
+    await w.touch(flag)
+    return record
+
+
+def _find(flag: FlagRecord, environment: str, id: str) -> StrategyRecord:
+    for strategy in flag.environment(environment).strategies:
+        if strategy.id == id:
+            return strategy
+    raise NotFound(f"Could not find strategy with id {id}")
+
+
+async def _saved(w: FlagWrite, project: str, flag: str, environment: str, id: str) -> StrategyOut:
+    record = await w.flag(project, flag)
+    return strategy_out(flag, _find(record, environment, id))

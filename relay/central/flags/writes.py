@@ -1,0 +1,192 @@
+"""One flag write: a transaction that takes the next revision first (``records``), the
+checks every operation makes inside it, and the statements operations share.
+
+Checks raise domain errors, in Unleash's words; the API layer picks their status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from relay.central.flags.records import load_flags, next_revision
+from relay.core.errors import InvalidInput, NotFound
+from relay.core.flags import FlagRecord, StrategyRecord, new_strategy_id, with_defaults
+from relay.store.sql import Database, Row, Transaction
+from relay.wire.strategies import Strategy
+
+MAX_SORT_ORDER = 2**31 - 1
+
+Written = Callable[[int], None]
+"""Told the revision of each committed flag write (the client API's cache listens)."""
+
+
+def nothing_to_tell(revision: int) -> None:
+    """For writers no cache listens to (the command line)."""
+
+
+class Writer:
+    def __init__(self, db: Database, written: Written = nothing_to_tell) -> None:
+        self.db = db
+        self._written = written
+
+    @asynccontextmanager
+    async def __call__(self) -> AsyncIterator[FlagWrite]:
+        async with self.db.transaction() as tx:
+            write = FlagWrite(tx, await next_revision(tx))
+            yield write
+        self._written(write.revision)
+
+
+@dataclass(frozen=True, slots=True)
+class FlagWrite:
+    tx: Transaction
+    revision: int
+
+    async def project_exists(self, project: str) -> None:
+        if not await self.tx.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+            raise NotFound(f"Active project with id {project} does not exist")
+
+    async def flag(self, project: str, name: str, writable: bool = True) -> FlagRecord:
+        """The flag, which must be in ``project`` (and, when ``writable``, not archived)."""
+        found = await load_flags(self.tx, "name = ?", (name,))
+        if not found or found[0].project != project:
+            message = f'There\'s no feature named "{name}" in project "{project}"'
+            if found:
+                message += (
+                    f', but there\'s a feature with that name in project "{found[0].project}"'
+                )
+            raise NotFound(message)
+        if writable and found[0].archived_at is not None:
+            raise InvalidInput("Cannot perform this operation on archived features")
+        return found[0]
+
+    async def default_strategy(self, project: str, environment: str) -> Row | None:
+        """The project environment's record (its default strategy), None when the
+        environment is not enabled in the project."""
+        rows = await self.tx.fetch_all(
+            "SELECT default_strategy FROM project_environments"
+            " WHERE project_id = ? AND environment = ?",
+            (project, environment),
+        )
+        return rows[0] if rows else None
+
+    async def touch(self, name: str) -> None:
+        await self.tx.execute(
+            "UPDATE features SET revision = ? WHERE name = ?", (self.revision, name)
+        )
+
+    async def set_enabled(self, name: str, environment: str, enabled: bool) -> None:
+        await self.tx.execute(
+            "INSERT INTO feature_environments (feature_name, environment, enabled)"
+            " VALUES (?, ?, ?) ON CONFLICT (feature_name, environment)"
+            " DO UPDATE SET enabled = excluded.enabled",
+            (name, environment, int(enabled)),
+        )
+
+    async def add_strategy(self, flag: FlagRecord, environment: str, body: Strategy) -> str:
+        """Save a strategy as Unleash does (``with_defaults``), after the previous ones
+        unless a sort order is given; its id."""
+        await self._check_segments(flag, body.segments)
+        strategy = with_defaults(flag.name, body)
+        sort_order = strategy.sortOrder
+        if sort_order is None:
+            [row] = await self.tx.fetch_all(
+                "SELECT max(sort_order) FROM feature_strategies"
+                " WHERE feature_name = ? AND environment = ?",
+                (flag.name, environment),
+            )  # + 1 here, not in SQL: after 2^31 - 1 it would overflow PostgreSQL's integer
+            sort_order = 0 if row[0] is None else min(int(row[0]) + 1, MAX_SORT_ORDER)
+        await self.tx.execute(
+            "INSERT INTO feature_environments (feature_name, environment) VALUES (?, ?)"
+            " ON CONFLICT (feature_name, environment) DO NOTHING",
+            (flag.name, environment),
+        )
+        strategy_id = new_strategy_id()
+        await self.tx.execute(
+            "INSERT INTO feature_strategies (id, feature_name, environment, name, title,"
+            " disabled, sort_order, constraints, parameters, variants, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                strategy_id,
+                flag.name,
+                environment,
+                *_body_columns(strategy, sort_order),
+                time.time(),
+            ),
+        )
+        await self._link_segments(strategy_id, strategy.segments)
+        return strategy_id
+
+    async def replace_strategy(
+        self, flag: FlagRecord, environment: str, current: StrategyRecord, body: Strategy
+    ) -> None:
+        """A PUT: the strategy becomes ``body`` (keeping its sort order unless one is given)."""
+        await self._check_segments(flag, body.segments)
+        strategy = with_defaults(flag.name, body)
+        sort_order = current.sort_order if strategy.sortOrder is None else strategy.sortOrder
+        await self.tx.execute(
+            "UPDATE feature_strategies SET name = ?, title = ?, disabled = ?, sort_order = ?,"
+            " constraints = ?, parameters = ?, variants = ? WHERE id = ?",
+            (*_body_columns(strategy, sort_order), current.id),
+        )
+        await self.tx.execute(
+            "DELETE FROM feature_strategy_segments WHERE strategy_id = ?", (current.id,)
+        )
+        await self._link_segments(current.id, strategy.segments)
+
+    async def off_unless_served(self, flag: FlagRecord, environment: str) -> None:
+        """An environment left with no strategy that is not disabled is turned off, as
+        Unleash does after a strategy is deleted or disabled."""
+        rows = await self.tx.fetch_all(
+            "SELECT 1 FROM feature_strategies"
+            " WHERE feature_name = ? AND environment = ? AND disabled = 0",
+            (flag.name, environment),
+        )
+        if not rows:
+            await self.tx.execute(
+                "UPDATE feature_environments SET enabled = 0"
+                " WHERE feature_name = ? AND environment = ?",
+                (flag.name, environment),
+            )
+
+    async def _check_segments(self, flag: FlagRecord, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        marks = ", ".join("?" * len(ids))
+        rows = await self.tx.fetch_all(
+            f"SELECT id, project_id FROM segments WHERE id IN ({marks})", list(ids)
+        )
+        projects = {int(row[0]): row[1] for row in rows}
+        for index, segment in enumerate(ids):
+            path = f"/body/segments/{index}"
+            if segment not in projects:
+                raise InvalidInput(f"names segment {segment}, which does not exist", path)
+            if projects[segment] not in (None, flag.project):
+                raise InvalidInput(
+                    f"names segment {segment}, which belongs to project {projects[segment]}",
+                    path,
+                )
+
+    async def _link_segments(self, strategy_id: str, ids: Sequence[int]) -> None:
+        for segment in sorted(set(ids)):
+            await self.tx.execute(
+                "INSERT INTO feature_strategy_segments (strategy_id, segment_id) VALUES (?, ?)",
+                (strategy_id, segment),
+            )
+
+
+def _body_columns(strategy: Strategy, sort_order: int) -> tuple[object, ...]:
+    """name, title, disabled, sort_order, constraints, parameters, variants."""
+    return (
+        strategy.name,
+        strategy.title,
+        int(bool(strategy.disabled)),
+        sort_order,
+        json.dumps([c.model_dump(mode="json", exclude_none=True) for c in strategy.constraints]),
+        json.dumps(strategy.parameters),
+        json.dumps([v.model_dump(mode="json", exclude_none=True) for v in strategy.variants]),
+    )

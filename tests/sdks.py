@@ -1,0 +1,140 @@
+"""The real SDKs as test clients: Python's ``UnleashClient`` in this process, and Node's
+``unleash-client`` through ``sdk_eval.js``, each fetching flags from a server and answering
+a list of checks (``isEnabled``, or ``getVariant`` when ``variant`` is set).
+
+The Node packages come from npm, pinned, installed once into ``tests/.node`` (ignored by
+git): ``node_modules()`` installs them, or says why it could not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from UnleashClient import UnleashClient
+from UnleashClient.cache import FileCache
+
+HERE = Path(__file__).parent
+NODE_DIR = HERE / ".node"
+PACKAGES = {"unleash-client": "6.12.1", "@unleash/client-specification": "6.1.0"}
+
+
+@dataclass(frozen=True)
+class Check:
+    toggle: str
+    context: dict[str, Any] = field(default_factory=dict)
+    variant: bool = False
+
+    def job(self) -> dict[str, Any]:
+        return {"toggle": self.toggle, "context": self.context, "variant": self.variant}
+
+
+def _installed() -> bool:
+    for name, version in PACKAGES.items():
+        manifest = NODE_DIR / "node_modules" / name / "package.json"
+        if not manifest.is_file() or json.loads(manifest.read_text())["version"] != version:
+            return False
+    return True
+
+
+def node_modules() -> Path | str:
+    """The installed ``node_modules``, or why the packages cannot be had."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "node or npm is not installed"
+    if not _installed():
+        NODE_DIR.mkdir(exist_ok=True)
+        wanted = [f"{name}@{version}" for name, version in PACKAGES.items()]
+        command = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR)]
+        try:
+            done = subprocess.run(
+                [*command, *wanted], capture_output=True, text=True, timeout=300, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return "npm install did not finish in 300 s"
+        if done.returncode != 0 or not _installed():
+            return f"npm install failed: {done.stderr.strip()[-500:]}"
+    return NODE_DIR / "node_modules"
+
+
+def node_evaluate(
+    modules: Path, url: str, key: str, checks: list[Check], app: str = "node-sdk-test"
+) -> list[Any]:
+    job = {"url": f"{url}/api", "key": key, "appName": app, "checks": [c.job() for c in checks]}
+    done = subprocess.run(
+        ["node", str(HERE / "sdk_eval.js")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        check=False,
+    )
+    assert done.returncode == 0, f"node exited {done.returncode}: {done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def python_evaluate(
+    url: str, key: str, checks: list[Check], cache_dir: Path, app: str = "python-sdk-test"
+) -> list[Any]:
+    client = UnleashClient(
+        url=f"{url}/api",
+        app_name=app,
+        instance_id=f"python-eval-{uuid.uuid4()}",
+        custom_headers={"Authorization": key},
+        disable_metrics=True,
+        disable_registration=True,
+        refresh_interval=60,
+        cache=FileCache(app, directory=str(cache_dir / uuid.uuid4().hex)),
+    )
+    client.initialize_client()
+    try:
+        assert client.is_initialized
+        return [
+            client.get_variant(c.toggle, c.context)
+            if c.variant
+            else client.is_enabled(c.toggle, c.context)
+            for c in checks
+        ]
+    finally:
+        client.destroy()
+
+
+def murmur3(key: str, seed: int = 0) -> int:
+    """MurmurHash3 (x86, 32 bits) of a string's UTF-8 bytes: how SDKs bucket users."""
+    data, h = key.encode(), seed
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    rounded = len(data) - len(data) % 4
+    for i in range(0, rounded, 4):
+        k = int.from_bytes(data[i : i + 4], "little") * c1 & mask
+        k = ((k << 15 | k >> 17) & mask) * c2 & mask
+        h ^= k
+        h = ((h << 13 | h >> 19) & mask) * 5 + 0xE6546B64 & mask
+    k = int.from_bytes(data[rounded:], "little") if len(data) % 4 else 0
+    if k:
+        k = k * c1 & mask
+        h ^= ((k << 15 | k >> 17) & mask) * c2 & mask
+    h ^= len(data)
+    h = (h ^ h >> 16) * 0x85EBCA6B & mask
+    h = (h ^ h >> 13) * 0xC2B2AE35 & mask
+    return h ^ h >> 16
+
+
+def bucket(group: str, user: str, size: int = 100, seed: int = 0) -> int:
+    """Unleash's normalised value, 1..size, of a user in a group (a rollout's percentage
+    with the default seed; a variant's weight point with seed 86028157)."""
+    return murmur3(f"{group}:{user}", seed) % size + 1
+
+
+VARIANT_SEED = 86028157
+
+
+def quiet_sdk_logs() -> None:
+    """The Python SDK warns for every flag it does not know; the tests ask on purpose."""
+    logging.getLogger("UnleashClient").setLevel(logging.ERROR)
