@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, eventually, metric
+from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric
 from flagkit import add_strategy, client_features, create_flag, ok, served, turn
+from service import eventually
 
 from relay.central.flags.flags import FlagService
 from relay.central.flags.records import load_state

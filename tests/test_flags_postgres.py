@@ -13,9 +13,9 @@ from typing import Any
 
 import pg
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth, eventually, standalone_settings
+from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth, standalone_settings
 from flagkit import FEATURES, client_features, create_flag, env_path, http, served, turn
-from service import Service, running
+from service import Service, eventually, running
 
 from relay.app import build_app
 from relay.central.flags.serving import POLL_INTERVAL
