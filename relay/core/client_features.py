@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from relay.core.errors import InvalidInput
-from relay.core.flags import FlagRecord, FlagState, SegmentRecord, StrategyRecord
+from relay.core.flags import Document, FlagRecord, FlagState, SegmentRecord, StrategyRecord
 from relay.wire.strategies import semver
 
 FORMAT_VERSION = 2
@@ -38,6 +38,15 @@ class Scope:
 class Rendered:
     body: bytes
     etag: str
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer read back (from an upstream): what ``document`` renders scopes from."""
+
+    features: list[Document]
+    segments: dict[int, Document]
     revision: int
 
 
@@ -69,20 +78,34 @@ def projects_of(granted: Iterable[str], asked: Iterable[str]) -> tuple[str, ...]
 
 
 def render(state: FlagState, scope: Scope) -> Rendered:
-    in_scope = [f for f in state.flags if _in_scope(f, scope)]
+    in_scope = [f for f in state.flags if _in_scope(f.name, f.project, scope)]
     live = [f for f in in_scope if f.archived_at is None]
-    features = [_feature(f, scope, state.segments) for f in live]
-    used = sorted({s for f in live for strategy in _served(f, scope) for s in strategy.segments})
-    segments = [state.segments[i] for i in used if i in state.segments]
+    used = {s for f in live for strategy in _served(f, scope) for s in strategy.segments}
+    segments = {i: state.segments[i] for i in sorted(used) if i in state.segments}
+    revision = max(
+        [f.revision for f in in_scope] + [s.revision for s in segments.values()], default=0
+    )
+    features = [_feature(f, scope) for f in live]
+    return document(features, {i: _segment(s) for i, s in segments.items()}, scope, revision)
+
+
+def document(
+    features: Sequence[Document], segments: Mapping[int, Document], scope: Scope, revision: int
+) -> Rendered:
+    """The answer for ``scope`` from its features as SDKs that resolve segments get them
+    (segment ids in strategies) and the segments by id: the segments they use listed, or,
+    for older SDKs, their constraints inlined. The central service renders its snapshot
+    through here, and a relay the copy it holds of its upstream's answer."""
+    served = [_inlined(f, segments) for f in features] if scope.inline_segments else features
     content: dict[str, Any] = {
         "version": FORMAT_VERSION,
-        "features": features,
+        "features": list(served),
         "query": _query(scope),
     }
     if not scope.inline_segments:
-        content["segments"] = [_segment(s) for s in segments]
+        used = sorted(_segment_ids(features))
+        content["segments"] = [segments[i] for i in used if i in segments]
     etag = f'"{_digest(content)[:32]}"'
-    revision = max([f.revision for f in in_scope] + [s.revision for s in segments], default=0)
     content["meta"] = {
         "revisionId": revision,
         "etag": etag,
@@ -91,19 +114,75 @@ def render(state: FlagState, scope: Scope) -> Rendered:
     return Rendered(_json(content), etag, revision)
 
 
+def read(body: bytes) -> Answer:
+    """An answer of this format (an upstream's), checked for what rendering relies on:
+    ``ValueError`` when it is not one. Everything else in it is kept as it is, so fields
+    this service does not know (``dependencies``...) reach SDKs all the same."""
+    content = json.loads(body)
+    if not isinstance(content, dict):
+        raise ValueError("not a client features answer")
+    features = _list(content, "features", required=True)
+    for feature in features:
+        if not isinstance(feature.get("name"), str):
+            raise ValueError("a feature without a name")
+        if not isinstance(feature.get("project", ""), str):
+            raise ValueError("a feature whose project is not a string")
+        for strategy in _list(feature, "strategies"):
+            _list(strategy, "constraints")
+            _ids(_list(strategy, "segments", of=int))
+    segments = {}
+    for segment in _list(content, "segments"):
+        [segment_id] = _ids([segment.get("id")])
+        _list(segment, "constraints", required=True)
+        segments[segment_id] = segment
+    meta = content.get("meta")
+    revision = meta.get("revisionId") if isinstance(meta, dict) else None
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        revision = 0
+    return Answer(features, segments, revision)
+
+
+def _list(parent: Document, name: str, required: bool = False, of: type[Any] = dict) -> list[Any]:
+    """``parent[name]``, a list of ``of`` (absent: empty unless ``required``)."""
+    value = parent.get(name, None if required else [])
+    if not isinstance(value, list) or not all(isinstance(item, of) for item in value):
+        raise ValueError(f"{name} is not a list of {of.__name__}")
+    return value
+
+
+def _ids(values: list[Any]) -> list[int]:
+    if not all(_id(v) for v in values):
+        raise ValueError("an id that is not an integer")
+    return values
+
+
+def _id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def narrowed(features: Sequence[Document], scope: Scope) -> list[Document]:
+    """The features of an answer that ``scope``'s projects and name prefix select."""
+    return [f for f in features if _in_scope(f["name"], f.get("project", "default"), scope)]
+
+
 def client_feature(state: FlagState, scope: Scope, name: str) -> dict[str, Any] | None:
     """``GET /api/client/features/{name}``: one flag as in the full answer, None when the key
     does not see it (or it is archived)."""
     for flag in state.flags:
-        if flag.name == name and flag.archived_at is None and _in_scope(flag, scope):
-            return _feature(flag, scope, state.segments)
+        if flag.name == name and flag.archived_at is None and _in_scope(name, flag.project, scope):
+            feature = _feature(flag, scope)
+            if not scope.inline_segments:
+                return feature
+            ids = _segment_ids([feature])
+            used = {i: _segment(state.segments[i]) for i in ids if i in state.segments}
+            return _inlined(feature, used)
     return None
 
 
-def _in_scope(flag: FlagRecord, scope: Scope) -> bool:
-    if scope.projects is not None and flag.project not in scope.projects:
+def _in_scope(name: str, project: str, scope: Scope) -> bool:
+    if scope.projects is not None and project not in scope.projects:
         return False
-    return scope.name_prefix is None or flag.name.startswith(scope.name_prefix)
+    return scope.name_prefix is None or name.startswith(scope.name_prefix)
 
 
 def _served(flag: FlagRecord, scope: Scope) -> list[StrategyRecord]:
@@ -112,39 +191,54 @@ def _served(flag: FlagRecord, scope: Scope) -> list[StrategyRecord]:
     return sorted((s for s in strategies if not s.disabled), key=StrategyRecord.order)
 
 
-def _feature(
-    flag: FlagRecord, scope: Scope, segments: Mapping[int, SegmentRecord]
-) -> dict[str, Any]:
+def _feature(flag: FlagRecord, scope: Scope) -> Document:
+    """A flag as SDKs that resolve segments get it."""
     return {
         "name": flag.name,
         "type": flag.type,
         "enabled": flag.environment(scope.environment).enabled,
         "project": flag.project,
         "stale": flag.stale,
-        "strategies": [_strategy(s, scope, segments) for s in _served(flag, scope)],
+        "strategies": [_strategy(s) for s in _served(flag, scope)],
         "variants": [],
         "description": flag.description,
         "impressionData": flag.impression_data,
     }
 
 
-def _strategy(
-    strategy: StrategyRecord, scope: Scope, segments: Mapping[int, SegmentRecord]
-) -> dict[str, Any]:
-    constraints = list(strategy.constraints)
-    out: dict[str, Any] = {"name": strategy.name, "constraints": constraints}
-    out["parameters"] = dict(strategy.parameters)
-    out["variants"] = list(strategy.variants)
-    if scope.inline_segments:
-        for segment_id in strategy.segments:
-            if segment_id in segments:
-                constraints.extend(segments[segment_id].constraints)
-    elif strategy.segments:
+def _strategy(strategy: StrategyRecord) -> Document:
+    out: Document = {
+        "name": strategy.name,
+        "constraints": list(strategy.constraints),
+        "parameters": dict(strategy.parameters),
+        "variants": list(strategy.variants),
+    }
+    if strategy.segments:
         out["segments"] = sorted(strategy.segments)
     return out
 
 
-def _segment(segment: SegmentRecord) -> dict[str, Any]:
+def _inlined(feature: Document, segments: Mapping[int, Document]) -> Document:
+    """A feature for SDKs older than segments: each strategy's segments' constraints added
+    to its own, and no segment ids."""
+    strategies = []
+    for strategy in feature.get("strategies", ()):
+        out = {k: v for k, v in strategy.items() if k != "segments"}
+        ids = strategy.get("segments", ())
+        if ids:
+            out["constraints"] = [
+                *strategy.get("constraints", ()),
+                *(c for i in ids if i in segments for c in segments[i]["constraints"]),
+            ]
+        strategies.append(out)
+    return {**feature, "strategies": strategies}
+
+
+def _segment_ids(features: Iterable[Document]) -> set[int]:
+    return {i for f in features for s in f.get("strategies", ()) for i in s.get("segments", ())}
+
+
+def _segment(segment: SegmentRecord) -> Document:
     return {"id": segment.id, "name": segment.name, "constraints": list(segment.constraints)}
 
 
