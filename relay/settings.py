@@ -160,6 +160,19 @@ class Settings(BaseSettings):
     flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
     )
+    features_refresh_interval: Annotated[
+        float,
+        Usage(
+            Mode.EDGE,
+            note="One request per scope (keys of one projects and environment) per interval,"
+            " whatever the number of SDKs",
+        ),
+    ] = Field(
+        15.0,
+        ge=0.1,
+        description="Relay: seconds between revalidations of each scope's flags upstream"
+        " (fractions allowed)",
+    )
     final_flush_timeout: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0,
         ge=0,

@@ -45,7 +45,13 @@ class FakeUpstream:
         self.script: list[Answer] = []
         self.default = Answer()
         self.received: list[Received] = []
+        self.features: dict[str, Any] = {
+            "version": 2,
+            "features": [{"name": "f1", "enabled": True, "project": "default", "strategies": []}],
+        }
         self.features_etag = '"v1"'
+        self.features_answer: Answer | None = None  # instead of the flags (503, a delay...)
+        self.refused: dict[str, int] = {}  # key -> 401 or 403 on the flags
         self.server: TestServer | None = None
         self.validate_calls = 0
         self.validate_down = False
@@ -121,13 +127,26 @@ class FakeUpstream:
         ]
         return web.json_response({"tokens": valid})
 
+    @property
+    def flag_fetches(self) -> list[Received]:
+        return [r for r in self.received if r.path.startswith("/api/client/features")]
+
     async def _features(self, request: web.Request) -> web.Response:
+        """The flags of ``features`` to keys of ``valid_keys`` (401 to others, or the status
+        ``refused`` gives), ETag and 304; ``features_answer`` stands in for them."""
         await self._record(request)
+        answer = self.features_answer
+        if answer is not None:
+            await asyncio.sleep(answer.delay)
+            if answer.status != 200:
+                return web.Response(status=answer.status, body=answer.body or None)
+        key = request.headers.get("Authorization", "")
+        if key in self.refused or key not in self.valid_keys:
+            return web.Response(status=self.refused.get(key, 401))
         if request.headers.get("If-None-Match") == self.features_etag:
             return web.Response(status=304, headers={"ETag": self.features_etag})
         return web.json_response(
-            {"version": 2, "features": [{"name": "f1", "enabled": True, "strategies": []}]},
-            headers={"ETag": self.features_etag, "fetch-mode": "streaming"},
+            self.features, headers={"ETag": self.features_etag, "fetch-mode": "streaming"}
         )
 
     async def _other(self, request: web.Request) -> web.Response:

@@ -1,9 +1,9 @@
-"""Relay mode: calls passed to the upstream as they are (caller's key, headers, body, query)
-and its answer passed back (status, body, content type, ETag), or a JSON 401/502/504."""
+"""Relay mode: admin add-environment passed to the upstream as it is (caller's key, headers,
+body, query) and its answer passed back (status, body, content type), or a JSON
+401/502/504. (SDKs' flags come from the relay's cache: tests/test_flag_cache.py.)"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,8 @@ class WireUpstream(FakeUpstream):
         return await super()._record(request)
 
     def passed(self) -> list[Received]:
-        """Requests other than the relay's own flushes and key checks."""
-        own = ("/api/client/metrics/bulk", "/edge/validate")
+        """Requests other than the relay's own flushes, key checks and flag fetches."""
+        own = ("/api/client/metrics/bulk", "/edge/validate", "/api/client/features")
         return [r for r in self.received if r.path not in own]
 
 
@@ -133,21 +133,13 @@ async def test_without_a_key_the_answer_is_401_and_nothing_is_forwarded(
     assert upstream.passed() == []
 
 
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("POST", ENVIRONMENTS),
-        ("GET", "/api/client/features"),
-        ("GET", "/api/client/features/f1"),
-    ],
-)
 async def test_an_upstream_that_is_gone_gives_502(
-    make_relay: MakeClient, upstream: WireUpstream, method: str, path: str
+    make_relay: MakeClient, upstream: WireUpstream
 ) -> None:
     relay = await make_relay()
     await upstream.close()
-    response = await relay.request(
-        method, path, json={"environment": "staging"}, headers=auth(ADMIN_KEY)
+    response = await relay.post(
+        ENVIRONMENTS, json={"environment": "staging"}, headers=auth(ADMIN_KEY)
     )
     assert response.status == 502
     assert response.content_type == "application/json"
@@ -164,9 +156,6 @@ async def test_an_upstream_nobody_listens_on_gives_502(
     )
     assert response.status == 502
     assert_error(await response.json(), "BadGatewayError")
-    features = await relay.get("/api/client/features", headers=auth(DEV_KEY))
-    assert features.status == 502
-    assert_error(await features.json(), "BadGatewayError")
     assert upstream.received == []
 
 
@@ -185,96 +174,21 @@ async def test_an_upstream_slower_than_the_timeout_gives_504(
     assert sent.path == ENVIRONMENTS
 
 
-async def test_features_are_passed_through_with_the_sdk_headers_and_etag(
-    make_relay: MakeClient, upstream: WireUpstream
-) -> None:
-    relay = await make_relay()
-    headers = {
-        "Authorization": DEV_KEY,
-        "If-None-Match": '"v0"',
-        "Unleash-Client-Spec": "5.1.9",
-        "Unleash-AppName": "shop",
-        "Cookie": "session=not-for-upstream",
-    }
-    response = await relay.get("/api/client/features", headers=headers)
-    assert response.status == 200
-    assert response.headers["ETag"] == '"v1"'
-    assert response.content_type == "application/json"
-    assert "fetch-mode" not in response.headers  # would switch the Node SDK to streaming
-    body = await response.json()
-    assert [f["name"] for f in body["features"]] == ["f1"]
-
-    [sent] = upstream.passed()
-    assert (sent.method, sent.path) == ("GET", "/api/client/features")
-    assert sent.headers["Authorization"] == DEV_KEY
-    assert sent.headers["If-None-Match"] == '"v0"'
-    assert sent.headers["Unleash-Client-Spec"] == "5.1.9"
-    assert sent.headers["Unleash-AppName"] == "shop"
-    assert "Cookie" not in sent.headers
-
-    unchanged = await relay.get(
-        "/api/client/features", headers={"Authorization": PROD_KEY, "If-None-Match": '"v1"'}
-    )
-    assert unchanged.status == 304
-    assert unchanged.headers["ETag"] == '"v1"'
-    assert await unchanged.read() == b""
-    assert "fetch-mode" not in unchanged.headers
-    second = upstream.passed()[1]
-    assert second.headers["Authorization"] == PROD_KEY
-    assert second.headers["If-None-Match"] == '"v1"'
-
-
 async def test_query_strings_are_forwarded_as_sent(
     make_relay: MakeClient, upstream: WireUpstream
 ) -> None:
     relay = await make_relay()
-    query = "project=default&namePrefix=a%23b%26c%2Bd%3De&tag=simple:x&pct=%25"
-    response = await relay.get(
-        URL(f"/api/client/features?{query}", encoded=True), headers=auth(DEV_KEY)
-    )
-    assert response.status == 200
-    feature = await relay.get(
-        URL("/api/client/features/f1?project=default", encoded=True), headers=auth(DEV_KEY)
-    )
-    assert feature.status == 200
+    query = "dryRun=true&name=a%23b%26c%2Bd%3De&tag=simple:x&pct=%25"
     upstream.script = [Answer(200)]
     added = await relay.post(
-        f"{ENVIRONMENTS}?dryRun=true", json={"environment": "staging"}, headers=auth(ADMIN_KEY)
+        URL(f"{ENVIRONMENTS}?{query}", encoded=True),
+        json={"environment": "staging"},
+        headers=auth(ADMIN_KEY),
     )
     assert added.status == 200
-    assert upstream.raw_paths == [
-        f"/api/client/features?{query}",
-        "/api/client/features/f1?project=default",
-        f"{ENVIRONMENTS}?dryRun=true",
+    assert [p for p in upstream.raw_paths if p.startswith(ENVIRONMENTS)] == [
+        f"{ENVIRONMENTS}?{query}"
     ]
-    assert upstream.passed()[0].path == "/api/client/features"
-
-
-async def test_one_feature_is_passed_through(
-    make_relay: MakeClient, upstream: WireUpstream
-) -> None:
-    relay = await make_relay()
-    toggle = {"name": "checkout", "enabled": True, "strategies": []}
-    upstream.script = [
-        Answer(200, body=json.dumps(toggle).encode(), headers={"ETag": '"c1"', "fetch-mode": "x"}),
-        Answer(404, body=b'{"name":"NotFoundError"}'),
-    ]
-    headers = {"Authorization": DEV_KEY, "Unleash-Client-Spec": "5.1.9"}
-    response = await relay.get("/api/client/features/checkout", headers=headers)
-    assert response.status == 200
-    assert await response.json() == toggle
-    assert response.headers["ETag"] == '"c1"'
-    assert "fetch-mode" not in response.headers
-    missing = await relay.get("/api/client/features/nope", headers=headers)
-    assert missing.status == 404
-    assert await missing.read() == b'{"name":"NotFoundError"}'
-    sent = upstream.passed()
-    assert [(r.method, r.path) for r in sent] == [
-        ("GET", "/api/client/features/checkout"),
-        ("GET", "/api/client/features/nope"),
-    ]
-    assert all(r.headers["Authorization"] == DEV_KEY for r in sent)
-    assert all(r.headers["Unleash-Client-Spec"] == "5.1.9" for r in sent)
 
 
 async def test_names_are_forwarded_as_one_path_segment(
@@ -282,23 +196,18 @@ async def test_names_are_forwarded_as_one_path_segment(
 ) -> None:
     relay = await make_relay()
     for name in ("with%20space", "a%2Fb", "..%2F..%2Fedge%2Fvalidate", "..."):
-        response = await relay.get(
-            URL(f"/api/client/features/{name}", encoded=True), headers=auth(DEV_KEY)
+        upstream.script = [Answer(200)]
+        response = await relay.post(
+            URL(f"/api/admin/projects/{name}/environments", encoded=True),
+            json={"environment": "staging"},
+            headers=auth(ADMIN_KEY),
         )
         assert response.status == 200, name
-    upstream.script = [Answer(200)]
-    response = await relay.post(
-        URL("/api/admin/projects/..%2Fapi%2Fclient/environments", encoded=True),
-        json={"environment": "staging"},
-        headers=auth(ADMIN_KEY),
-    )
-    assert response.status == 200
-    assert upstream.raw_paths == [
-        "/api/client/features/with%20space",
-        "/api/client/features/a%2Fb",
-        "/api/client/features/..%2F..%2Fedge%2Fvalidate",
-        "/api/client/features/...",
-        "/api/admin/projects/..%2Fapi%2Fclient/environments",
+    assert [p for p in upstream.raw_paths if p.startswith("/api/admin")] == [
+        "/api/admin/projects/with%20space/environments",
+        "/api/admin/projects/a%2Fb/environments",
+        "/api/admin/projects/..%2F..%2Fedge%2Fvalidate/environments",
+        "/api/admin/projects/.../environments",
     ]
 
 
@@ -310,9 +219,6 @@ async def test_names_are_forwarded_as_one_path_segment(
         ("POST", "/api/admin/projects/.%2e/environments"),
         ("POST", "/api/admin/projects/./environments"),
         ("POST", "/api/admin/projects/%2E/environments"),
-        ("GET", "/api/client/features/.."),
-        ("GET", "/api/client/features/%2E%2E"),
-        ("GET", "/api/client/features/%2e"),
     ],
 )
 async def test_dot_segments_never_reach_the_upstream(

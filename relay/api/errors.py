@@ -111,6 +111,10 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NotFoundError(error.message)
         case domain.Conflict():
             return NameExistsError(error.message)
+        case domain.Unauthorized():
+            return AuthenticationRequired(error.message)
+        case domain.Forbidden():
+            return NoAccessError(error.message)
         case domain.Throttled():
             return TooManyRequests(error.message, error.retry_after)
         case domain.Unavailable():

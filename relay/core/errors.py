@@ -33,6 +33,14 @@ class Conflict(DomainError):
     """The change conflicts with a record that exists (a name already taken)."""
 
 
+class Unauthorized(DomainError):
+    """The key is not valid (any more): the upstream that knows it said so."""
+
+
+class Forbidden(DomainError):
+    """The key is valid but may not do this: the upstream that knows it said so."""
+
+
 class Unavailable(DomainError):
     """A dependency (the upstream) cannot answer now; the caller should retry later."""
 

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from prometheus_client import Gauge
@@ -71,6 +71,13 @@ class SdkKeyResolver:
         self._calls: set[asyncio.Task[None]] = set()
         self._down_until = 0.0
         self._throttled = False  # the upstream's last refusal was a 429, not an outage
+
+    def remember(self, keys: Mapping[str, Principal]) -> None:
+        """Keys vouched for before a restart (key hash -> principal): trusted again only while
+        the upstream cannot be asked, as keys past their TTL are."""
+        for digest, principal in keys.items():
+            if digest not in self._valid and digest not in self._configured:
+                _remember(self._valid, digest, (principal, 0.0), MAX_VALID)
 
     def known(self, key: str) -> Principal | None:
         digest = hash_key(key)

@@ -1,4 +1,5 @@
-"""Calls the relay passes to the upstream unchanged (the caller's key, body and answer).
+"""Calls the relay passes to the upstream unchanged (the caller's key, body and answer):
+admin add-environment. (SDKs' flags are served from the relay's cache: ``flag_api``.)
 
 Only the configured upstream is ever contacted, at a path built here from a fixed template;
 redirects are never followed. Without an ``Authorization`` header the answer is 401 locally,
@@ -20,21 +21,8 @@ from relay.edge.state import UPSTREAM
 from relay.edge.upstream import Forwarded, UpstreamUnavailable
 from relay.wire.admin import ProjectEnvironment
 
-_REQUEST_HEADERS = (
-    "Authorization",
-    "Content-Type",
-    "Accept",
-    "If-None-Match",
-    "Unleash-Client-Spec",
-    "Unleash-AppName",
-    "Unleash-InstanceId",
-    "Unleash-Connection-Id",
-    "Unleash-Sdk",
-    "User-Agent",
-)
-# `fetch-mode: streaming` would switch the Node SDK to server-sent events, which the relay
-# does not carry; it is deliberately not in this list.
-_RESPONSE_HEADERS = ("Content-Type", "ETag", "Cache-Control", "Vary", "Last-Modified")
+_REQUEST_HEADERS = ("Authorization", "Content-Type", "Accept", "User-Agent")
+_RESPONSE_HEADERS = ("Content-Type", "Cache-Control", "Vary")
 
 
 def _segment(request: web.Request, name: str) -> str:
@@ -80,15 +68,6 @@ async def add_environment(request: web.Request) -> web.Response:
     return await _forward(request, "POST", f"/api/admin/projects/{project}/environments", "admin")
 
 
-async def features(request: web.Request) -> web.Response:
-    return await _forward(request, "GET", "/api/client/features", "features")
-
-
-async def feature(request: web.Request) -> web.Response:
-    name = _segment(request, "featureName")
-    return await _forward(request, "GET", f"/api/client/features/{name}", "features")
-
-
 def _passed(
     method: str,
     path: str,
@@ -106,7 +85,7 @@ def _passed(
         summary,
         tag,
         body=body,
-        responses={200: None, 304: None} if method == "GET" else {200: None},
+        responses={200: None},
         errors=(401, 502, 504, *upstream_errors),
     )
 
@@ -120,21 +99,5 @@ ROUTES = [
         "admin",
         (400, 403, 404, 409, 413, 415),
         body=ProjectEnvironment,
-    ),
-    _passed(
-        "GET",
-        "/api/client/features",
-        features,
-        "Feature toggles for an SDK (passed to the upstream; ETag and 304 kept)",
-        "client",
-        (400, 403),
-    ),
-    _passed(
-        "GET",
-        "/api/client/features/{featureName}",
-        feature,
-        "One feature toggle (passed to the upstream)",
-        "client",
-        (400, 403, 404),
     ),
 ]

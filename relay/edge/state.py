@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.edge.flag_cache import FlagCache
 from relay.edge.upstream import UpstreamClient
 
 UPSTREAM = web.AppKey("upstream", UpstreamClient)
+FLAG_CACHE = web.AppKey("flag_cache", FlagCache)

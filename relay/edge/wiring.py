@@ -19,13 +19,15 @@ from relay.api.state import INGEST, KEY_RESOLVER, READY
 from relay.core.domain import Hop
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import passthrough
+from relay.edge import flag_api, passthrough
 from relay.edge.buffer_monitor import BufferMonitor
+from relay.edge.flag_cache import TICK, FlagCache
+from relay.edge.flag_store import FlagStore
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.state import UPSTREAM
+from relay.edge.state import FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
 from relay.store.metrics import MetricsStore
@@ -54,7 +56,8 @@ async def initialise(settings: Settings) -> None:
 
 def build(settings: Settings, worker: int) -> web.Application:
     """Worker 0, the leader, runs the jobs there must be one of (flusher, buffer monitor,
-    pruning); each worker buffers in its own file (``relay.edge.shards``)."""
+    pruning); each worker buffers in its own file (``relay.edge.shards``). Every worker
+    serves flags from its flag cache, whose copies are shared through the leader's file."""
     if settings.upstream_url is None:
         raise ValueError("relay mode needs upstream_url")  # Settings validation ensures it
     app = new_application(settings)
@@ -81,8 +84,23 @@ def build(settings: Settings, worker: int) -> web.Application:
     monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
-    app[KEY_RESOLVER] = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
+    resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
+    app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
+    flag_store = FlagStore(db)
+
+    def ready() -> None:
+        app[READY][0] = True
+
+    flags = FlagCache(
+        flag_store,
+        upstream,
+        settings.features_refresh_interval,
+        settings.client_tokens,
+        {"Unleash-AppName": hop.app_name, "Unleash-InstanceId": hop.instance_id},
+        ready,
+    )
+    app[FLAG_CACHE] = flags
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -93,7 +111,6 @@ def build(settings: Settings, worker: int) -> web.Application:
             if leader:
                 await monitor.check()
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
-            app[READY][0] = True
             log.info(
                 "relay started",
                 extra={
@@ -117,12 +134,25 @@ def build(settings: Settings, worker: int) -> web.Application:
         yield
         await flusher.stop(settings.final_flush_timeout)
 
+    async def flag_cache(app: web.Application) -> AsyncIterator[None]:
+        """Ready once every ``client_tokens`` key has flags (``FlagCache``); keys that read
+        flags before a restart are known again while the upstream is down."""
+        resolver.remember(await flag_store.keys())
+        await flags.start()
+        yield
+        await flags.stop()
+
     app.cleanup_ctx.append(storage)
+    app.cleanup_ctx.append(flag_cache)
+    tick = min(TICK, settings.features_refresh_interval)
+    app.cleanup_ctx.append(every(tick, flags.tick, "flag-cache"))
     if leader:
         app.cleanup_ctx.append(flushing)
         app.cleanup_ctx.append(every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
-    serve_routes(app, [*client.ROUTES, *passthrough.ROUTES, *validate.ROUTES])
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, flags.prune, "prune-flags"))
+    routes = [*client.ROUTES, *flag_api.ROUTES, *passthrough.ROUTES, *validate.ROUTES]
+    serve_routes(app, routes)
     return app
 
 

@@ -1,0 +1,388 @@
+"""The relay's flag cache: SDKs get their flags from memory, the upstream sees one request per
+scope per ``features_refresh_interval``, and a copy outlives the upstream's outages and the
+relay's restarts.
+
+- **Scopes.** Keys with the same projects and environment (``FlagScope``) share one copy
+  and one fetch. The relay fetches ``{upstream}/api/client/features`` with a key of the
+  scope that asked for it (the one the upstream last answered), with
+  no query (``relay.edge.flag_fetch``), and renders every query and SDK version from that
+  copy (``relay.edge.flag_entries``).
+- **First use.** A scope nobody asked for yet is fetched on its first request; concurrent
+  requests share that fetch. A copy another worker stored is taken instead when it is
+  fresh.
+- **Refreshes.** Every ``TICK`` each worker loads what other workers wrote to the file and
+  claims the scopes it holds keys for that are due (``relay.edge.flag_store``): one worker
+  revalidates each scope per interval, with ``If-None-Match``.
+- **Refusals.** A key the upstream refuses (401/403) leaves its scope, and gets that
+  status from the relay for ``REFUSED_TTL`` seconds; a scope whose every key was refused
+  loses its copy.
+- **Outages.** The copy held is served whatever the upstream does; a scope with no copy
+  gets 503 (SDKs retry), at once for ``HOLD_OFF`` seconds after a failed fetch.
+- **Durable.** Copies (the upstream's body, ETag, when it was confirmed) and the hashes of
+  the keys that read them are written to ``buffer.db`` within a ``TICK`` and loaded at
+  start, so a relay restarted while the upstream is down serves at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from prometheus_client import Gauge
+
+from relay.core.client_features import Rendered, Scope, projects_of
+from relay.core.errors import StorageError, Unavailable
+from relay.core.keys import Principal, hash_key, parse_key, redact
+from relay.edge.flag_entries import Entry, Refusals, Views
+from relay.edge.flag_fetch import Fetch, Fetcher
+from relay.edge.flag_store import (
+    MAX_STORED_KEYS,
+    Confirmed,
+    Copy,
+    Dropped,
+    FlagScope,
+    FlagStore,
+    Pending,
+    Saved,
+)
+from relay.edge.upstream import UpstreamClient
+from relay.wire.common import KeyType
+
+log = logging.getLogger(__name__)
+
+TICK = 1.0
+HOLD_OFF = 1.0
+MAX_SCOPES = 1_000
+MAX_KEYS_PER_SCOPE = 16
+CONCURRENT_FETCHES = 8
+RETENTION = 7 * 86400.0  # a stored scope nobody refreshed for this long is deleted
+
+AGE = Gauge(
+    "relay_flag_cache_age_seconds",
+    "Seconds since the upstream last confirmed the flags of a scope in use (200 or 304)",
+    ["environment", "projects"],
+    multiprocess_mode="livemax",
+)
+SCOPES = Gauge(
+    "relay_flag_cache_scopes", "Scopes with a copy of their flags", multiprocess_mode="livemax"
+)
+HELD = Gauge(
+    "relay_flag_cache_bytes",
+    "Bytes of flag answers held: each scope's, and those derived for queries",
+    multiprocess_mode="livesum",
+)
+
+
+class FlagCache:
+    def __init__(
+        self,
+        store: FlagStore,
+        upstream: UpstreamClient,
+        interval: float,
+        configured: Sequence[str],
+        identity: Mapping[str, str],
+        on_ready: Callable[[], None],
+    ) -> None:
+        """``configured``: the ``client_tokens``, which must have a copy (or have been
+        refused) before the relay is ready; ``identity``: headers naming the relay."""
+        self._store = store
+        self._fetcher = Fetcher(upstream, identity)
+        self._interval = interval
+        self._configured = {k: parse_key(k, KeyType.CLIENT).principal for k in configured}
+        self._settled: set[str] = set()  # configured keys with a copy or refused
+        self._on_ready: Callable[[], None] | None = on_ready
+        self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
+        self._views = Views()
+        self._refused = Refusals()
+        self._pending = Pending()
+        self._fetching = asyncio.Semaphore(CONCURRENT_FETCHES)
+        self._changed = 0
+        self._storage_failing = False
+
+    # --- serving ---
+
+    async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
+        entry, rendered = await self._entry(key, principal)
+        return self._views.get(entry, rendered, scope)
+
+    async def feature(self, key: str, principal: Principal, scope: Scope, name: str) -> Any:
+        entry, rendered = await self._entry(key, principal)
+        return self._views.feature(entry, rendered, scope, name)
+
+    async def _entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+        self._refused.check(key)
+        scope = self._scope_of(key, principal)
+        entry = self._entries.get(scope)
+        if entry is not None and entry.rendered is not None:
+            self._entries.move_to_end(scope)
+            rendered = entry.rendered
+        else:
+            entry, rendered = await self._first(scope, key)
+        if key not in entry.keys:
+            entry.keys[key] = None
+            while len(entry.keys) > MAX_KEYS_PER_SCOPE:
+                entry.keys.popitem(last=False)
+        if key not in self._configured:
+            self._pending.record(key, entry.scope, principal.display)
+        return entry, rendered
+
+    def _scope_of(self, key: str, principal: Principal) -> FlagScope:
+        own = hash_key(key)[:16] if key.startswith("[]:") and key in self._configured else None
+        return FlagScope(principal.environment, tuple(sorted(principal.projects)), own)
+
+    async def _first(self, scope: FlagScope, key: str) -> tuple[Entry, Rendered]:
+        """The scope's entry once it has a copy, fetched with ``key`` if need be; raises
+        when that key is refused, or when there is no copy and the upstream cannot say."""
+        while True:
+            entry = self._entries.get(scope) or self._add(scope)
+            if entry.rendered is not None:
+                return entry, entry.rendered
+            if entry.task is None and time.monotonic() < entry.hold_until:
+                raise _no_copy()
+            await asyncio.shield(entry.task or self._start(entry, key))
+            self._refused.check(key)
+            if entry.rendered is not None:
+                return entry, entry.rendered
+            if entry.failing:
+                raise _no_copy()
+            # another key of the scope was refused: this one is tried next
+
+    def _refuse(self, entry: Entry, key: str, status: int) -> None:
+        self._refused.add(key, status)
+        entry.keys.pop(key, None)
+        if key in self._configured:
+            self._settled.add(key)
+        log.warning(
+            "the upstream refused an SDK key for flags: it gets the same answer here",
+            extra={"key": redact(key), "status": status, "scope": entry.scope.label},
+        )
+
+    # --- fetching ---
+
+    def _start(self, entry: Entry, first: str | None) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._renew(entry, first), name="flag-fetch")
+        entry.task = task
+
+        def done(task: asyncio.Task[None]) -> None:
+            entry.task = None
+            if not task.cancelled() and task.exception() is not None:
+                log.error("fetching flags failed", exc_info=task.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def _renew(self, entry: Entry, first: str | None) -> None:
+        """Fetch ``entry``'s scope with ``first``, or with its keys in turn while they are
+        refused; a first copy may be one another worker stored."""
+        async with self._fetching:
+            if entry.rendered is None:
+                copy = await self._stored(entry.scope)
+                if copy is not None and self._take(entry, copy):
+                    self._check_ready()
+                    if copy.fetched_at + self._interval > time.time():
+                        return  # fresh: another worker has just fetched it
+            for key in [first] if first is not None else entry.candidates():
+                if await self._fetch_with(entry, key):
+                    return
+            if not entry.keys and self._entries.get(entry.scope) is entry:
+                self._drop(entry)
+
+    async def _fetch_with(self, entry: Entry, key: str) -> bool:
+        """One fetch; False when ``key`` was refused (another may be tried)."""
+        fetched = await self._fetcher.fetch(key, entry.upstream_etag if entry.rendered else None)
+        now = time.time()
+        match fetched.outcome:
+            case Fetch.NEW:
+                copy = Copy(fetched.body, fetched.etag, now)
+                if not self._take(entry, copy):
+                    self._failed(entry, "the upstream's answer is not one of flags")
+                    return True
+                self._pending.queue(Saved(entry.scope, copy))
+            case Fetch.SAME:
+                entry.fetched_at = now
+                self._pending.queue(Confirmed(entry.scope, now))
+            case Fetch.REFUSED:
+                self._refuse(entry, key, fetched.status or 401)
+                self._check_ready()
+                return False
+            case Fetch.FAILED:
+                self._failed(entry, fetched.error)
+                return True
+        entry.fetch_key = key
+        entry.due_at = max(entry.due_at, now + self._interval)
+        if entry.failing:
+            log.info("flags refreshed again", extra={"scope": entry.scope.label})
+            entry.failing = False
+        self._check_ready()
+        return True
+
+    def _take(self, entry: Entry, copy: Copy) -> bool:
+        """``copy`` becomes the entry's answer; False (logged) when it is none."""
+        try:
+            entry.take(copy.body)
+        except ValueError as exc:
+            log.error(
+                "an answer of the upstream is not one of flags: the copy held stays",
+                extra={"scope": entry.scope.label, "error": str(exc)},
+            )
+            return False
+        entry.upstream_etag = copy.etag
+        entry.fetched_at = copy.fetched_at
+        return True
+
+    def _failed(self, entry: Entry, error: str) -> None:
+        if entry.rendered is None:
+            entry.hold_until = time.monotonic() + HOLD_OFF
+        if not entry.failing:
+            held = "serving the copy held" if entry.rendered else "no copy: SDKs get 503"
+            log.warning(
+                f"cannot fetch flags from the upstream: {held}",
+                extra={
+                    "scope": entry.scope.label,
+                    "environment": entry.scope.environment,
+                    "error": error,
+                },
+            )
+            entry.failing = True
+
+    # --- entries ---
+
+    def _add(self, scope: FlagScope) -> Entry:
+        base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
+        entry = self._entries[scope] = Entry(scope, base)
+        if len(self._entries) > MAX_SCOPES:
+            pinned = {self._scope_of(k, p) for k, p in self._configured.items()}
+            for old in list(self._entries)[: len(self._entries) - MAX_SCOPES]:
+                if old not in pinned and old != scope and self._entries[old].task is None:
+                    self._forget(self._entries.pop(old))
+        return entry
+
+    def _drop(self, entry: Entry) -> None:
+        """Every key of the scope was refused: its copy goes, here and in the file."""
+        self._forget(self._entries.pop(entry.scope))
+        if entry.rendered is not None:
+            self._pending.queue(Dropped(entry.scope))
+
+    @staticmethod
+    def _forget(entry: Entry) -> None:
+        with contextlib.suppress(KeyError):  # never reported
+            AGE.remove(entry.scope.environment, entry.scope.label)
+
+    # --- the file ---
+
+    async def start(self) -> None:
+        """The copies stored, the configured keys' scopes, then a first tick (which
+        fetches what they lack)."""
+        await self._sync()
+        for key, principal in self._configured.items():
+            scope = self._scope_of(key, principal)
+            (self._entries.get(scope) or self._add(scope)).keys[key] = None
+        self._check_ready()
+        await self.tick()
+
+    async def tick(self) -> None:
+        """What other workers wrote, this worker's writes, and its claims of due scopes."""
+        try:
+            await self._sync()
+            await self._write_and_claim()
+        except StorageError as exc:
+            if not self._storage_failing:
+                log.error("flag cache cannot use its file", extra={"error": str(exc)})
+            self._storage_failing = True
+        else:
+            self._storage_failing = False
+        self._report()
+
+    async def _sync(self) -> None:
+        for head in await self._store.heads(self._changed):
+            self._changed = max(self._changed, head.changed)
+            entry = self._entries.get(head.scope)
+            if entry is None:
+                if head.etag is None:
+                    continue
+                entry = self._add(head.scope)
+            entry.due_at = max(entry.due_at, head.due_at)
+            if head.fetched_at is None or head.fetched_at < (entry.fetched_at or 0.0):
+                continue  # this worker's own copy is newer (and written at this tick)
+            if head.etag != entry.upstream_etag and entry.task is None:
+                copy = await self._store.copy(head.scope)
+                if copy is not None:
+                    self._take(entry, copy)
+            entry.fetched_at = max(entry.fetched_at or 0.0, head.fetched_at)
+        self._check_ready()
+
+    async def _stored(self, scope: FlagScope) -> Copy | None:
+        try:
+            return await self._store.copy(scope)
+        except StorageError:
+            return None  # logged by the tick; the upstream is asked
+
+    async def _write_and_claim(self) -> None:
+        now = time.time()
+        due = [
+            e.scope for e in self._entries.values() if e.keys and e.task is None and e.due_at <= now
+        ]
+        if not (self._pending or due):
+            return
+        writes = self._pending.drain()
+        try:
+            claimed = await self._store.write(writes, due, now, self._interval)
+        except StorageError:
+            self._pending.restore(writes)
+            raise
+        for scope in due:
+            entry = self._entries.get(scope)
+            if entry is None:
+                continue
+            entry.due_at = max(entry.due_at, now + self._interval)
+            if scope in claimed and entry.task is None:
+                self._start(entry, None)
+
+    async def prune(self) -> None:
+        await self._store.prune(time.time() - RETENTION, MAX_SCOPES, MAX_STORED_KEYS)
+
+    async def stop(self) -> None:
+        """Fetches in flight are cancelled; what they and others wrote is written."""
+        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._pending:
+            try:
+                await self._store.write(self._pending.drain(), (), time.time(), self._interval)
+            except StorageError as exc:
+                log.error("flag cache: last writes lost", extra={"error": str(exc)})
+
+    # --- readiness and metrics ---
+
+    def _check_ready(self) -> None:
+        """Ready once every configured key has a copy of its scope, fresh or stored, or was
+        refused by the upstream (which has then answered for it)."""
+        if self._on_ready is None:
+            return
+        for key, principal in self._configured.items():
+            entry = self._entries.get(self._scope_of(key, principal))
+            if key not in self._settled and (entry is None or entry.rendered is None):
+                return
+        self._on_ready()
+        self._on_ready = None
+
+    def _report(self) -> None:
+        now = time.time()
+        held = self._views.bytes
+        for entry in self._entries.values():
+            if entry.rendered is not None:
+                held += len(entry.rendered.body)
+            if entry.keys and entry.fetched_at is not None:
+                AGE.labels(entry.scope.environment, entry.scope.label).set(now - entry.fetched_at)
+        SCOPES.set(sum(1 for e in self._entries.values() if e.rendered is not None))
+        HELD.set(held)
+
+
+def _no_copy() -> Unavailable:
+    return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")

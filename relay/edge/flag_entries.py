@@ -1,0 +1,146 @@
+"""What a relay holds in memory of its flags: per scope, the answer rendered from the
+upstream's (``Entry``), and the answers derived from it for other queries (``Views``).
+
+Each scope's answer is held once, as the bytes SDKs get (rendered by
+``relay.core.client_features.document`` from the upstream's answer, fetched with a current
+``Unleash-Client-Spec``), with its ETag. A query that narrows it (``project``,
+``namePrefix``) or an SDK older than segments (inlined) gets an answer derived from those
+bytes when first asked, kept in a bounded least-recently-used set (``MAX_VIEWS`` answers,
+``MAX_VIEW_BYTES`` in all), and derived again when the scope's answer changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from typing import Any
+
+from relay.core.client_features import Rendered, Scope, document, narrowed, read
+from relay.core.errors import Forbidden, Unauthorized
+from relay.core.keys import hash_key
+from relay.edge.flag_store import FlagScope
+
+MAX_VIEWS = 1_000
+MAX_VIEW_BYTES = 64 * 1024 * 1024
+REFUSED_TTL = 60.0
+MAX_REFUSED = 10_000
+
+
+class Entry:
+    """One scope: its answer once there is one, and the SDK keys that asked for it (the
+    relay fetches with one of them; a key refused upstream is dropped)."""
+
+    __slots__ = (
+        "base",
+        "due_at",
+        "failing",
+        "fetch_key",
+        "fetched_at",
+        "hold_until",
+        "keys",
+        "recorded",
+        "rendered",
+        "scope",
+        "task",
+        "upstream_etag",
+    )
+
+    def __init__(self, scope: FlagScope, base: Scope) -> None:
+        self.scope = scope
+        self.base = base  # what an SDK with none of the filters gets: ``rendered``
+        self.rendered: Rendered | None = None
+        self.upstream_etag: str | None = None
+        self.fetched_at: float | None = None  # wall clock: when the upstream last confirmed it
+        self.due_at = 0.0  # wall clock: the next refresh, as this worker last knew it
+        self.keys: OrderedDict[str, None] = OrderedDict()  # keys that asked here, newest last
+        self.recorded: dict[str, float] = {}  # key -> when it was last written to the file
+        self.fetch_key: str | None = None  # the key the upstream last answered
+        self.task: asyncio.Task[None] | None = None  # a fetch in flight
+        self.failing = False
+        self.hold_until = 0.0  # monotonic: no first fetch again before, after one failed
+
+    def take(self, body: bytes) -> Rendered:
+        """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
+        is none): only the scope's projects kept, segments as ids."""
+        answer = read(body)
+        self.rendered = document(
+            narrowed(answer.features, self.base), answer.segments, self.base, answer.revision
+        )
+        return self.rendered
+
+    def candidates(self) -> list[str]:
+        """Keys to fetch with, best first: the one the upstream last answered, then the
+        newest."""
+        keys = list(reversed(self.keys))
+        last = self.fetch_key
+        if last is None or last not in self.keys:
+            return keys
+        return [last, *(k for k in keys if k != last)]
+
+
+class Views:
+    """Answers derived from the scopes' answers, least recently used first out."""
+
+    def __init__(self, most: int = MAX_VIEWS, most_bytes: int = MAX_VIEW_BYTES) -> None:
+        self._most = most
+        self._most_bytes = most_bytes
+        self.bytes = 0
+        self._held: OrderedDict[tuple[FlagScope, Scope], tuple[str, Rendered]] = OrderedDict()
+
+    def get(self, entry: Entry, rendered: Rendered, scope: Scope) -> Rendered:
+        """``scope``'s answer from ``entry``'s ``rendered``, derived once per change."""
+        if scope == entry.base:
+            return rendered
+        key = (entry.scope, scope)
+        held = self._held.get(key)
+        if held is not None and held[0] == rendered.etag:
+            self._held.move_to_end(key)
+            return held[1]
+        answer = read(rendered.body)
+        view = document(narrowed(answer.features, scope), answer.segments, scope, answer.revision)
+        if held is not None:
+            self.bytes -= len(held[1].body)
+        self._held[key] = (rendered.etag, view)
+        self._held.move_to_end(key)
+        self.bytes += len(view.body)
+        while len(self._held) > 1 and (
+            len(self._held) > self._most or self.bytes > self._most_bytes
+        ):
+            self.bytes -= len(self._held.popitem(last=False)[1][1].body)
+        return view
+
+    def feature(self, entry: Entry, rendered: Rendered, scope: Scope, name: str) -> Any:
+        """One feature of ``scope``'s answer, None when it has none of that name. The answer
+        is parsed for it: SDKs do not poll this endpoint."""
+        view = self.get(entry, rendered, scope)
+        return next((f for f in read(view.body).features if f["name"] == name), None)
+
+
+class Refusals:
+    """Keys the upstream refused for flags (by hash), with its status, for ``REFUSED_TTL``
+    seconds (then the upstream is asked again); at most ``MAX_REFUSED``."""
+
+    def __init__(self) -> None:
+        self._refused: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    def add(self, key: str, status: int) -> None:
+        self._refused[hash_key(key)] = (status, time.monotonic() + REFUSED_TTL)
+        while len(self._refused) > MAX_REFUSED:
+            self._refused.popitem(last=False)
+
+    def check(self, key: str) -> None:
+        """Raises the refusal of ``key``, if it has a standing one."""
+        if not self._refused:
+            return
+        digest = hash_key(key)
+        refused = self._refused.get(digest)
+        if refused is None:
+            return
+        status, until = refused
+        if until <= time.monotonic():
+            del self._refused[digest]
+            return
+        if status == 403:
+            raise Forbidden("The upstream refuses this API token access to the flags")
+        raise Unauthorized("The provided API token is invalid or has expired")
