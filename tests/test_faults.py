@@ -190,7 +190,8 @@ def test_read_only_disk_at_start_is_one_clear_error(tmp_path: Path) -> None:
     so a read-only disk is met at start-up: with an existing buffer, and without."""
     with tmpfs(tmp_path / "disk", "64m") as disk:
         env = relay_env("http://127.0.0.1:9", RELAY_DATA_DIR=str(disk))
-        with running(tmp_path / "first", env=env) as relay:
+        # no upstream: never ready (its key has no flags), but it takes counts
+        with running(tmp_path / "first", env=env, wait_for="/health") as relay:
             assert post(relay, entries(0, 10))[0] == 202
         for existing in (True, False):
             if not existing:

@@ -172,9 +172,13 @@ async def test_timeouts_are_retried_with_the_same_key(
 async def test_ready_without_upstream_and_counts_wait_on_disk(
     make_relay: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    upstream.default = Answer(503)
+    upstream.default = Answer(503)  # to counts; its flags are served
     client = await make_relay(backoff_max=0.2)
-    assert (await client.get("/ready")).status == 200
+
+    async def ready() -> bool:
+        return (await client.get("/ready")).status == 200
+
+    await eventually(ready, "ready: the configured keys have their flags")
     for _ in range(5):
         await post(client, bulk([metric(yes=1)]))
     await eventually(lambda: len(upstream.bulks) >= 2)

@@ -124,8 +124,10 @@ def test_kill_9_after_202_loses_nothing_and_sends_once(tmp_path: Path) -> None:
 def test_upstream_down_then_up(tmp_path: Path) -> None:
     port = free_port()
     upstream = f"http://127.0.0.1:{port}"
-    # keys accepted locally: unknown keys would get 503 while the upstream cannot vouch for them
-    with running(tmp_path / "relay", env=relay_env(upstream, RELAY_CLIENT_TOKENS=CLIENT)) as relay:
+    # keys accepted locally: unknown keys would get 503 while the upstream cannot vouch for them;
+    # not ready (its key has no flags yet), but it takes counts
+    env = relay_env(upstream, RELAY_CLIENT_TOKENS=CLIENT)
+    with running(tmp_path / "relay", env=env, wait_for="/health") as relay:
         for _ in range(10):
             post_metric(relay, 2)
         wait_until(
