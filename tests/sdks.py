@@ -36,31 +36,32 @@ class Check:
         return {"toggle": self.toggle, "context": self.context, "variant": self.variant}
 
 
-def _installed() -> bool:
-    for name, version in PACKAGES.items():
-        manifest = NODE_DIR / "node_modules" / name / "package.json"
+def _installed(packages: dict[str, str], directory: Path) -> bool:
+    for name, version in packages.items():
+        manifest = directory / "node_modules" / name / "package.json"
         if not manifest.is_file() or json.loads(manifest.read_text())["version"] != version:
             return False
     return True
 
 
-def node_modules() -> Path | str:
-    """The installed ``node_modules``, or why the packages cannot be had."""
+def node_modules(packages: dict[str, str] = PACKAGES, directory: Path = NODE_DIR) -> Path | str:
+    """The installed ``node_modules`` of ``packages`` (npm, into ``directory``), or why the
+    packages cannot be had."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         return "node or npm is not installed"
-    if not _installed():
-        NODE_DIR.mkdir(exist_ok=True)
-        wanted = [f"{name}@{version}" for name, version in PACKAGES.items()]
-        command = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR)]
+    if not _installed(packages, directory):
+        directory.mkdir(exist_ok=True)
+        wanted = [f"{name}@{version}" for name, version in packages.items()]
+        command = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(directory)]
         try:
             done = subprocess.run(
-                [*command, *wanted], capture_output=True, text=True, timeout=300, check=False
+                [*command, *wanted], capture_output=True, text=True, timeout=900, check=False
             )
         except subprocess.TimeoutExpired:
-            return "npm install did not finish in 300 s"
-        if done.returncode != 0 or not _installed():
+            return "npm install did not finish in 900 s"
+        if done.returncode != 0 or not _installed(packages, directory):
             return f"npm install failed: {done.stderr.strip()[-500:]}"
-    return NODE_DIR / "node_modules"
+    return directory / "node_modules"
 
 
 def node_evaluate(

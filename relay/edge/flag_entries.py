@@ -62,11 +62,9 @@ class Entry:
 
     def take(self, body: bytes) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
-        is none): only the scope's projects kept, segments as ids."""
+        is none), segments as ids: the upstream chose its flags for the key."""
         answer = read(body)
-        self.rendered = document(
-            narrowed(answer.features, self.base), answer.segments, self.base, answer.revision
-        )
+        self.rendered = document(answer.features, answer.segments, self.base, answer.revision)
         return self.rendered
 
     def candidates(self) -> list[str]:
