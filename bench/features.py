@@ -1,14 +1,16 @@
-"""Benchmark of ``GET /api/client/features``: standalone against the ceiling of the stack.
+"""Benchmark of ``GET /api/client/features``: a relay serving from its flag cache, the
+standalone behind it answering the same request directly, and the ceiling of the stack.
 
     python bench/features.py                 # 3 alternated runs of 5 s per figure, 16 connections
-    python bench/features.py --workers 2     # the standalone with RELAY_WORKERS=2
+    python bench/features.py --workers 2     # relay and standalone with RELAY_WORKERS=2
     python bench/features.py --smoke         # tiny, for CI (no figure is asserted)
 
-A standalone gets 100 flags through its admin API (about 100 kB in Unleash's format; the
-10-flag answer is the ``namePrefix`` scope of ten of them). Side by side in one run, the
-same bytes are served by a bare aiohttp handler (``--bare``, below: it only compares the
-ETag and answers the bytes), as 200s and as 304s to ``If-None-Match``, in alternated runs
-(the machine's speed drifts). Each row prints the median run's requests/s and p50/p99
+A standalone gets 100 flags in project ``default`` through its admin API (about 100 kB in
+Unleash's format) and 2 in project ``small`` (about 2 kB), and a client key for each; a
+relay in front of it has both keys. Side by side in one run, the same bytes are served by a
+bare aiohttp handler (``--bare``, below: it only compares the ETag and answers the bytes),
+by the relay and by the standalone, as 200s and as 304s to ``If-None-Match``, in alternated
+runs (the machine's speed drifts). Each row prints the median run's requests/s and p50/p99
 latency, every run's requests/s, and the share of the bare handler's requests/s.
 """
 
@@ -103,21 +105,36 @@ def populate(url: str, flags: int) -> None:
         )
 
 
-def fetch(url: str) -> tuple[bytes, str]:
+def populate_small(url: str, flags: int) -> str:
+    """Project ``small`` with ``flags`` flags on in development; a client key for it."""
+    call(f"{url}/api/admin/projects", "POST", {"id": "small", "name": "Small"})
+    call(f"{url}/api/admin/projects/small/environments", "POST", {"environment": "development"})
+    for i in range(flags):
+        base = f"{url}/api/admin/projects/small/features"
+        call(base, "POST", {"name": f"small-{i}", "description": f"Small flag {i}"})
+        for strategy in flag_strategies(i):
+            call(f"{base}/small-{i}/environments/development/strategies", "POST", strategy)
+        call(f"{base}/small-{i}/environments/development/on", "POST")
+    body = {"type": "client", "environment": "development", "projects": ["small"]}
+    secret: str = call(f"{url}/api/admin/api-tokens", "POST", body)["secret"]
+    return secret
+
+
+def fetch(url: str, key: str) -> tuple[bytes, str]:
     request = urllib.request.Request(
-        url, headers={"Authorization": CLIENT, "Unleash-Client-Spec": SPEC}
+        url, headers={"Authorization": key, "Unleash-Client-Spec": SPEC}
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.read(), response.headers["ETag"]
 
 
 def wrk(
-    url: str, etag: str | None, connections: int, seconds: float, workdir: Path
+    url: str, key: str, etag: str | None, connections: int, seconds: float, workdir: Path
 ) -> dict[str, Any]:
     script = workdir / "get.lua"
     lines = [
         'wrk.method = "GET"',
-        f'wrk.headers["Authorization"] = "{CLIENT}"',
+        f'wrk.headers["Authorization"] = "{key}"',
         f'wrk.headers["Unleash-Client-Spec"] = "{SPEC}"',
     ]
     if etag is not None:
@@ -157,7 +174,7 @@ def wrk(
 
 def cpu_seconds(server: Server) -> float:
     """CPU time (user + system) of the server and its worker processes so far."""
-    total, pids = 0.0, [server.process.pid]
+    total, pids = 0.0, [server.service.process.pid]
     while pids:
         pid = pids.pop()
         try:
@@ -170,12 +187,12 @@ def cpu_seconds(server: Server) -> float:
 
 
 def measure(
-    server: Server, url: str, etag: str | None, args: argparse.Namespace, workdir: Path
+    server: Server, url: str, key: str, etag: str | None, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
     """One wrk run, and the server's CPU time per answer: unlike requests/s, that does not
     move when other processes take the machine's cores."""
     before = cpu_seconds(server)
-    row = wrk(url, etag, args.connections, args.duration, workdir)
+    row = wrk(url, key, etag, args.connections, args.duration, workdir)
     used = cpu_seconds(server) - before
     row["cpu_us_per_request"] = round(1e6 * used / max(1, row["requests_per_s"] * args.duration), 1)
     return row
@@ -244,51 +261,57 @@ def main() -> None:
         servers: list[Server] = [central]
         try:
             populate(central.url, flags)
-            for label, query in ((f"{flags} flags", ""), ("10 flags", "?namePrefix=bench-00")):
-                path = f"/api/client/features{query}"
-                body, etag = fetch(f"{central.url}{path}")
-                body_file = workdir / f"body-{len(body)}.json"
-                body_file.write_bytes(body)
-                ceiling = start(
-                    "bare",
-                    workdir / "bare",
-                    {},
-                    [sys.executable, str(Path(__file__).resolve()), "--bare", str(body_file), etag],
-                )
-                servers.append(ceiling)
-                assert fetch(f"{ceiling.url}/api/client/features")[0] == body
-                for status, sent in (("200", None), ("304", etag)):
-                    targets = {
-                        "bare": (ceiling, f"{ceiling.url}/api/client/features"),
-                        "standalone": (central, f"{central.url}{path}"),
-                    }
-                    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
-                    for _ in range(args.rounds):  # alternated: this machine's speed drifts
-                        for name, (server, url) in targets.items():
-                            runs[name].append(measure(server, url, sent, args, workdir))
-                    rows = {name: median(found) for name, found in runs.items()}
-                    for name, row in rows.items():
-                        share = row["requests_per_s"] / max(1, rows["bare"]["requests_per_s"])
-                        scenario = (
-                            f"{name} GET /api/client/features, {label} ({len(body)} B), {status}"
-                        )
-                        print(
-                            json.dumps(
-                                {
-                                    "scenario": scenario,
-                                    **row,
-                                    "share_of_bare": round(share, 2),
-                                    "workers": args.workers if name == "standalone" else 1,
-                                }
-                            )
-                        )
-                        if row["errors"]:
-                            raise SystemExit(f"{name}: {row['errors']} answers were errors")
-                ceiling.stop()
-                servers.remove(ceiling)
+            small = populate_small(central.url, 2)
+            edge = start("relay", workdir / "relay", relay_env(central, [CLIENT, small], args))
+            servers.append(edge)
+            for label, key in ((f"{flags} flags", CLIENT), ("2 flags", small)):
+                run_scope(label, key, {"relay": edge, "standalone": central}, args, workdir)
         finally:
             for server in servers:
                 server.stop()
+
+
+def relay_env(central: Server, keys: list[str], args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": central.url,
+        "RELAY_UPSTREAM_TOKENS": CLIENT,
+        "RELAY_CLIENT_TOKENS": ",".join(keys),
+        "RELAY_WORKERS": str(args.workers),
+    }
+
+
+def run_scope(
+    label: str, key: str, served: dict[str, Server], args: argparse.Namespace, workdir: Path
+) -> None:
+    """The rows of one scope's answer: bare, relay and standalone, 200 and 304."""
+    path = "/api/client/features"
+    body, etag = fetch(f"{served['standalone'].url}{path}", key)
+    assert fetch(f"{served['relay'].url}{path}", key) == (body, etag)  # the same answer
+    body_file = workdir / f"body-{len(body)}.json"
+    body_file.write_bytes(body)
+    program = [sys.executable, str(Path(__file__).resolve()), "--bare", str(body_file), etag]
+    ceiling = start("bare", workdir / "bare", {}, program)
+    try:
+        assert fetch(f"{ceiling.url}{path}", key)[0] == body
+        targets = {"bare": ceiling, **served}
+        for status, sent in (("200", None), ("304", etag)):
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+            for _ in range(args.rounds):  # alternated: this machine's speed drifts
+                for name, server in targets.items():
+                    row = measure(server, f"{server.url}{path}", key, sent, args, workdir)
+                    runs[name].append(row)
+            rows = {name: median(found) for name, found in runs.items()}
+            for name, row in rows.items():
+                share = row["requests_per_s"] / max(1, rows["bare"]["requests_per_s"])
+                scenario = f"{name} GET {path}, {label} ({len(body)} B), {status}"
+                workers = args.workers if name != "bare" else 1
+                line = {"scenario": scenario, **row, "share_of_bare": round(share, 2)}
+                print(json.dumps({**line, "workers": workers}))
+                if row["errors"]:
+                    raise SystemExit(f"{name}: {row['errors']} answers were errors")
+    finally:
+        ceiling.stop()
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ TICK = 1.0
 HOLD_OFF = 1.0
 MAX_SCOPES = 1_000
 MAX_KEYS_PER_SCOPE = 16
+MAX_SCOPE_KEYS = 10_000  # keys whose scope is remembered
 CONCURRENT_FETCHES = 8
 RETENTION = 7 * 86400.0  # a stored scope nobody refreshed for this long is deleted
 
@@ -97,6 +98,7 @@ class FlagCache:
         self._settled: set[str] = set()  # configured keys with a copy or refused
         self._on_ready: Callable[[], None] | None = on_ready
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
+        self._scopes: dict[str, FlagScope] = {}
         self._views = Views()
         self._refused = Refusals()
         self._pending = Pending()
@@ -132,8 +134,15 @@ class FlagCache:
         return entry, rendered
 
     def _scope_of(self, key: str, principal: Principal) -> FlagScope:
-        own = hash_key(key)[:16] if key.startswith("[]:") and key in self._configured else None
-        return FlagScope(principal.environment, tuple(sorted(principal.projects)), own)
+        """Memoised per key (a key's grants never change): this runs on every poll."""
+        scope = self._scopes.get(key)
+        if scope is None:
+            if len(self._scopes) >= MAX_SCOPE_KEYS:
+                self._scopes.clear()
+            own = hash_key(key)[:16] if key.startswith("[]:") and key in self._configured else None
+            scope = FlagScope(principal.environment, tuple(sorted(principal.projects)), own)
+            self._scopes[key] = scope
+        return scope
 
     async def _first(self, scope: FlagScope, key: str) -> tuple[Entry, Rendered]:
         """The scope's entry once it has a copy, fetched with ``key`` if need be; raises
