@@ -1,6 +1,6 @@
 """The real Python SDK (UnleashClient) against relay -> standalone: real processes, loopback.
 
-The SDK fetches features through the relay (passed through to the standalone), registers and
+The SDK fetches features from the relay (its copy of the standalone's), registers and
 sends its metrics bucket to the relay, which validates the SDK's key against the standalone's
 ``/edge/validate``, buffers the counts and flushes them upstream in bulk.
 """

@@ -22,6 +22,10 @@ REGISTRATIONS = Counter("relay_registrations_total", "Application registrations 
 REPLAYS = Counter(
     "relay_idempotent_replays_total", "Requests answered from an already-seen Idempotency-Key"
 )
+IMPACT_DROPPED = Counter(
+    "relay_impact_metrics_dropped_total",
+    "Impact metrics received (impactMetrics) and not kept: not carried yet (README)",
+)
 
 
 class MetricsSink(Protocol):
@@ -41,12 +45,14 @@ class Ingest:
     async def bulk(self, body: BulkMetrics, environment: str, idempotency_key: str | None) -> None:
         conversion = convert.from_bulk(body, environment, datetime.now(UTC), self._hop)
         await self._write(conversion, idempotency_key)
+        _drop_impact(body.impactMetrics)
 
     async def client_metrics(
         self, body: ClientMetrics, environment: str, idempotency_key: str | None
     ) -> None:
         conversion = convert.from_client_metrics(body, environment, datetime.now(UTC))
         await self._write(conversion, idempotency_key)
+        _drop_impact(body.impactMetrics)
 
     async def register(
         self, body: ClientRegistration, environment: str, idempotency_key: str | None
@@ -65,3 +71,10 @@ class Ingest:
         for reason, count in conversion.dropped.items():
             ENTRIES.labels(f"dropped_{reason}").inc(count)
         REGISTRATIONS.inc(len(conversion.batch.registrations))
+
+
+def _drop_impact(impact: object) -> None:
+    """Impact metrics are not kept yet (README, "Flags at a relay"): counted, so what is lost
+    shows."""
+    if impact is not None:
+        IMPACT_DROPPED.inc(len(impact) if isinstance(impact, list) else 1)

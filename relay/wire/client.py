@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
@@ -55,6 +55,15 @@ class MetricsBucket(Wire):
     toggles: Annotated[dict[Name, ToggleCounts], Field(max_length=MAX_METRICS)] = {}
 
 
+ImpactMetrics = Annotated[
+    Any,
+    Field(
+        description="Impact metrics (Node SDK 6.7+, Unleash Edge 20): accepted, counted in"
+        " relay_impact_metrics_dropped_total and not kept yet; never a reason to refuse a body"
+    ),
+]
+
+
 class ClientMetrics(Wire):
     """``clientMetricsSchema``: an SDK's ``/api/client/metrics`` body; environment comes from
     the key, never from the body."""
@@ -64,6 +73,7 @@ class ClientMetrics(Wire):
     appName: Name
     instanceId: Text = "default"
     bucket: MetricsBucket | None = None
+    impactMetrics: ImpactMetrics = None
 
 
 class ClientRegistration(Wire):
@@ -100,3 +110,4 @@ class BulkMetrics(Wire):
 
     applications: Annotated[list[ClientApplication], Field(max_length=MAX_APPLICATIONS)]
     metrics: Annotated[list[ClientMetricsEnv], Field(max_length=MAX_METRICS)]
+    impactMetrics: ImpactMetrics = None
