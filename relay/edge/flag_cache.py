@@ -234,7 +234,7 @@ class FlagCache:
         """``copy`` becomes the entry's answer; False (logged) when it is none."""
         try:
             entry.take(copy.body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             log.error(
                 "an answer of the upstream is not one of flags: the copy held stays",
                 extra={"scope": entry.scope.label, "error": str(exc)},
@@ -315,14 +315,14 @@ class FlagCache:
                 if head.etag is None:
                     continue
                 entry = self._add(head.scope)
-            entry.due_at = max(entry.due_at, head.due_at)
-            if head.fetched_at is None or head.fetched_at < (entry.fetched_at or 0.0):
-                continue  # this worker's own copy is newer (and written at this tick)
-            if head.etag != entry.upstream_etag and entry.task is None:
+            entry.due_at = head.due_at
+            if head.fetched_at is None or entry.task is not None or head.scope in self._pending:
+                continue  # no copy there yet, or this worker's is newer (and written soon)
+            if head.etag != entry.upstream_etag:
                 copy = await self._store.copy(head.scope)
                 if copy is not None:
                     self._take(entry, copy)
-            entry.fetched_at = max(entry.fetched_at or 0.0, head.fetched_at)
+            entry.fetched_at = head.fetched_at
         self._check_ready()
 
     async def _stored(self, scope: FlagScope) -> Copy | None:
@@ -333,8 +333,11 @@ class FlagCache:
 
     async def _write_and_claim(self) -> None:
         now = time.time()
+        bogus = now + 2 * self._interval  # a refresh that far ahead: the clock was set back
         due = [
-            e.scope for e in self._entries.values() if e.keys and e.task is None and e.due_at <= now
+            e.scope
+            for e in self._entries.values()
+            if e.keys and e.task is None and not now < e.due_at <= bogus
         ]
         if not (self._pending or due):
             return
@@ -348,7 +351,7 @@ class FlagCache:
             entry = self._entries.get(scope)
             if entry is None:
                 continue
-            entry.due_at = max(entry.due_at, now + self._interval)
+            entry.due_at = now + self._interval  # by this worker, or by another one just now
             if scope in claimed and entry.task is None:
                 self._start(entry, None)
 

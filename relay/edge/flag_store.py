@@ -117,6 +117,9 @@ class Pending:
     def __bool__(self) -> bool:
         return bool(self._scopes or self._keys)
 
+    def __contains__(self, scope: FlagScope) -> bool:
+        return scope in self._scopes
+
     def queue(self, write: Saved | Confirmed | Dropped) -> None:
         queued = self._scopes.get(write.scope)
         if isinstance(queued, Saved) and isinstance(write, Confirmed):
@@ -183,7 +186,8 @@ class FlagStore:
         self, writes: Iterable[Write], due: Iterable[FlagScope], now: float, interval: float
     ) -> set[FlagScope]:
         """``writes``, then a claim of each ``due`` scope, in one transaction: the scopes
-        this worker is now to refresh (their ``due_at`` moved on by ``interval``)."""
+        this worker is now to refresh (their ``due_at`` moved on by ``interval``). A
+        ``due_at`` more than two intervals ahead counts as due: the clock was set back."""
         writes, due = list(writes), list(due)
 
         async def work(tx: Transaction) -> set[FlagScope]:
@@ -196,8 +200,8 @@ class FlagStore:
                 if await tx.execute(
                     "INSERT INTO flag_scopes (scope, due_at, changed) VALUES (?, ?, ?)"
                     " ON CONFLICT (scope) DO UPDATE SET due_at = excluded.due_at"
-                    " WHERE flag_scopes.due_at <= ?",
-                    (scope.id, now + interval, changed, now),
+                    " WHERE flag_scopes.due_at <= ? OR flag_scopes.due_at > ?",
+                    (scope.id, now + interval, changed, now, now + 2 * interval),
                 ):
                     claimed.add(scope)
             return claimed

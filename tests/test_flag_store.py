@@ -1,0 +1,71 @@
+"""The flag cache's rows in ``buffer.db`` shared by processes: a copy one relay process
+fetched is served by another without fetching again, refreshes are claimed by one of them
+per interval, and a clock set back does not stop refreshes. Two relay apps on one data
+directory stand for two workers (each opens the same ``buffer.db``); real SQLite, real
+sockets, the fake upstream."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from conftest import DEV_KEY, MakeClient
+from fake_upstream import FakeUpstream
+from service import eventually
+
+SPEC = {"Authorization": DEV_KEY, "Unleash-Client-Spec": "5.2.0"}
+
+
+async def served(relay: object) -> int:
+    response = await relay.get("/api/client/features", headers=SPEC)  # type: ignore[attr-defined]
+    return int(response.status)
+
+
+async def test_a_copy_stored_by_one_process_is_served_by_another_without_a_fetch(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = await make_relay(client_tokens=[], features_refresh_interval=30)
+    assert await served(first) == 200
+    await eventually(lambda: stored(tmp_path / "relay"), "the copy written")
+    second = await make_relay(client_tokens=[], features_refresh_interval=30)
+    assert await served(second) == 200
+    assert len(upstream.flag_fetches) == 1  # fresh in the file: not fetched again
+
+
+async def test_one_process_refreshes_a_scope_per_interval(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    relays = [await make_relay(client_tokens=[], features_refresh_interval=0.5) for _ in "ab"]
+    for relay in relays:  # both hold the key: either may refresh
+        assert await served(relay) == 200
+    before = revalidations(upstream)
+    started = time.monotonic()
+    await eventually(lambda: revalidations(upstream) >= before + 10, "ten refreshes")
+    elapsed = time.monotonic() - started
+    # one refresh per interval between the two: each refreshing would take half the time
+    assert revalidations(upstream) - before <= elapsed / 0.5 + 2, elapsed
+
+
+def revalidations(upstream: FakeUpstream) -> int:
+    return sum(1 for r in upstream.flag_fetches if "If-None-Match" in r.headers)
+
+
+async def test_refreshes_go_on_when_the_clock_was_set_back(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A refresh due an hour from now, as after the clock went back an hour, is due now."""
+    relay = await make_relay(client_tokens=[], features_refresh_interval=0.2)
+    assert await served(relay) == 200
+    await eventually(lambda: stored(tmp_path / "relay"), "the copy written")
+    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as conn:
+        conn.execute(
+            "UPDATE flag_scopes SET due_at = ?, changed = changed + 1000", (time.time() + 3600,)
+        )
+    fetched = len(upstream.flag_fetches)
+    await eventually(lambda: len(upstream.flag_fetches) >= fetched + 3, "refreshes go on")
+
+
+def stored(data_dir: Path) -> bool:
+    with sqlite3.connect(data_dir / "buffer.db") as conn:
+        return conn.execute("SELECT count(body) FROM flag_scopes").fetchone()[0] > 0
