@@ -117,7 +117,10 @@ class Settings(BaseSettings):
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
     max_batch_bytes: int = Field(
-        95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes"
+        95 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="Relay: largest upstream batch body in bytes (at most 1 MiB)",
     )
     buffer_max_bytes: int = Field(
         512 * 1024 * 1024,

@@ -23,10 +23,11 @@ from relay.core.domain import (
     RegistrationKey,
     epoch,
     hour_start,
+    through,
 )
 from relay.core.errors import InvalidInput
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
-from relay.wire.common import parse_time
+from relay.wire.common import MAX_LIST, parse_time
 
 
 def _hour(moment: datetime, path: str) -> int:
@@ -133,7 +134,7 @@ def _registration(
     via = tuple(Hop(v.appName, v.instanceId) for v in body.connectVia)
     return Registration(
         key=RegistrationKey(body.appName, environment, body.instanceId),
-        connect_via=(*via, hop) if hop is not None else via,
+        connect_via=through(via, hop, MAX_LIST) if hop is not None else via,
         sdk_version=body.sdkVersion,
         strategies=tuple(body.strategies),
         interval=body.interval,

@@ -142,8 +142,9 @@ class _Planned(NamedTuple):
         await upsert(
             tx,
             "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)",
-            "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
-            " SET yes = metrics.yes + excluded.yes, no = metrics.no + excluded.no",
+            "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE SET"
+            f" yes = {_sum('metrics.yes', 'excluded.yes')},"
+            f" no = {_sum('metrics.no', 'excluded.no')}",
             self.metrics,
         )
         await upsert(
@@ -151,7 +152,7 @@ class _Planned(NamedTuple):
             "INSERT INTO metric_variants"
             " (feature_name, app_name, environment, hour, variant, count)",
             "ON CONFLICT (feature_name, app_name, environment, hour, variant) DO UPDATE"
-            " SET count = metric_variants.count + excluded.count",
+            f" SET count = {_sum('metric_variants.count', 'excluded.count')}",
             self.variants,
         )
         await upsert(
@@ -165,6 +166,18 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+
+
+MAX_TOTAL = 2**63 - 1
+
+
+def _sum(stored: str, added: str) -> str:
+    """``stored + added``, staying at ``MAX_TOTAL`` rather than overflowing: PostgreSQL
+    refuses a BIGINT overflow and SQLite turns the sum into a float. That total is 2^32
+    times the largest count one entry may carry."""
+    return (
+        f"CASE WHEN {added} > {MAX_TOTAL} - {stored} THEN {MAX_TOTAL} ELSE {stored} + {added} END"
+    )
 
 
 def _registration_rows(batch: IngestBatch) -> Iterable[tuple[Any, ...]]:
