@@ -96,6 +96,8 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NotFoundError(error.message)
         case domain.Conflict():
             return NameExistsError(error.message)
+        case domain.Unstorable():
+            return BadDataError(error.message)
         case domain.Unavailable():
             return ServiceUnavailable(error.message)
         case _:  # a new kind of domain error without its answer: a bug, never a silent 4xx

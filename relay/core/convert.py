@@ -27,7 +27,7 @@ from relay.core.domain import (
 )
 from relay.core.errors import InvalidInput
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
-from relay.wire.common import MAX_LIST, parse_time
+from relay.wire.common import MAX_LIST, MAX_NAME_BYTES, parse_time
 
 
 def _hour(moment: datetime, path: str) -> int:
@@ -35,6 +35,18 @@ def _hour(moment: datetime, path: str) -> int:
         return hour_start(moment)
     except OutOfRange as exc:
         raise InvalidInput(str(exc), path) from None
+
+
+def _fits(name: str) -> bool:
+    """At most ``MAX_NAME_BYTES`` in UTF-8; only a long name needs encoding to tell."""
+    return len(name) <= MAX_NAME_BYTES // 4 or len(name.encode()) <= MAX_NAME_BYTES
+
+
+def _check_names(names: dict[str, str]) -> None:
+    """``names``: JSON pointer -> name, the names of one key."""
+    for path, name in names.items():
+        if not _fits(name):
+            raise InvalidInput(f"is too long: at most {MAX_NAME_BYTES} bytes in UTF-8", path)
 
 
 def _raw_hour(raw: str | float, path: str) -> int:
@@ -82,15 +94,28 @@ def from_bulk(
         else:
             counts.add(yes, no, variants)
         result.accepted += 1
+    for (app_name, feature, _), counts in sums.items():  # per key: fewer than entries
+        if not (_fits(app_name) and _fits(feature) and all(map(_fits, counts.variants))):
+            _check_bulk_names(body, environment)
     result.batch.counts = {
         MetricKey(app, environment, feature, hour): counts
         for (app, feature, hour), counts in sums.items()
     }
     for index, app in enumerate(body.applications):
         if app.environment == environment:
-            path = f"/body/applications/{index}/started"
+            path = f"/body/applications/{index}"
             result.batch.add_registration(_registration(app, environment, now, hop, path))
     return result
+
+
+def _check_bulk_names(body: BulkMetrics, environment: str) -> None:
+    """Find the entry holding a name too long to store, for the error's path."""
+    for index, entry in enumerate(body.metrics):
+        if entry.environment == environment and (entry.yes or entry.no or entry.variants):
+            path = f"/body/metrics/{index}"
+            names = {f"{path}/appName": entry.appName, f"{path}/featureName": entry.featureName}
+            _check_names(names | {f"{path}/variants/{v}": v for v in entry.variants})
+    raise InvalidInput(f"holds a name longer than {MAX_NAME_BYTES} bytes in UTF-8", "/body/metrics")
 
 
 def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) -> Conversion:
@@ -100,10 +125,14 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
     if bucket is None:
         return result
     hour = _hour(bucket.start or now, "/body/bucket/start")
+    _check_names({"/body/appName": body.appName})
     for feature, toggle in bucket.toggles.items():
         if toggle.yes == 0 and toggle.no == 0 and not any(toggle.variants.values()):
             result.dropped["empty"] += 1
             continue
+        if not (_fits(feature) and all(map(_fits, toggle.variants))):
+            path = f"/body/bucket/toggles/{feature}"
+            _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
         key = MetricKey(body.appName, environment, feature, hour)
         result.batch.add_count(key, toggle.yes, toggle.no, toggle.variants)
         result.accepted += 1
@@ -114,7 +143,7 @@ def from_client_registration(
     body: ClientRegistration, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
     result = Conversion()
-    result.batch.add_registration(_registration(body, environment, now, hop, "/body/started"))
+    result.batch.add_registration(_registration(body, environment, now, hop, "/body"))
     return result
 
 
@@ -123,14 +152,16 @@ def _registration(
     environment: str,
     now: datetime,
     hop: Hop | None,
-    started_path: str,
+    path: str,
 ) -> Registration:
-    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
+    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there;
+    ``path`` is the registration's JSON pointer."""
+    _check_names({f"{path}/appName": body.appName, f"{path}/instanceId": body.instanceId})
     if body.started is not None:
         try:
             epoch(body.started)
         except OutOfRange as exc:
-            raise InvalidInput(str(exc), started_path) from None
+            raise InvalidInput(str(exc), f"{path}/started") from None
     via = tuple(Hop(v.appName, v.instanceId) for v in body.connectVia)
     return Registration(
         key=RegistrationKey(body.appName, environment, body.instanceId),

@@ -33,6 +33,11 @@ class Conflict(DomainError):
     """The change conflicts with a record that exists (a name already taken)."""
 
 
+class Unstorable(DomainError):
+    """A request whose data the database refused (a value or a key it cannot hold) although
+    validation let it through: retrying it cannot help. Only that request fails."""
+
+
 class Unavailable(DomainError):
     """A dependency (the upstream) cannot answer now; the caller should retry later."""
 
@@ -41,3 +46,8 @@ class StorageError(Exception):
     """The database cannot be read or written (disk full, read-only, corrupt, locked, or a
     PostgreSQL server that is down, refusing connections or gone mid-transaction). Its
     message is for the log, not for callers."""
+
+
+class DataRefused(StorageError):
+    """The database refused the data of a write (a value out of range, a key too large to
+    index) rather than the write itself: the same data would fail again, other data not."""

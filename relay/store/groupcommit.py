@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from relay.core.errors import StorageError
+from relay.core.errors import DataRefused, StorageError, Unstorable
+
+log = logging.getLogger(__name__)
 
 Conn = TypeVar("Conn")
 Item = TypeVar("Item")
@@ -75,8 +78,21 @@ class GroupCommitter(Generic[Conn, Item, Result]):
                     self._queue.task_done()
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        """A group whose data the database refuses is committed again in halves, down to
+        the one item at fault: one request's data never fails the requests it shared a
+        transaction with."""
         try:
             results = await self._run_in_transaction(self._plan([item for item, _ in group]))
+        except DataRefused as exc:
+            if len(group) > 1:
+                await self._commit(group[: len(group) // 2])
+                await self._commit(group[len(group) // 2 :])
+                return
+            log.error("the database refused a request's data", extra={"error": str(exc)})
+            [(_, future)] = group
+            if not future.done():
+                future.set_exception(Unstorable("This request's data cannot be stored"))
+            return
         except Exception as exc:  # every waiter learns of the failure; the writer lives on
             for _, future in group:
                 if not future.done():

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from relay.core.errors import StorageError
+from relay.core.errors import DataRefused, StorageError
 from relay.store.sql import Transaction, migration_scripts
 
 T = TypeVar("T")
@@ -167,8 +167,8 @@ class SqliteDatabase:
         async with self._write_lock:
             try:
                 return await self.on_writer(partial(self._whole, work))
-            except sqlite3.Error as exc:
-                raise StorageError(str(exc)) from exc
+            except (sqlite3.Error, OverflowError) as exc:
+                raise _storage_error(exc) from exc
 
     def _whole(self, work: Callable[[Transaction], Awaitable[T]], conn: sqlite3.Connection) -> T:
         self._begin(conn)
@@ -219,8 +219,8 @@ class SqliteDatabase:
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error, StorageError):
                     await asyncio.shield(self.on_writer(partial(self._end, how="ROLLBACK")))
-                if isinstance(exc, sqlite3.Error):
-                    raise StorageError(str(exc)) from exc
+                if isinstance(exc, sqlite3.Error | OverflowError):
+                    raise _storage_error(exc) from exc
                 raise
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -242,6 +242,14 @@ class SqliteDatabase:
 
 
 BUSY_TIMEOUT_MS = 5000
+
+
+def _storage_error(exc: sqlite3.Error | OverflowError) -> StorageError:
+    """Values SQLite cannot hold (an integer past 64 bits, a constraint) are the data's
+    fault; anything else (full, read-only, locked, corrupt) the database's."""
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError | OverflowError):
+        return DataRefused(str(exc))
+    return StorageError(str(exc))
 
 
 def _drive(awaitable: Awaitable[T]) -> T:
