@@ -27,7 +27,7 @@ from prometheus_client import REGISTRY
 
 from relay.central.wiring import central_database
 from relay.core import errors
-from relay.core.domain import IngestBatch, MetricKey
+from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore
 
 # 255 characters, 1,020 bytes in UTF-8; varied, as PostgreSQL compresses repeated ones
@@ -140,7 +140,10 @@ async def test_one_unstorable_batch_fails_alone_in_its_group(
     if backend == "postgres":  # (feature, app, environment, hour, variant) over 2,704 bytes
         poison.append(batch(FOUR_BYTES, 1, app=FOUR_BYTES, variant=FOUR_BYTES))
     try:
-        writes = [store.write(batch(f"f{i % 7}", 1), f"key-{i}") for i in range(300)]
+        writes = [
+            store.write(batch(f"f{i % 7}", 1), IdempotencyKey("c", f"key-{i}", "fp"))
+            for i in range(300)
+        ]
         writes[50:50] = [store.write(p, None) for p in poison]
         outcomes = await asyncio.gather(*writes, return_exceptions=True)
         refused = outcomes[50 : 50 + len(poison)]

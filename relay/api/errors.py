@@ -68,6 +68,10 @@ class UnsupportedMediaType(ApiError):
     status, name = 415, "ContentTypeError"
 
 
+class UnprocessableContent(ApiError):
+    status, name = 422, "UnprocessableContentError"
+
+
 class InternalError(ApiError):
     status, name = 500, "InternalError"
 
@@ -96,6 +100,8 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NotFoundError(error.message)
         case domain.Conflict():
             return NameExistsError(error.message)
+        case domain.KeyReused():
+            return UnprocessableContent(error.message)
         case domain.Unstorable():
             return BadDataError(error.message)
         case domain.Unavailable():

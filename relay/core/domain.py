@@ -100,6 +100,20 @@ class Registration:
     seen_at: datetime
 
 
+class IdempotencyKey(NamedTuple):
+    """An ``Idempotency-Key`` as remembered: scoped to the caller that sent it (a hash of
+    its API key), so two callers' keys never collide, with a fingerprint of the request it
+    came with, so a key reused for another request is told apart from a retry."""
+
+    caller: str
+    key: str
+    fingerprint: str
+
+    @property
+    def scoped(self) -> str:
+        return f"{self.caller}/{self.key}"
+
+
 @dataclass(slots=True)
 class IngestBatch:
     """Counts summed per key and registrations deduplicated per instance (latest wins)."""

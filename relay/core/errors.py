@@ -33,6 +33,10 @@ class Conflict(DomainError):
     """The change conflicts with a record that exists (a name already taken)."""
 
 
+class KeyReused(DomainError):
+    """An ``Idempotency-Key`` the caller already used for a different request."""
+
+
 class Unstorable(DomainError):
     """A request whose data the database refused (a value or a key it cannot hold) although
     validation let it through: retrying it cannot help. Only that request fails."""

@@ -23,6 +23,7 @@ still drains the shards of the ones that are gone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from relay.core import convert
-from relay.core.domain import IngestBatch
+from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.errors import InvalidInput, StorageError
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.metrics import MetricsStore
@@ -64,7 +65,7 @@ class ShardedBuffer:
         self._own = own
         self._leader = leader
 
-    async def write(self, batch: IngestBatch, idempotency_key: str | None) -> bool:
+    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
         store = self._own if idempotency_key is None else self._leader
         return await store.write(batch, idempotency_key)
 
@@ -116,7 +117,8 @@ class ShardMerger:
             await shard.dead_letter(batch, None, f"unreadable buffer shard batch: {exc}")
             log.error("unreadable buffer shard batch: kept in dead_letters", exc_info=True)
             return 0
-        await self._into.write(conversion.batch, f"shard:{batch.idempotency_key}")
+        key = IdempotencyKey("shard", batch.idempotency_key, _fingerprint(batch.body))
+        await self._into.write(conversion.batch, key)
         await shard.ack(batch)
         return batch.entries
 
@@ -124,3 +126,7 @@ class ShardMerger:
 def _is_shard(path: Path) -> bool:
     """``buffer-3.db``, not ``buffer-3.db-wal`` or ``buffer-x.db``."""
     return path.stem.rpartition("-")[2].isdigit()
+
+
+def _fingerprint(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()

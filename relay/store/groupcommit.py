@@ -21,9 +21,9 @@ Conn = TypeVar("Conn")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-Work = Callable[[Conn], Awaitable[Sequence[Result]]]
+Work = Callable[[Conn], Awaitable[Sequence[Result | BaseException]]]
 Plan = Callable[[Sequence[Item]], Work[Conn, Result]]
-Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result]]]
+Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result | BaseException]]]
 
 
 class GroupCommitter(Generic[Conn, Item, Result]):
@@ -33,7 +33,7 @@ class GroupCommitter(Generic[Conn, Item, Result]):
     database (merging, building rows) is done there, so the write lock, which other worker
     processes wait for, is held for the statements only. ``run`` runs that work in one
     transaction (any backend: it commits when the work returns and rolls back when it
-    raises)."""
+    raises). The work returns each item's result, or the exception its waiter gets."""
 
     def __init__(
         self, run: Run[Conn, Result], plan: Plan[Item, Conn, Result], max_items: int
@@ -99,7 +99,11 @@ class GroupCommitter(Generic[Conn, Item, Result]):
                     future.set_exception(exc)
             return
         for (_, future), result in zip(group, results, strict=True):
-            if not future.done():
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
                 future.set_result(result)
 
 
