@@ -204,7 +204,7 @@ async def test_the_shard_merge_moves_sums_past_an_entrys_limits(tmp_path: Path) 
     await store.stop()
     await shard.close()
     try:
-        assert await ShardMerger(path, into, "NORMAL").merge() >= 2
+        assert await ShardMerger(path, into, "NORMAL", None).merge() >= 2
     finally:
         await into.stop()
         await leader.close()

@@ -59,7 +59,7 @@ class Buffers:
         self.path = data_dir / "buffer.db"
         self.db = SqliteDatabase(self.path, BUFFER_SCHEMA, "NORMAL")
         self.store = MetricsStore(self.db, max_group=64, idempotency_ttl=3600)
-        self.merger = ShardMerger(self.path, self.store, "NORMAL")
+        self.merger = ShardMerger(self.path, self.store, "NORMAL", None)
 
     async def fill(self, worker: int, batch: IngestBatch) -> None:
         db = SqliteDatabase(shard_path(self.path, worker), BUFFER_SCHEMA, "NORMAL")

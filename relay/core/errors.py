@@ -55,3 +55,8 @@ class StorageError(Exception):
 class DataRefused(StorageError):
     """The database refused the data of a write (a value out of range, a key too large to
     index) rather than the write itself: the same data would fail again, other data not."""
+
+
+class DiskFull(StorageError):
+    """The disk holding the database is full: nothing more can be written until space is
+    freed."""

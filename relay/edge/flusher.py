@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from prometheus_client import Counter
 
-from relay.core.errors import StorageError
+from relay.core.errors import DiskFull, StorageError
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
 
@@ -74,11 +74,14 @@ class Flusher:
         interval: float,
         backoff_max: float,
         gather: Callable[[], Awaitable[object]],
+        on_disk_full: Callable[[], Awaitable[bool]],
     ) -> None:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
-        flush: the other workers' shards (``relay.edge.shards``)."""
+        flush: the other workers' shards (``relay.edge.shards``). ``on_disk_full`` hands back
+        the space set aside for draining (``relay.edge.reserve``); True if there was some."""
         self._outbox = outbox
         self._gather = gather
+        self._on_disk_full = on_disk_full
         self._upstream = upstream
         self._keys = dict(keys)
         self._interval = interval
@@ -135,6 +138,8 @@ class Flusher:
         try:
             return await self._flush()
         except StorageError as exc:  # a full disk, most likely: never a tight retry loop
+            if isinstance(exc, DiskFull):
+                await self._on_disk_full()
             self._back_off("buffer storage failed, backing off", None, None, str(exc))
             return False
 
@@ -142,14 +147,15 @@ class Flusher:
         await self._gather()
         await self._warn_keyless()
         skipped: set[int] = set()
-        may_claim = True
+        may_claim, probing = True, False
         accepted = False  # the upstream accepted the batch sent last
         while True:
             active = self._active_environments()
             waiting = await self._outbox.pending(active, PENDING_PAGE + len(skipped))
             page = [batch for batch in waiting if batch.id not in skipped]
             if may_claim and active and (not page or page[0].attempts > 0):
-                may_claim = await self._claim(active) and self._healthy
+                probing = not self._healthy  # then claim more once the probe is accepted
+                may_claim = await self._claim(active) and not probing
                 continue
             if not page:
                 return not self._blocked
@@ -160,6 +166,7 @@ class Flusher:
                 match await self._send(batch, accepted):
                     case _Sent.ACCEPTED:
                         accepted = True
+                        may_claim, probing = may_claim or probing, False
                     case _Sent.FAILED_ALONE:
                         skipped.add(batch.id)
                         accepted = False
@@ -175,7 +182,9 @@ class Flusher:
         while True:
             try:
                 backlog = await self._outbox.claim(environments, size)
-            except StorageError:
+            except StorageError as exc:
+                if isinstance(exc, DiskFull) and await self._on_disk_full():
+                    continue  # room was handed back: the same size again
                 if size == 1:
                     raise
                 size = self._claim_size = max(1, size // 2)

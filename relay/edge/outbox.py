@@ -38,16 +38,6 @@ class OutboxBatch:
     attempts: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class BufferStats:
-    entries: int
-    registrations: int
-    outbox_batches: int
-    outbox_entries: int
-    oldest_hour: int | None
-    bytes: int
-
-
 class SqliteOutbox:
     def __init__(self, db: SqliteDatabase, max_batch_bytes: int) -> None:
         self._db = db
@@ -203,63 +193,6 @@ class SqliteOutbox:
             " UNION SELECT environment FROM registrations UNION SELECT environment FROM outbox"
         )
         return {row[0] for row in rows}
-
-    async def stats(self) -> BufferStats:
-        row = await self._db.fetch_one(
-            "SELECT (SELECT count(*) FROM metrics) AS entries,"
-            " (SELECT count(*) FROM registrations) AS registrations,"
-            " (SELECT count(*) FROM outbox) AS batches,"
-            " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
-            " (SELECT min(hour) FROM metrics) AS oldest"
-        )
-        assert row is not None  # an aggregate query always returns one row
-        return BufferStats(
-            row["entries"],
-            row["registrations"],
-            row["batches"],
-            row["outbox_entries"],
-            row["oldest"],
-            await self.file_bytes(),
-        )
-
-    async def file_bytes(self) -> int:
-        """Bytes of the database file in use (pages not on the free list): cheap to read, and
-        never below what ``used_bytes`` estimates, so it decides when that scan is needed."""
-        row = await self._db.fetch_one(
-            "SELECT (SELECT page_count FROM pragma_page_count())"
-            " - (SELECT freelist_count FROM pragma_freelist_count()),"
-            " (SELECT page_size FROM pragma_page_size())"
-        )
-        return int(row[0] * row[1]) if row is not None else 0
-
-    async def used_bytes(self) -> int:
-        """An estimate of the data held (keys, counts, batch bodies). Unlike the file's page
-        count, it shrinks as soon as rows are deleted, so eviction knows when to stop."""
-        row = await self._db.fetch_one(
-            "SELECT (SELECT total(length(feature_name) + length(app_name)"
-            "  + length(environment) + 24) FROM metrics)"
-            " + (SELECT total(length(feature_name) + length(app_name) + length(environment)"
-            "  + length(variant) + 24) FROM metric_variants)"
-            " + (SELECT total(length(app_name) + length(instance_id) + length(connect_via)"
-            "  + length(strategies) + 64) FROM registrations)"
-            " + (SELECT total(length(body)) FROM outbox)"
-        )
-        return int(row[0]) if row is not None else 0
-
-    async def evict_oldest(self) -> int:
-        """Drop the oldest data, returning the entries dropped: the first batch of the outbox
-        (cut before anything now in the buffer), else the buffer's oldest hour window."""
-        async with self._db.transaction() as tx:
-            batch = await tx.fetch_all(
-                "DELETE FROM outbox WHERE id = (SELECT min(id) FROM outbox) RETURNING entries"
-            )
-            if batch:
-                return int(batch[0][0])
-            [oldest] = await tx.fetch_all("SELECT min(hour) FROM metrics")
-            if oldest[0] is None:
-                return 0
-            await tx.execute("DELETE FROM metric_variants WHERE hour = ?", (oldest[0],))
-            return await tx.execute("DELETE FROM metrics WHERE hour = ?", (oldest[0],))
 
 
 _NOTHING: batching.Piece = (0, 0, {})

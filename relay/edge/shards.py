@@ -23,6 +23,7 @@ still drains the shards of the ones that are gone.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from datetime import UTC, datetime
@@ -71,10 +72,14 @@ class ShardedBuffer:
 
 
 class ShardMerger:
-    def __init__(self, buffer_path: Path, into: MetricsStore, synchronous: str) -> None:
+    def __init__(
+        self, buffer_path: Path, into: MetricsStore, synchronous: str, wal_bytes: int | None
+    ) -> None:
         self._buffer_path = buffer_path
         self._into = into
         self._synchronous = synchronous
+        self._wal_bytes = wal_bytes
+        self._merging = asyncio.Lock()  # the flusher and the buffer monitor both merge
 
     def _shards(self) -> list[Path]:
         pattern = f"{self._buffer_path.stem}-*{self._buffer_path.suffix}"
@@ -84,17 +89,19 @@ class ShardMerger:
         """Move every shard's counts and registrations into the leader's buffer; returns
         the entries moved. A shard that cannot be read is logged and left for next time."""
         moved = 0
-        for path in self._shards():
-            db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous)
-            try:
-                await db.open()
-                moved += await self._drain(SqliteOutbox(db, MERGE_BATCH_BYTES))
-            except StorageError as exc:
-                log.error(
-                    "cannot merge a buffer shard", extra={"path": str(path), "error": str(exc)}
-                )
-            finally:
-                await db.close()
+        async with self._merging:
+            for path in self._shards():
+                db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous, self._wal_bytes)
+                try:
+                    await db.open()
+                    moved += await self._drain(SqliteOutbox(db, MERGE_BATCH_BYTES))
+                except StorageError as exc:
+                    log.error(
+                        "cannot merge a buffer shard",
+                        extra={"path": str(path), "error": str(exc)},
+                    )
+                finally:
+                    await db.close()
         MERGED.inc(moved)
         return moved
 

@@ -16,6 +16,7 @@ from relay.api.application import new_application, serve_routes
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
 from relay.core.domain import Hop
+from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import passthrough
@@ -23,7 +24,9 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
+from relay.edge.reserve import Reserve, make_room
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
+from relay.edge.space import reserve_bytes
 from relay.edge.state import UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
@@ -42,9 +45,7 @@ async def initialise(settings: Settings) -> None:
     """Each worker's buffer file migrated, and the instance id kept, once before several
     workers start."""
     for worker in range(settings.workers):
-        buffer = SqliteDatabase(
-            shard_path(settings.buffer_path, worker), BUFFER_SCHEMA, settings.sqlite_synchronous
-        )
+        buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
         await buffer.open()
         await buffer.close()
     if settings.instance_id is None:
@@ -59,13 +60,26 @@ def build(settings: Settings, worker: int) -> web.Application:
     app = new_application(settings)
     leader = worker == 0
 
-    def buffer_in(path: Path) -> tuple[SqliteDatabase, MetricsStore]:
-        db = SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous)
-        return db, MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
-
     # the leader's file: the flusher's, and where requests with an Idempotency-Key go
-    db, buffer = buffer_in(settings.buffer_path)
-    own_db, own = (db, buffer) if leader else buffer_in(shard_path(settings.buffer_path, worker))
+    db = _buffer_file(settings, settings.buffer_path)
+    wal_bytes = reserve_bytes(settings.buffer_max_bytes)
+    reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
+    monitor = BufferMonitor(
+        db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve
+    )
+
+    def store_in(file: SqliteDatabase, own_writes: bool) -> MetricsStore:
+        return MetricsStore(
+            file,
+            settings.commit_max_requests,
+            settings.idempotency_ttl,
+            touched=True,
+            on_write=monitor.written if own_writes else None,
+        )
+
+    buffer = store_in(db, leader)
+    own_db = db if leader else _buffer_file(settings, shard_path(settings.buffer_path, worker))
+    own = buffer if leader else store_in(own_db, False)
     opened = [(own_db, own)] if leader else [(own_db, own), (db, buffer)]
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
@@ -73,11 +87,16 @@ def build(settings: Settings, worker: int) -> web.Application:
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, KeyType.CLIENT) for key in settings.upstream_tokens)
     }
-    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous)
+    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bytes)
     flusher = Flusher(
-        outbox, upstream, keys, settings.flush_interval, settings.backoff_max, shards.merge
+        outbox,
+        upstream,
+        keys,
+        settings.flush_interval,
+        settings.backoff_max,
+        shards.merge,
+        lambda: make_room(reserve, db),
     )
-    monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     app[KEY_RESOLVER] = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
@@ -90,7 +109,7 @@ def build(settings: Settings, worker: int) -> web.Application:
                 store.start()
             await upstream.open()
             if leader:
-                await monitor.check()
+                await _first_check(monitor)
             app[READY][0] = True
             log.info(
                 "relay started",
@@ -118,10 +137,27 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(storage)
     if leader:
         app.cleanup_ctx.append(flushing)
-        app.cleanup_ctx.append(every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
+        app.cleanup_ctx.append(
+            every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)
+        )
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, monitor.prune, "prune-dead-letters"))
     serve_routes(app, [*client.ROUTES, *passthrough.ROUTES, *validate.ROUTES])
     return app
+
+
+def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
+    wal = reserve_bytes(settings.buffer_max_bytes)
+    return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
+
+
+async def _first_check(monitor: BufferMonitor) -> None:
+    """Bound the buffer and publish its gauges before serving; a full disk must not stop the
+    relay from starting (it answers 503 to writes and drains what it holds)."""
+    try:
+        await monitor.check()
+    except StorageError as exc:
+        log.warning("cannot check the buffer at start-up", extra={"error": str(exc)})
 
 
 def instance_id(data_dir: Path) -> str:

@@ -31,9 +31,22 @@ class IngestItem(NamedTuple):
 
 
 class MetricsStore:
-    def __init__(self, db: Database, max_group: int, idempotency_ttl: float) -> None:
+    def __init__(
+        self,
+        db: Database,
+        max_group: int,
+        idempotency_ttl: float,
+        *,
+        touched: bool = False,
+        on_write: Callable[[int], object] | None = None,
+    ) -> None:
+        """``touched``: keep when each count was last written (the relay's buffer, whose
+        eviction keeps the newest). ``on_write`` hears of the bytes each group is about to
+        write (an estimate, like ``relay.edge.space``'s), before its commit."""
         self._db = db
         self._ttl = idempotency_ttl
+        self._touched = touched
+        self._on_write = on_write
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -58,12 +71,15 @@ class MetricsStore:
         keys are all fresh, as they nearly always are; the transaction only claims the keys
         and writes, and merges again should a claim find a key taken."""
         keys = [i.idempotency_key for i in items if i.idempotency_key is not None]
-        planned = _Planned.of(items, {})
+        touched = time.time() if self._touched else None
+        planned = _Planned.of(items, {}, touched)
+        if self._on_write is not None:
+            self._on_write(planned.size)
 
         async def work(tx: Transaction) -> list[idempotency.Outcome]:
             now = time.time()
             taken = await idempotency.claim(tx, keys, now, now - self._ttl)
-            plan = _Planned.of(items, taken) if taken else planned
+            plan = _Planned.of(items, taken, touched) if taken else planned
             await plan.write(tx)
             return plan.outcomes
 
@@ -94,31 +110,52 @@ class _Planned(NamedTuple):
     variants: list[tuple[Any, ...]]
     registrations: list[tuple[Any, ...]]
     outcomes: list[idempotency.Outcome]
+    touched: bool
 
     @classmethod
-    def of(cls, items: Sequence[IngestItem], taken: dict[str, str | None]) -> _Planned:
+    def of(
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], touched: float | None
+    ) -> _Planned:
         batch, outcomes = merge_group(items, taken)
         counts = sorted(
             ((k.feature_name, k.app_name, k.environment, k.hour), c)
             for k, c in batch.counts.items()
         )
+        when = () if touched is None else (touched,)
+        variants = sorted(
+            (*key, name, count) for key, c in counts for name, count in c.variants.items()
+        )
+        registrations = list(_registration_rows(batch))
         return cls(
-            metrics=[(*key, c.yes, c.no) for key, c in counts],
-            variants=sorted(
-                (*key, name, count) for key, c in counts for name, count in c.variants.items()
-            ),
-            registrations=list(_registration_rows(batch)),
+            metrics=[(*key, c.yes, c.no, *when) for key, c in counts],
+            variants=variants,
+            registrations=registrations,
             outcomes=outcomes,
+            touched=touched is not None,
+        )
+
+    @property
+    def size(self) -> int:
+        """An estimate of the bytes this writes, as ``relay.edge.space`` estimates data."""
+        return (
+            sum(len(m[0]) + len(m[1]) + len(m[2]) + ROW_BYTES for m in self.metrics)
+            + sum(len(v[0]) + len(v[1]) + len(v[2]) + len(v[4]) + ROW_BYTES for v in self.variants)
+            + sum(
+                len(r[0]) + len(r[2]) + len(r[3]) + len(r[5]) + REGISTRATION_BYTES
+                for r in self.registrations
+            )
         )
 
     async def write(self, tx: Transaction) -> None:
         """Add the counts and store the registrations."""
+        touched = ", touched" if self.touched else ""
         await upsert(
             tx,
-            "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)",
+            f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{touched})",
             "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE SET"
             f" yes = {_sum('metrics.yes', 'excluded.yes')},"
-            f" no = {_sum('metrics.no', 'excluded.no')}",
+            f" no = {_sum('metrics.no', 'excluded.no')}"
+            + (", touched = excluded.touched" if self.touched else ""),
             self.metrics,
         )
         await upsert(
@@ -143,6 +180,9 @@ class _Planned(NamedTuple):
 
 
 MAX_TOTAL = 2**63 - 1
+# What a row costs beyond its names, in the estimates of the data held (``relay.edge.space``)
+ROW_BYTES = 24
+REGISTRATION_BYTES = 64
 
 
 def _sum(stored: str, added: str) -> str:
