@@ -113,6 +113,7 @@ class Settings(BaseSettings):
     )
     instance_id: str | None = Field(
         None,
+        min_length=1,
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )

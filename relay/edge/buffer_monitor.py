@@ -27,6 +27,7 @@ from prometheus_client import Counter, Gauge
 
 from relay.core.errors import DiskFull
 from relay.edge.reserve import Reserve, make_room
+from relay.edge.salvage import damaged_files
 from relay.edge.space import BufferSpace, BufferStats, Evicted
 from relay.store.sqlite import SqliteDatabase
 
@@ -61,6 +62,11 @@ DEAD_LETTER_ENTRIES = Gauge(
 OLDEST_AGE = Gauge(
     "relay_buffer_oldest_entry_age_seconds",
     "Age of the oldest unflushed hour window",
+    multiprocess_mode=_ONE,
+)
+DAMAGED_FILES = Gauge(
+    "relay_buffer_damaged_files",
+    "Damaged buffer files found at start, moved aside (salvaged) and kept for an operator",
     multiprocess_mode=_ONE,
 )
 EVICTED = Counter("relay_evicted_entries_total", "Buffered entries dropped to bound the buffer")
@@ -166,3 +172,4 @@ class BufferMonitor:
         DEAD_LETTER_ENTRIES.set(stats.dead_letter_entries)
         oldest = 0.0 if stats.oldest_hour is None else max(0.0, time.time() - stats.oldest_hour)
         OLDEST_AGE.set(oldest)
+        DAMAGED_FILES.set(len(damaged_files(self._db.path)))

@@ -81,16 +81,12 @@ class ShardMerger:
         self._wal_bytes = wal_bytes
         self._merging = asyncio.Lock()  # the flusher and the buffer monitor both merge
 
-    def _shards(self) -> list[Path]:
-        pattern = f"{self._buffer_path.stem}-*{self._buffer_path.suffix}"
-        return sorted(p for p in self._buffer_path.parent.glob(pattern) if _is_shard(p))
-
     async def merge(self) -> int:
         """Move every shard's counts and registrations into the leader's buffer; returns
         the entries moved. A shard that cannot be read is logged and left for next time."""
         moved = 0
         async with self._merging:
-            for path in self._shards():
+            for path in shard_files(self._buffer_path):
                 db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous, self._wal_bytes)
                 try:
                     await db.open()
@@ -128,6 +124,13 @@ class ShardMerger:
         await self._into.write(conversion.batch, key)
         await shard.ack(batch)
         return batch.entries
+
+
+def shard_files(buffer_path: Path) -> list[Path]:
+    """The other workers' files next to the leader's, including those of workers no longer
+    configured."""
+    pattern = f"{buffer_path.stem}-*{buffer_path.suffix}"
+    return sorted(p for p in buffer_path.parent.glob(pattern) if _is_shard(p))
 
 
 def _is_shard(path: Path) -> bool:

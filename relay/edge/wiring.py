@@ -25,6 +25,7 @@ from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reserve import Reserve, make_room
+from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
 from relay.edge.space import reserve_bytes
 from relay.edge.state import UPSTREAM
@@ -33,17 +34,19 @@ from relay.settings import Settings
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
-from relay.wire.common import KeyType
+from relay.wire.common import MAX_NAME, KeyType
 
 log = logging.getLogger(__name__)
 
 PRUNE_INTERVAL = 3600.0
+INSTANCE_ID = "instance-id"
 MONITOR_INTERVAL = 2.0
 
 
 async def initialise(settings: Settings) -> None:
     """Each worker's buffer file migrated, and the instance id kept, once before several
     workers start."""
+    await _check_buffers(settings, ran_before=_ran_before(settings))
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
         await buffer.open()
@@ -97,6 +100,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         shards.merge,
         lambda: make_room(reserve, db),
     )
+    ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     app[KEY_RESOLVER] = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
@@ -104,6 +108,8 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
+            if settings.workers == 1:  # else done once by ``initialise``
+                await _check_buffers(settings, ran_before)
             for database, store in opened:
                 await database.open()
                 store.start()
@@ -146,6 +152,16 @@ def build(settings: Settings, worker: int) -> web.Application:
     return app
 
 
+async def _check_buffers(settings: Settings, ran_before: bool) -> None:
+    wal = reserve_bytes(settings.buffer_max_bytes)
+    await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+
+
+def _ran_before(settings: Settings) -> bool:
+    """A relay ran in the data directory before: the instance id it generated is there."""
+    return settings.instance_id is None and (settings.data_dir / INSTANCE_ID).is_file()
+
+
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
     wal = reserve_bytes(settings.buffer_max_bytes)
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
@@ -161,10 +177,15 @@ async def _first_check(monitor: BufferMonitor) -> None:
 
 
 def instance_id(data_dir: Path) -> str:
-    """Generated on first start and kept, so a restarted relay keeps its identity upstream."""
-    path = data_dir / "instance-id"
+    """Generated on first start and kept, so a restarted relay keeps its identity upstream.
+    A file that does not hold a valid name (empty, too long: the upstream would refuse every
+    registration carrying it in connectVia) is replaced, with an error logged."""
+    path = data_dir / INSTANCE_ID
     if path.is_file():
-        return path.read_text().strip()
+        kept = path.read_text(errors="replace").strip()
+        if 0 < len(kept) <= MAX_NAME and "\x00" not in kept:
+            return kept
+        log.error("instance-id file is not a valid id: a new one is generated")
     data_dir.mkdir(parents=True, exist_ok=True)
     value = f"relay-{uuid.uuid4()}"
     path.write_text(value + "\n")
