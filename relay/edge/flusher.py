@@ -13,11 +13,11 @@ Outcomes (``relay.upstream.Outcome``) decide everything:
 
 No batch can hold the others back. Batches are tried fewest attempts first, so one that
 failed waits behind the rest. A batch that fails right after the upstream accepted another
-(a failure of its own, not of the upstream's) is split as a refused one is, so its entries
-that work get through; a single entry is skipped for this flush, and set aside in
-``dead_letters`` after ``STRIKES`` such failures. Splitting cannot count twice: a request
-it has applied our upstream answers with 202 when its key comes again, so a batch that
-failed was not applied.
+(a failure of its own, not of the upstream's) is skipped for the rest of the flush, and
+after ``STRIKES`` such failures set aside whole in ``dead_letters``, with its key, counted
+and logged. It is never split: a 5xx or a timeout does not say the upstream applied
+nothing (a commit whose answer was lost, issue 13 item 7), and halves under new keys would
+then count twice; resent under its own key, an applied batch is answered 202 and leaves.
 
 While the upstream is failing, new counts keep aggregating in the buffer rather than piling
 up as batches: new batches are cut when no batch waits that has not been tried yet, and
@@ -54,7 +54,9 @@ DEAD_LETTERED = Counter(
     ["reason"],
 )
 
-STRIKES = 3
+# Failures of one batch, each right after the upstream accepted another, before it is set
+# aside: random 5xx at a rate p set an innocent batch aside with probability p^10.
+STRIKES = 10
 PROBE_ENTRIES = 100
 
 
@@ -243,9 +245,8 @@ class Flusher:
                 return _Sent.STOP
 
     async def _failed_alone(self, batch: OutboxBatch, result: SendResult) -> _Sent:
-        """The upstream works but failed this batch: split it at once (the halves go out in
-        this flush, and the entries that work get through); set a single entry aside once it
-        has failed so ``STRIKES`` times."""
+        """The upstream works but failed this batch: skip it for this flush; set it aside once
+        it has failed so ``STRIKES`` times (see the module's docstring)."""
         strikes = self._strikes[batch.id] = self._strikes.get(batch.id, 0) + 1
         log.warning(
             "upstream failed one batch while accepting others",
@@ -256,27 +257,32 @@ class Flusher:
                 "strikes": strikes,
             },
         )
-        if batch.entries > 1 or strikes >= STRIKES:
-            detail = f"failed {strikes} times while the upstream accepted other batches"
-            failing = SendResult(result.outcome, result.status, f"{detail}: {result.detail}")
-            await self._refused(batch, failing, "failing")
-            return _Sent.SETTLED
-        return _Sent.FAILED_ALONE
+        if strikes < STRIKES:
+            return _Sent.FAILED_ALONE
+        detail = f"failed {strikes} times while the upstream accepted other batches"
+        await self._dead_letter(batch, result.status, f"{detail}: {result.detail}", "failing")
+        return _Sent.SETTLED
 
     async def _refused(self, batch: OutboxBatch, result: SendResult, reason: str) -> None:
-        """Split a refused batch, or dead-letter it when it is a single entry."""
+        """Split a batch the upstream refused (and so applied none of), or dead-letter it
+        when it is a single entry."""
+        if not await self._outbox.split(batch):
+            await self._dead_letter(batch, result.status, result.detail, reason)
+
+    async def _dead_letter(
+        self, batch: OutboxBatch, status: int | None, detail: str, reason: str
+    ) -> None:
         self._strikes.pop(batch.id, None)
-        if await self._outbox.split(batch):
-            return
-        await self._outbox.dead_letter(batch, result.status, result.detail)
+        await self._outbox.dead_letter(batch, status, detail)
         DEAD_LETTERED.labels(reason).inc(batch.entries)
         log.error(
-            "upstream refused an entry; kept in dead_letters",
+            "upstream refused entries for good; kept in dead_letters",
             extra={
                 "environment": batch.environment,
-                "status": result.status,
+                "status": status,
                 "entries": batch.entries,
-                "reason": result.detail[:200],
+                "reason": reason,
+                "detail": detail[:200],
             },
         )
 
