@@ -126,7 +126,8 @@ class Settings(BaseSettings):
     buffer_max_bytes: int = Field(
         512 * 1024 * 1024,
         ge=1024 * 1024,
-        description="Relay: bound of the buffer files on disk (pages in use and WAL); past it the oldest data is evicted",
+        description="Relay: bound of the buffer files on disk (pages in use and WAL);"
+        " past it the oldest data is evicted",
     )
     upstream_timeout: float = Field(
         10.0, gt=0, description="Relay: seconds an upstream request may take"

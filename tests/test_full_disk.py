@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from service import free_port, running, start
+from service import Service, running, start
 from test_faults import CENTRAL_ENV, entries, post, relay_env, settle, stored, tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
@@ -31,31 +31,40 @@ def sample(text: str, name: str) -> float:
     )
 
 
+def fill_and_kill(workdir: Path, disk: Path, central: Service, batches: int) -> int:
+    """A relay on ``disk`` that does not flush takes up to ``batches`` x 500 entries (until
+    the disk is full: 503), then is killed. Returns the entries it accepted."""
+    env = relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="3600")
+    relay = start(workdir, env=env)
+    accepted = 0
+    for batch in range(batches):
+        status, _ = post(relay, entries(batch))
+        if status != 202:
+            assert status == 503
+            break
+        accepted += 500
+    relay.stop(signal.SIGKILL)  # a crash: nothing freed since
+    return accepted
+
+
+def drain(disk: Path, central: Service, **extra: str) -> dict[str, str]:
+    return relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="0.2", **extra)
+
+
 def test_a_relay_restarts_on_a_full_disk_and_drains_it(tmp_path: Path) -> None:
     with (
         tmpfs(tmp_path / "disk", "12m") as disk,
         running(tmp_path / "central", env=CENTRAL_ENV) as central,
     ):
-        port = free_port()
-        filling = relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="3600")
-        relay = start(tmp_path / "relay", env=filling, port=port)
-        accepted, status = 0, 202
-        for batch in range(1000):
-            status, _ = post(relay, entries(batch))
-            if status != 202:
-                break
-            accepted += 500
-        assert status == 503 and accepted > 0
-        relay.stop(signal.SIGKILL)  # a crash on the full disk; nothing freed since
-        draining = {**filling, "RELAY_FLUSH_INTERVAL": "0.2"}
-        relay = start(tmp_path / "relay", env=draining, port=port)  # it must start
+        accepted = fill_and_kill(tmp_path / "relay", disk, central, batches=1000)
+        assert 0 < accepted < 1000 * 500  # the disk filled up
+        relay = start(tmp_path / "relay", env=drain(disk, central))  # it must start
         try:
             settle(central, "disk", accepted, within=120)
             text = metrics_text(relay.url)
             assert sample(text, "relay_buffer_reserve_released_total") >= 1
         finally:
             assert relay.stop() == 0
-
 
 
 def fill(path: Path) -> None:
@@ -78,22 +87,14 @@ def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
         tmpfs(tmp_path / "disk", "16m") as disk,
         running(tmp_path / "central", env=CENTRAL_ENV) as central,
     ):
-        port = free_port()
-        env = relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="3600")
-        relay = start(tmp_path / "relay", env=env, port=port)
-        accepted = 0
-        for batch in range(5):
-            assert post(relay, entries(batch))[0] == 202
-            accepted += 500
-        relay.stop(signal.SIGKILL)
+        accepted = fill_and_kill(tmp_path / "relay", disk, central, batches=5)
         (disk / "buffer.reserve").unlink()
         fill(disk / "ballast")
-        env = {**env, "RELAY_FLUSH_INTERVAL": "0.1", "RELAY_BACKOFF_MAX": "5"}
-        relay = start(tmp_path / "relay", env=env, port=port)
+        relay = start(tmp_path / "relay", env=drain(disk, central, RELAY_BACKOFF_MAX="5"))
         try:
             time.sleep(4)
             failures = relay.logs().count("buffer storage failed, backing off")
-            assert 1 <= failures <= 10, failures  # 0.1 s apart would be 40
+            assert 1 <= failures <= 10, failures  # every 0.2 s would be 20
             assert stored(central, "disk") == 0
             (disk / "ballast").unlink()
             settle(central, "disk", accepted, within=60)

@@ -34,11 +34,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
+from test_flusher import dead_letters, post
 
 from relay.central.usage import UsageReader
 from relay.central.wiring import central_database
 from relay.core.convert import from_bulk
 from relay.core.domain import IngestBatch, MetricKey
+from relay.edge.flusher import REFUSALS
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.shards import ShardMerger, shard_path
 from relay.settings import SettingsError, load_settings
@@ -95,14 +97,9 @@ async def upstream() -> AsyncIterator[StrictUpstream]:
     await fake.close()
 
 
-async def post(client: Any, body: Any) -> None:
-    response = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
-    assert response.status == 202, await response.text()
-
-
-def dead_letters(data_dir: Path) -> list[tuple[Any, ...]]:
+def dead_bodies(data_dir: Path) -> list[bytes]:
     with sqlite3.connect(data_dir / "buffer.db") as conn:
-        return list(conn.execute("SELECT status, entries, reason, body FROM dead_letters"))
+        return [row[0] for row in conn.execute("SELECT body FROM dead_letters")]
 
 
 async def test_sums_past_an_entrys_limits_go_out_as_several_entries(
@@ -177,7 +174,8 @@ async def test_a_refused_batch_is_bisected_until_only_the_refused_entry_is_left(
     before = REGISTRY.get_sample_value("relay_dead_lettered_entries_total", {"reason": "rejected"})
     await client.close()
     assert upstream.totals() == {(f"feature-{i:02}", "app"): (i + 1, 0) for i in range(40)}
-    [(status, entries, reason, body)] = dead_letters(tmp_path / "relay")
+    [(status, entries, reason)] = dead_letters(tmp_path / "relay")
+    [body] = dead_bodies(tmp_path / "relay")
     assert (status, entries) == (400, 1)
     assert "refused feature poison" in reason
     assert [m.featureName for m in BulkMetrics.model_validate_json(body).metrics] == ["poison"]
@@ -313,3 +311,18 @@ def test_buffered_sums_leave_as_valid_bodies_with_the_same_totals(
         parsed = BulkMetrics.model_validate_json(body)  # the upstream's own model takes it
         sent += [e.model_dump() for e in parsed.metrics]
     assert summed(sent) == summed([e for body in requests for e in body])
+
+
+async def test_an_upstream_refusing_everything_pauses_instead_of_bisecting_it_all(
+    make_relay: Any, upstream: StrictUpstream, tmp_path: Path
+) -> None:
+    """Two requests an entry would hammer it and dead-letter every entry one by one."""
+    upstream.refused = {f"feature-{i:03}" for i in range(200)}
+    client = await make_relay(backoff_max=60)
+    await post(client, bulk([metric(f"feature-{i:03}", yes=1) for i in range(200)]))
+    await eventually(lambda: len(upstream.bulks) >= REFUSALS)
+    await asyncio.sleep(0.5)  # ten flush intervals: nothing more is sent
+    assert len(upstream.bulks) == REFUSALS
+    assert dead_letters(tmp_path / "relay") == []  # every entry kept, in halves
+    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as conn:
+        assert conn.execute("SELECT sum(entries) FROM outbox").fetchone()[0] == 200

@@ -19,6 +19,11 @@ and logged. It is never split: a 5xx or a timeout does not say the upstream appl
 nothing (a commit whose answer was lost, issue 13 item 7), and halves under new keys would
 then count twice; resent under its own key, an applied batch is answered 202 and leaves.
 
+An upstream that refuses everything (a 4xx for ``REFUSALS`` batches in a row, none
+accepted between) is not bisected entry by entry, two requests an entry: the flush stops,
+its batches are kept, and it waits ``backoff_max``, with an error in the log. Bisecting a
+batch for one bad entry never refuses more than two in a row.
+
 While the upstream is failing, new counts keep aggregating in the buffer rather than piling
 up as batches: new batches are cut when no batch waits that has not been tried yet, and
 while the upstream has not accepted anything since its last failure, only a small probe
@@ -57,12 +62,14 @@ DEAD_LETTERED = Counter(
 # Failures of one batch, each right after the upstream accepted another, before it is set
 # aside: random 5xx at a rate p set an innocent batch aside with probability p^10.
 STRIKES = 10
+REFUSALS = 32
 PROBE_ENTRIES = 100
 
 
 class _Sent(enum.Enum):
     ACCEPTED = enum.auto()
-    SETTLED = enum.auto()  # split, dead-lettered, or its environment blocked
+    REFUSED = enum.auto()  # 4xx: split, or dead-lettered
+    SETTLED = enum.auto()  # set aside, or its environment blocked
     FAILED_ALONE = enum.auto()  # failed right after an accepted batch: skipped this flush
     STOP = enum.auto()  # the upstream is failing: back off
 
@@ -151,6 +158,7 @@ class Flusher:
         skipped: set[int] = set()
         may_claim, probing = True, False
         accepted = False  # the upstream accepted the batch sent last
+        refused = 0  # batches refused in a row
         while True:
             active = self._active_environments()
             waiting = await self._outbox.pending(active, PENDING_PAGE + len(skipped))
@@ -167,11 +175,15 @@ class Flusher:
                     continue
                 match await self._send(batch, accepted):
                     case _Sent.ACCEPTED:
-                        accepted = True
+                        accepted, refused = True, 0
                         may_claim, probing = may_claim or probing, False
                     case _Sent.FAILED_ALONE:
                         skipped.add(batch.id)
                         accepted = False
+                    case _Sent.REFUSED:
+                        refused += 1
+                        if refused >= REFUSALS:
+                            return self._refuses_everything()
                     case _Sent.SETTLED:
                         pass
                     case _Sent.STOP:
@@ -217,7 +229,7 @@ class Flusher:
                 return _Sent.ACCEPTED
             case Outcome.TOO_LARGE | Outcome.REJECTED:
                 await self._refused(batch, result, result.outcome.value)
-                return _Sent.SETTLED
+                return _Sent.REFUSED
             case Outcome.MISCONFIGURED:
                 await self._outbox.record_failure(batch, result.detail)
                 self._blocked[batch.environment] = time.monotonic() + self._backoff_max
@@ -243,6 +255,15 @@ class Flusher:
                     result.detail,
                 )
                 return _Sent.STOP
+
+    def _refuses_everything(self) -> bool:
+        self._retry_at = time.monotonic() + self._backoff_max
+        log.error(
+            "upstream refused every batch it was sent: pausing, batches are kept; check what"
+            " it answers (relay_flush_batches_total, the upstream's log)",
+            extra={"batches": REFUSALS, "retry_in": self._backoff_max},
+        )
+        return False
 
     async def _failed_alone(self, batch: OutboxBatch, result: SendResult) -> _Sent:
         """The upstream works but failed this batch: skip it for this flush; set it aside once
