@@ -20,7 +20,7 @@ from relay.edge.reserve import Reserve
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
-CAP = 2 * 1024 * 1024
+CAP = 4 * 1024 * 1024
 PER_POST = 4_000
 
 
@@ -40,7 +40,7 @@ def evicted() -> float:
 async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newest(
     make_relay: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    """200,000 distinct features in the current hour with the upstream down and a 2 MiB
+    """200,000 distinct features in the current hour with the upstream down and a 4 MiB
     bound: the files stay near the bound all along, the latest requests are all kept, and
     every entry is either delivered or counted as evicted."""
     upstream.default = Answer(503)
@@ -61,7 +61,7 @@ async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newe
     await eventually(lambda: evicted() > before)
     # the files never ran far past the bound (the whole flood is ~30 MB on disk; checked
     # every 1/32 of the bound written, the file peaks where a check's eviction catches up)
-    assert largest < 4 * CAP, largest
+    assert largest < 3 * CAP, largest
     upstream.default = Answer(202)
     await client.close()  # the final flush sends what is left
     sent = {m["featureName"] for r in upstream.accepted_bulks() for m in r.json()["metrics"]}
@@ -96,7 +96,7 @@ async def test_idempotency_keys_count_against_the_bound(
         largest = max(largest, footprint(tmp_path / "relay"))
     after = REGISTRY.get_sample_value("relay_idempotency_keys_evicted_total") or 0.0
     assert after > before
-    assert largest < 4 * 1024 * 1024, largest
+    assert largest < 5 * 1024 * 1024, largest  # all the keys take ~8.5 MB
     await client.close()
     assert upstream.totals() == {("kept", "app"): (1, 0)}
 

@@ -8,6 +8,7 @@ misconfigured SDK cannot make a relay's whole batch fail.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -26,7 +27,7 @@ from relay.core.domain import (
     through,
 )
 from relay.core.errors import InvalidInput
-from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
+from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration, ToggleCounts
 from relay.wire.common import MAX_LIST, MAX_NAME_BYTES, parse_time
 
 
@@ -37,15 +38,15 @@ def _hour(moment: datetime, path: str) -> int:
         raise InvalidInput(str(exc), path) from None
 
 
-def _fits(name: str) -> bool:
-    """At most ``MAX_NAME_BYTES`` in UTF-8; only a long name needs encoding to tell."""
-    return len(name) <= MAX_NAME_BYTES // 4 or len(name.encode()) <= MAX_NAME_BYTES
+# A name of at most this many characters fits MAX_NAME_BYTES whatever its characters: only
+# longer ones need encoding, and a request of short names costs one pass of len() over them.
+_SHORT = MAX_NAME_BYTES // 4
 
 
 def _check_names(names: dict[str, str]) -> None:
-    """``names``: JSON pointer -> name, the names of one key."""
+    """``names``: JSON pointer -> name. Refuses the first longer than ``MAX_NAME_BYTES``."""
     for path, name in names.items():
-        if not _fits(name):
+        if len(name) > _SHORT and len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidInput(f"is too long: at most {MAX_NAME_BYTES} bytes in UTF-8", path)
 
 
@@ -94,9 +95,11 @@ def from_bulk(
         else:
             counts.add(yes, no, variants)
         result.accepted += 1
-    for (app_name, feature, _), counts in sums.items():  # per key: fewer than entries
-        if not (_fits(app_name) and _fits(feature) and all(map(_fits, counts.variants))):
-            _check_bulk_names(body, environment)
+    names: list[str] = []  # per key: fewer than entries
+    for (app_name, feature, _), counts in sums.items():
+        names += (app_name, feature, *counts.variants)
+    if max(map(len, names), default=0) > _SHORT:
+        _check_bulk_names(body, environment)
     result.batch.counts = {
         MetricKey(app, environment, feature, hour): counts
         for (app, feature, hour), counts in sums.items()
@@ -125,18 +128,26 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
     if bucket is None:
         return result
     hour = _hour(bucket.start or now, "/body/bucket/start")
-    _check_names({"/body/appName": body.appName})
+    names = [body.appName, *bucket.toggles]
+    for toggle in bucket.toggles.values():
+        names += toggle.variants
+    if max(map(len, names)) > _SHORT:
+        _check_sdk_names(body.appName, bucket.toggles)
     for feature, toggle in bucket.toggles.items():
         if toggle.yes == 0 and toggle.no == 0 and not any(toggle.variants.values()):
             result.dropped["empty"] += 1
             continue
-        if not (_fits(feature) and all(map(_fits, toggle.variants))):
-            path = f"/body/bucket/toggles/{feature}"
-            _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
         key = MetricKey(body.appName, environment, feature, hour)
         result.batch.add_count(key, toggle.yes, toggle.no, toggle.variants)
         result.accepted += 1
     return result
+
+
+def _check_sdk_names(app_name: str, toggles: Mapping[str, ToggleCounts]) -> None:
+    _check_names({"/body/appName": app_name})
+    for feature, toggle in toggles.items():
+        path = f"/body/bucket/toggles/{feature}"
+        _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
 
 
 def from_client_registration(
@@ -156,7 +167,8 @@ def _registration(
 ) -> Registration:
     """``hop`` is this relay's own ``connectVia`` entry, appended after those already there;
     ``path`` is the registration's JSON pointer."""
-    _check_names({f"{path}/appName": body.appName, f"{path}/instanceId": body.instanceId})
+    if max(len(body.appName), len(body.instanceId)) > _SHORT:
+        _check_names({f"{path}/appName": body.appName, f"{path}/instanceId": body.instanceId})
     if body.started is not None:
         try:
             epoch(body.started)

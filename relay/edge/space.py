@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -20,10 +21,15 @@ from relay.store.metrics import REGISTRATION_BYTES, ROW_BYTES
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 
+Step = Callable[[float, int, "Evicted"], Awaitable[tuple[int, int]]]
+"""One eviction step: (before, row limit, tally) -> (bytes estimated, rows deleted)."""
+TxStep = Callable[..., Awaitable[tuple[int, int]]]
+
 # Rows per eviction transaction, each run whole on the writer thread (a few ms): small
 # enough not to hold ingest up, large enough to outpace a flood of new keys.
 EVICT_STEP = 20_000
 FIRST_STEP = 1_000
+TOUCHED_EVERY = 0.05  # the trigger of buffer migration 0002
 
 # Estimates of each row's data (without indexes), in the units MetricsStore estimates what
 # it writes: they bound how much one eviction deletes.
@@ -116,19 +122,18 @@ class BufferSpace:
         evicted = Evicted()
         pages = await self.pages_bytes()
         budget = pages - target
-        steps = (
-            ("dead_letters", self._dead_letters),
-            ("idempotency_keys", self._keys),
-            ("outbox", self._batches),
-            ("metrics", self._counts),
-            ("registrations", self._registrations),
+        steps: tuple[tuple[str, Step], ...] = (
+            ("dead_letters", self._in_writer(self._dead_letters)),
+            ("idempotency_keys", self._in_writer(self._keys)),
+            ("outbox", self._in_writer(self._batches)),
+            ("metrics", self._in_writer(self._counts)),
+            ("registrations", self._in_writer(self._registrations)),
         )
         for table, step in steps:
             per_row = 0  # page bytes one row frees, as last seen
             while pages > target and evicted.bytes < budget:
                 limit = FIRST_STEP if not per_row else (pages - target) // per_row + 1
-                work = partial(step, before=before, limit=min(limit, EVICT_STEP), into=evicted)
-                removed, rows = await self._db.run(work)
+                removed, rows = await step(before, min(limit, EVICT_STEP), evicted)
                 if not rows:
                     break
                 now = await self.pages_bytes()
@@ -196,18 +201,29 @@ class BufferSpace:
         into.entries += sum(row[0] for row in rows)
         return sum(int(row[1]) for row in rows), sum(int(row[0]) for row in rows)
 
+    def _in_writer(self, step: TxStep) -> Step:
+        async def run(before: float, limit: int, into: Evicted) -> tuple[int, int]:
+            return await self._db.run(partial(step, before=before, limit=limit, into=into))
+
+        return run
+
     @staticmethod
     async def _counts(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
+        """Oldest hour first, least recently written first. ``touched`` is refreshed at most
+        every ``TOUCHED_EVERY`` seconds (the buffer's schema): a count written at ``before``
+        or later has one of at least ``before - TOUCHED_EVERY``, and stays."""
         oldest = (
             "(feature_name, app_name, environment, hour) IN (SELECT feature_name, app_name,"
             " environment, hour FROM metrics WHERE touched < ?"
             " ORDER BY hour, touched, feature_name, app_name, environment LIMIT ?)"
         )
         variants = await tx.fetch_all(
-            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}", (before, limit)
+            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}",
+            (before - TOUCHED_EVERY, limit),
         )
         counts = await tx.fetch_all(
-            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}", (before, limit)
+            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}",
+            (before - TOUCHED_EVERY, limit),
         )
         into.entries += len(counts)
         return sum(int(row[0]) for row in [*variants, *counts]), len(counts)

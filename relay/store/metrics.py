@@ -40,9 +40,10 @@ class MetricsStore:
         touched: bool = False,
         on_write: Callable[[int], object] | None = None,
     ) -> None:
-        """``touched``: keep when each count was last written (the relay's buffer, whose
-        eviction keeps the newest). ``on_write`` hears of the bytes each group is about to
-        write (an estimate, like ``relay.edge.space``'s), before its commit."""
+        """``touched``: keep when each count was written (the relay's buffer, whose eviction
+        keeps the newest; a trigger of the buffer's schema refreshes it on updates).
+        ``on_write`` hears of the bytes each group is about to write (an estimate, like
+        ``relay.edge.space``'s), before its commit."""
         self._db = db
         self._ttl = idempotency_ttl
         self._touched = touched
@@ -154,8 +155,7 @@ class _Planned(NamedTuple):
             f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{touched})",
             "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE SET"
             f" yes = {_sum('metrics.yes', 'excluded.yes')},"
-            f" no = {_sum('metrics.no', 'excluded.no')}"
-            + (", touched = excluded.touched" if self.touched else ""),
+            f" no = {_sum('metrics.no', 'excluded.no')}",
             self.metrics,
         )
         await upsert(
