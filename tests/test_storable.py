@@ -94,6 +94,24 @@ async def test_the_longest_storable_names_are_stored_and_read_back(client: Any) 
     assert (row["appName"], row["yes"], row["variants"]) == (TWO_BYTES, 2, {TWO_BYTES: 1})
 
 
+async def test_names_of_entries_not_stored_are_not_held_against_the_request(
+    client: Any,
+) -> None:
+    """Entries for another environment, or with no count, are dropped, names and all."""
+    long = "a" * 200  # long, but within the rule: the exact check runs
+    body = bulk(
+        [
+            metric(long, yes=1),
+            metric(FOUR_BYTES, env="production", yes=1),
+            metric(FOUR_BYTES, yes=0, variants={"v": 0}),
+        ]
+    )
+    assert (await post(client, "/api/client/metrics/bulk", body))[0] == 202
+    sdk = {"appName": long, "bucket": {"toggles": {long: {"yes": 1}, FOUR_BYTES: {"no": 0}}}}
+    assert (await post(client, "/api/client/metrics", sdk))[0] == 202
+    assert sum(row["yes"] for row in await raw(client, long)) == 2
+
+
 async def test_the_rule_is_in_the_openapi_document(client: Any) -> None:
     document = await (await client.get("/docs/openapi.json")).json()
     entry = document["components"]["schemas"]["ClientMetricsEnv"]["properties"]["featureName"]

@@ -112,13 +112,13 @@ def from_bulk(
 
 
 def _check_bulk_names(body: BulkMetrics, environment: str) -> None:
-    """Find the entry holding a name too long to store, for the error's path."""
+    """Some name is long: refuse the first entry kept whose name is too long to store."""
     for index, entry in enumerate(body.metrics):
-        if entry.environment == environment and (entry.yes or entry.no or entry.variants):
+        kept = entry.yes or entry.no or any(entry.variants.values())
+        if entry.environment == environment and kept:
             path = f"/body/metrics/{index}"
             names = {f"{path}/appName": entry.appName, f"{path}/featureName": entry.featureName}
             _check_names(names | {f"{path}/variants/{v}": v for v in entry.variants})
-    raise InvalidInput(f"holds a name longer than {MAX_NAME_BYTES} bytes in UTF-8", "/body/metrics")
 
 
 def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) -> Conversion:
@@ -144,10 +144,12 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
 
 
 def _check_sdk_names(app_name: str, toggles: Mapping[str, ToggleCounts]) -> None:
+    """Some name is long: refuse the first kept that is too long to store."""
     _check_names({"/body/appName": app_name})
     for feature, toggle in toggles.items():
-        path = f"/body/bucket/toggles/{feature}"
-        _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
+        if toggle.yes or toggle.no or any(toggle.variants.values()):
+            path = f"/body/bucket/toggles/{feature}"
+            _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
 
 
 def from_client_registration(
