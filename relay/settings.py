@@ -173,12 +173,18 @@ class Settings(BaseSettings):
         Usage(Mode.EDGE, example="relay-1"),
     ] = Field(
         None,
+        min_length=1,
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
     max_batch_bytes: Annotated[
         int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")
-    ] = Field(95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes")
+    ] = Field(
+        95 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="Relay: largest upstream batch body in bytes (at most 1 MiB)",
+    )
     buffer_max_bytes: Annotated[
         int,
         Usage(
@@ -189,7 +195,8 @@ class Settings(BaseSettings):
     ] = Field(
         512 * 1024 * 1024,
         ge=1024 * 1024,
-        description="Relay: buffer size at which the oldest hour windows are evicted",
+        description="Relay: bound of the buffer files on disk (pages in use and WAL);"
+        " past it the oldest data is evicted",
     )
     upstream_timeout: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds an upstream request may take"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from aiohttp import web
 from pydantic import BaseModel
 
@@ -9,29 +11,42 @@ from relay.api.auth import PRINCIPAL
 from relay.api.body import idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
+from relay.core.domain import IdempotencyKey
+from relay.core.keys import hash_key, strip_scheme
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType
 
 
 async def bulk_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, BulkMetrics)
-    key = idempotency_key(request)
+    key = await _idempotency(request)
     await request.app[INGEST].bulk(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, ClientMetrics)
-    key = idempotency_key(request)
+    key = await _idempotency(request)
     await request.app[INGEST].client_metrics(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def register(request: web.Request) -> web.Response:
     body = await read_json(request, ClientRegistration)
-    key = idempotency_key(request)
+    key = await _idempotency(request)
     await request.app[INGEST].register(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
+
+
+async def _idempotency(request: web.Request) -> IdempotencyKey | None:
+    """The request's ``Idempotency-Key``, scoped to the API key that sent it, with the
+    fingerprint of its path and body (read once already: aiohttp keeps it)."""
+    key = idempotency_key(request)
+    if key is None:
+        return None
+    caller = hash_key(strip_scheme(request.headers.get("Authorization", "")))
+    fingerprint = hashlib.sha256(request.path.encode() + b"\n" + await request.read())
+    return IdempotencyKey(caller, key, fingerprint.hexdigest())
 
 
 def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
@@ -44,7 +59,7 @@ def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) ->
         auth=KeyType.CLIENT,
         body=body,
         responses={202: None},
-        errors=(400, 401, 403, 413, 415, 503),
+        errors=(400, 401, 403, 413, 415, 422, 503),
     )
 
 
