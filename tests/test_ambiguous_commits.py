@@ -16,8 +16,8 @@ from pathlib import Path
 import pg
 from load import Load
 from service import relay_env as service_relay_env
-from service import running
-from test_faults import ADMIN, CLIENT, check_clean, settle
+from service import running, settle, wait_until
+from test_faults import ADMIN, CLIENT, check_clean
 
 
 def cut_connections(database: str, stop: threading.Event) -> None:
@@ -54,7 +54,12 @@ def test_cut_connections_count_each_request_once_direct_and_through_a_relay(
             relayed.start()
             cutter.start()
             try:
-                time.sleep(5)
+                # until cut connections have failed requests of both kinds and enough got through
+                wait_until(
+                    lambda: direct.statuses.get(503, 0) >= 5
+                    and min(direct.accepted, relayed.accepted) >= 100,
+                    "load through cut connections",
+                )
             finally:
                 stop.set()
                 cutter.join(30)
@@ -63,5 +68,5 @@ def test_cut_connections_count_each_request_once_direct_and_through_a_relay(
             check_clean(direct)
             check_clean(relayed)
             assert direct.statuses.get(503, 0) > 0  # connections were really cut mid-request
-            settle(central, "direct", direct.accepted)
-            settle(central, "relayed", relayed.accepted)
+            settle(central, ADMIN, "direct", direct.accepted)
+            settle(central, ADMIN, "relayed", relayed.accepted, (relay, CLIENT))

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import DEV_KEY, auth, bulk, eventually, metric
+from conftest import DEV_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
+from service import eventually
 
 from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.reserve import Reserve

@@ -19,21 +19,13 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from conftest import (
-    DEV_KEY,
-    PROD_KEY,
-    auth,
-    bulk,
-    eventually,
-    metric,
-    raw,
-    standalone_settings,
-)
+from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, raw, standalone_settings
 from fake_upstream import FakeUpstream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
+from service import eventually
 from test_flusher import dead_letters, post
 
 from relay.central.usage import UsageReader

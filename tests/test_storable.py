@@ -11,19 +11,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from conftest import (
-    DEV_KEY,
-    PROD_KEY,
-    assert_error,
-    auth,
-    bulk,
-    eventually,
-    metric,
-    raw,
-    standalone_settings,
-)
+from conftest import DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric, raw, standalone_settings
 from fake_upstream import FakeUpstream
 from prometheus_client import REGISTRY
+from service import eventually
 
 from relay.central.wiring import central_database
 from relay.core import errors

@@ -8,7 +8,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from relay.api.auth import PRINCIPAL
-from relay.api.body import idempotency_key, read_json
+from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
 from relay.core.domain import IdempotencyKey
@@ -19,33 +19,33 @@ from relay.wire.common import KeyType
 
 async def bulk_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, BulkMetrics)
-    key = await _idempotency(request)
+    key = _idempotency(request)
     await request.app[INGEST].bulk(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, ClientMetrics)
-    key = await _idempotency(request)
+    key = _idempotency(request)
     await request.app[INGEST].client_metrics(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def register(request: web.Request) -> web.Response:
     body = await read_json(request, ClientRegistration)
-    key = await _idempotency(request)
+    key = _idempotency(request)
     await request.app[INGEST].register(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
-async def _idempotency(request: web.Request) -> IdempotencyKey | None:
+def _idempotency(request: web.Request) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the API key that sent it, with the
-    fingerprint of its path and body (read once already: aiohttp keeps it)."""
+    fingerprint of its path and body (as read, and decoded, by ``read_json``)."""
     key = idempotency_key(request)
     if key is None:
         return None
     caller = hash_key(strip_scheme(request.headers.get("Authorization", "")))
-    fingerprint = hashlib.sha256(request.path.encode() + b"\n" + await request.read())
+    fingerprint = hashlib.sha256(request.path.encode() + b"\n" + request[BODY])
     return IdempotencyKey(caller, key, fingerprint.hexdigest())
 
 
