@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from conftest import DEV_KEY, auth, bulk
 from fake_upstream import FakeUpstream
-from service import free_port, running, start
-from test_faults import CENTRAL_ENV, entries, post, relay_env, stored
+from service import drained, free_port, running, scrape, start, stored
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing is flushed while the relay fills
 
@@ -33,11 +31,7 @@ def fill(workdir: Path, data_dir: Path, batches: int = 10) -> int:
 
 
 def damaged_gauge(url: str) -> float:
-    with urllib.request.urlopen(f"{url}/internal-backstage/metrics", timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("relay_buffer_damaged_files "):
-                return float(line.split()[1])
-    return 0.0
+    return scrape(url, "relay_buffer_damaged_files")
 
 
 def test_a_buffer_truncated_to_nothing_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
@@ -78,10 +72,8 @@ def test_a_damaged_page_is_found_at_start_and_the_rest_is_salvaged(tmp_path: Pat
         relay = start(tmp_path / "relay", env=env, port=port)
         try:
             assert damaged_gauge(relay.url) == 1
-            delivered, deadline = -1, time.monotonic() + 60
-            while delivered != stored(central, "disk") and time.monotonic() < deadline:
-                delivered = stored(central, "disk")
-                time.sleep(2)  # ten flushes: until nothing more arrives
+            drained(central, ADMIN, relay, CLIENT)
+            delivered = stored(central.url, ADMIN, "disk")
         finally:
             assert relay.stop(signal.SIGTERM) == 0
     log = relay.logs()

@@ -7,28 +7,17 @@ tests are skipped).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import time
-import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from service import Service, running, start
-from test_faults import CENTRAL_ENV, entries, post, relay_env, settle, stored, tmpfs
+from service import Service, running, scrape, settle, start, stored, wait_until
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-
-
-def metrics_text(url: str) -> str:
-    with urllib.request.urlopen(f"{url}/internal-backstage/metrics", timeout=10) as response:
-        return str(response.read().decode())
-
-
-def sample(text: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")
-    )
 
 
 def fill_and_kill(workdir: Path, disk: Path, central: Service, batches: int) -> int:
@@ -60,9 +49,8 @@ def test_a_relay_restarts_on_a_full_disk_and_drains_it(tmp_path: Path) -> None:
         assert 0 < accepted < 1000 * 500  # the disk filled up
         relay = start(tmp_path / "relay", env=drain(disk, central))  # it must start
         try:
-            settle(central, "disk", accepted, within=120)
-            text = metrics_text(relay.url)
-            assert sample(text, "relay_buffer_reserve_released_total") >= 1
+            settle(central, ADMIN, "disk", accepted, (relay, CLIENT), within=180)
+            assert scrape(relay.url, "relay_buffer_reserve_released_total") >= 1
         finally:
             assert relay.stop() == 0
 
@@ -76,6 +64,17 @@ def fill(path: Path) -> None:
                 ballast.flush()
         except OSError:
             pass
+
+
+def backoffs(relay: Service) -> list[dict[str, float]]:
+    """The relay's "backing off" log lines: when, and the wait each announced."""
+    found = []
+    for line in relay.logs().splitlines():
+        if "buffer storage failed, backing off" in line:
+            entry = json.loads(line)
+            at = datetime.fromisoformat(entry["ts"]).timestamp()
+            found.append({"at": at, "retry_in": float(entry["retry_in"])})
+    return found
 
 
 def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
@@ -92,11 +91,13 @@ def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
         fill(disk / "ballast")
         relay = start(tmp_path / "relay", env=drain(disk, central, RELAY_BACKOFF_MAX="5"))
         try:
-            time.sleep(4)
-            failures = relay.logs().count("buffer storage failed, backing off")
-            assert 1 <= failures <= 10, failures  # every 0.2 s would be 20
-            assert stored(central, "disk") == 0
+            wait_until(lambda: len(backoffs(relay)) >= 3, "three failed flushes")
+            _, second, third = backoffs(relay)[:3]
+            # each failure waits longer than the one before, and at least as long as it said
+            assert second["retry_in"] > 0.2 and third["retry_in"] > second["retry_in"] / 2
+            assert third["at"] - second["at"] >= second["retry_in"] - 0.05
+            assert stored(central.url, ADMIN, "disk") == 0
             (disk / "ballast").unlink()
-            settle(central, "disk", accepted, within=60)
+            settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
         finally:
             assert relay.stop() == 0
