@@ -117,7 +117,9 @@ async def test_migrations_run_once(tmp_path: Path) -> None:
         assert sorted(conn.execute("SELECT version FROM schema_migrations")) == [
             ("central/0001_init",),
             ("central/0002_flags",),
+            ("central/0003_key_management",),
             ("ingest/0001_init",),
+            ("ingest/0002_edge_reports",),
         ]
         assert list(conn.execute("SELECT count(*) FROM projects")) == [(1,)]
 

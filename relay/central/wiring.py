@@ -24,7 +24,8 @@ from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import POLL_INTERVAL, ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
-from relay.central.key_store import KeyStore
+from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
+from relay.central.key_store import USE_INTERVAL, KeyStore
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.state import (
@@ -139,11 +140,15 @@ def build(settings: Settings, worker: int) -> web.Application:
                 opening.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await opening
+            with contextlib.suppress(StorageError):
+                await key_store.write_uses()
             await metrics.stop()
             await db.close()
 
     app.cleanup_ctx.append(storage)
     app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
+    app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
+    app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
     routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES]
