@@ -59,6 +59,7 @@ class Flusher:
         self._warned_no_key: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
@@ -75,11 +76,22 @@ class Flusher:
                 await asyncio.wait_for(self._task, final_flush_timeout)
             self._task = None
         self._retry_at = 0.0
+        why = ""
         try:
             drained = await asyncio.wait_for(self.flush(), max(0.0, deadline - loop.time()))
         except TimeoutError:
-            drained = False
-        log.info("final flush", extra={"drained": drained})
+            drained, why = False, "final_flush_timeout passed"
+        stats = await self._outbox.stats()
+        left = stats.entries + stats.outbox_entries
+        why = why or self._why_kept() if left else ""
+        log.info("final flush", extra={"drained": drained, "left_buffered": left, "why": why})
+
+    def _why_kept(self) -> str:
+        if self._blocked:
+            return f"upstream refused the key of {', '.join(sorted(self._blocked))}"
+        if self._warned_no_key:
+            return f"no upstream key for {', '.join(sorted(self._warned_no_key))}"
+        return "upstream unavailable" if self._failures else "upstream did not take it all"
 
     async def _run(self) -> None:
         while not self._stop.is_set():
@@ -127,9 +139,12 @@ class Flusher:
         key = self._keys[batch.environment]
         result = await self._upstream.send_bulk(key, batch.body, batch.idempotency_key)
         FLUSHES.labels(result.outcome.value).inc()
+        self.last_result = (time.time(), result)
         match result.outcome:
             case Outcome.OK:
                 await self._outbox.ack(batch)
+                if self._failures:
+                    log.info("upstream recovered", extra={"failures": self._failures})
                 self._failures = 0
             case Outcome.TOO_LARGE:
                 if not await self._outbox.split(batch):
