@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
     )
+    parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
     serve = commands.add_parser("serve", help="run the service", description=_serve_help())
     _settings_flags(serve)

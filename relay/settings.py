@@ -240,6 +240,13 @@ class Settings(BaseSettings):
         json_schema_extra={"enum": [*LOG_LEVELS, *(level.lower() for level in LOG_LEVELS)]},
     )
     log_format: LogFormat = Field(LogFormat.JSON, description="json (one object a line) or text")
+    access_log: Annotated[
+        bool,
+        Usage(note="Probes (health, readiness, metrics) are logged at DEBUG; keys never are"),
+    ] = Field(
+        True,
+        description="One INFO line per request: method, route template, status, duration, bytes",
+    )
 
     @field_validator(
         "init_admin_api_tokens",

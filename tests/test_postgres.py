@@ -71,7 +71,9 @@ async def test_instances_starting_together_migrate_once(postgres_url: str) -> No
         assert [row[0] for row in rows] == [
             "central/0001_init",
             "central/0002_flags",
+            "central/0003_key_management",
             "ingest/0001_init",
+            "ingest/0002_edge_reports",
         ]
     finally:
         for db in databases:

@@ -93,6 +93,11 @@ def build(settings: Settings, worker: int) -> web.Application:
             if leader:
                 await monitor.check()
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
+                if not keys:
+                    log.warning(
+                        "no upstream keys: counts stay buffered until RELAY_UPSTREAM_TOKENS"
+                        " has a client key per environment"
+                    )
             app[READY][0] = True
             log.info(
                 "relay started",
