@@ -176,6 +176,14 @@ class Settings(BaseSettings):
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
+    report_interval: Annotated[
+        float,
+        Usage(
+            Mode.EDGE,
+            note="Posted to {upstream}/api/client/metrics/edge with an upstream key; an upstream"
+            " that refuses that path (open-source Unleash) is asked again hourly",
+        ),
+    ] = Field(60.0, gt=0, description="Relay: seconds between two reports of itself upstream")
     max_batch_bytes: Annotated[
         int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")
     ] = Field(95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes")

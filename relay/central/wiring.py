@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,7 +18,7 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
-from relay.central import admin
+from relay.central import admin, edges
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
@@ -30,6 +31,7 @@ from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
+    EDGES,
     FLAGS,
     KEYS,
     PROJECTS,
@@ -42,6 +44,7 @@ from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
+from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
@@ -105,6 +108,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
+    app[EDGES] = EdgeReportStore(db)
 
     async def prepare() -> None:
         await db.open()
@@ -151,7 +155,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
-    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES]
+        forget = functools.partial(edges.forget_old, app[EDGES])
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
+    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 

@@ -24,10 +24,13 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
+from relay.edge.reporter import ROUTES as reporter_routes
+from relay.edge.reporter import Reporter
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.state import UPSTREAM
+from relay.edge.state import EDGE_REPORTS, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
+from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -83,6 +86,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     app[KEY_RESOLVER] = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[UPSTREAM] = upstream
+    app[EDGE_REPORTS] = EdgeReportStore(db)
+    reporter = Reporter(hop, upstream, keys, db, outbox, flusher, settings.report_interval)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -127,7 +132,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(flushing)
         app.cleanup_ctx.append(every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
-    serve_routes(app, [*client.ROUTES, *passthrough.ROUTES, *validate.ROUTES])
+        app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
+    routes = [*client.ROUTES, *reporter_routes, *passthrough.ROUTES, *validate.ROUTES]
+    serve_routes(app, routes)
     return app
 
 
