@@ -208,6 +208,23 @@ class Settings(BaseSettings):
     key_cache_ttl: Annotated[float, Usage(Mode.EDGE)] = Field(
         3600.0, gt=0, description="Relay: seconds an SDK key validated upstream is trusted"
     )
+    web_session_ttl: Annotated[
+        float,
+        Usage(Mode.CENTRAL, note="Signing in again opens a new session; signing out ends it"),
+    ] = Field(
+        8 * 3600.0,
+        gt=0,
+        le=30 * 24 * 3600,
+        description="Standalone: seconds a sign-in to the web page lasts",
+    )
+    web_secure_cookies: Annotated[
+        bool,
+        Usage(
+            Mode.CENTRAL,
+            note="Over TLS to the service itself the cookie is Secure anyway; set this when a"
+            " proxy in front terminates TLS",
+        ),
+    ] = Field(False, description="Standalone: mark the web page's session cookie Secure")
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )

@@ -40,6 +40,7 @@ from relay.central.state import (
     USAGE,
 )
 from relay.central.usage import UsageReader
+from relay.central.web.routes import add_web
 from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
@@ -157,6 +158,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
         forget = functools.partial(edges.forget_old, app[EDGES])
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
+    sessions = add_web(app, db, settings)
+    app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
