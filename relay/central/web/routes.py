@@ -7,29 +7,34 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.api.routing import Handler
 from relay.central.web import actions, pages
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
 from relay.settings import Settings
 from relay.store.sql import Database
 
+PAGES: list[tuple[str, str, Handler]] = [
+    ("GET", "/", pages.flags),
+    ("GET", "/flags/{name:[^/]+}", pages.flag),
+    ("POST", "/flags/{name:[^/]+}/environments/{environment:[^/]+}", actions.switch),
+    ("GET", "/applications", pages.applications),
+    ("GET", "/relays", pages.relays),
+    ("GET", "/unknown-flags", pages.unknown),
+    ("GET", "/keys", pages.keys),
+    ("POST", "/keys", actions.create_key),
+    ("POST", "/keys/{id:[^/]+}/revoke", actions.revoke_key),
+    ("GET", "/login", actions.sign_in_form),
+    ("POST", "/login", actions.sign_in),
+    ("POST", "/logout", actions.sign_out),
+    ("GET", "/static/{name}", static),
+]
+
 
 def add_web(app: web.Application, db: Database, settings: Settings) -> SessionStore:
     """The session store is returned for the wiring's job that forgets expired sessions."""
     sessions = app[SESSIONS] = SessionStore(db, settings.web_session_ttl)
     app[SECURE_COOKIES] = settings.web_secure_cookies
-    router = app.router
-    router.add_get("/", pages.flags)
-    router.add_get("/flags/{name:[^/]+}", pages.flag)
-    router.add_post("/flags/{name:[^/]+}/environments/{environment:[^/]+}", actions.switch)
-    router.add_get("/applications", pages.applications)
-    router.add_get("/relays", pages.relays)
-    router.add_get("/unknown-flags", pages.unknown)
-    router.add_get("/keys", pages.keys)
-    router.add_post("/keys", actions.create_key)
-    router.add_post("/keys/{id:[^/]+}/revoke", actions.revoke_key)
-    router.add_get("/login", actions.sign_in_form)
-    router.add_post("/login", actions.sign_in)
-    router.add_post("/logout", actions.sign_out)
-    router.add_get("/static/{name}", static)
+    for method, path, handler in PAGES:
+        app.router.add_route(method, path, handler)
     return sessions
