@@ -163,8 +163,13 @@ async def test_keys_are_created_once_shown_and_revoked_from_the_page(client: Any
     ).status == 202
     listed = await (await client.get("/api/admin/api-tokens", headers=auth(ADMIN_KEY))).json()
     key_id = next(t["id"] for t in listed["tokens"] if t["tokenName"] == "from-the-page")
+    asked = await client.post(f"/keys/{key_id}/revoke", data={"csrf": csrf(html)})
+    assert asked.status == 200 and "Revoke this key?" in await asked.text()
+    assert (
+        await client.post("/api/client/metrics/bulk", json=bulk(), headers=auth(secret.group(1)))
+    ).status == 202
     revoke = await client.post(
-        f"/keys/{key_id}/revoke", data={"csrf": csrf(html)}, allow_redirects=False
+        f"/keys/{key_id}/revoke", data={"csrf": csrf(html), "confirm": "yes"}, allow_redirects=False
     )
     assert revoke.status == 303
     assert (

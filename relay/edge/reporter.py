@@ -73,6 +73,7 @@ class Reporter:
         self._next = 0.0
         self._refused = False
         self._latency_before: Buckets = {}
+        self._latency_last: dict[str, LatencyMetrics] = {}
 
     async def tick(self) -> None:
         """One report, unless the upstream refused the path less than an hour ago."""
@@ -141,15 +142,18 @@ class Reporter:
         return below
 
     def _latency(self) -> UpstreamLatency:
-        """Per kind of call, the calls made since the last report: milliseconds on average
-        and at the 99th percentile (the upper bound of its histogram bucket)."""
+        """Per kind of call, the calls made since the last report (or, if none, those of
+        the last report that had some): milliseconds on average and at the 99th percentile
+        (the upper bound of its histogram bucket)."""
         now = _buckets()
         fields: dict[str, LatencyMetrics] = {}
         for name, operation in _LATENCY.items():
             count, total, buckets = now.get(operation, (0.0, 0.0, []))
             count0, total0, buckets0 = self._latency_before.get(operation, (0.0, 0.0, []))
             calls = count - count0
-            if calls <= 0:
+            if calls <= 0:  # none since the last report: the last figures known stand
+                if name in self._latency_last:
+                    fields[name] = self._latency_last[name]
                 continue
             before = dict(buckets0)
             p99 = next(
@@ -161,7 +165,7 @@ class Reporter:
                 count=calls,
                 p99=round(min(p99, 3600.0) * 1000, 3),
             )
-        self._latency_before = now
+        self._latency_before, self._latency_last = now, fields
         return UpstreamLatency(**fields)
 
 

@@ -88,6 +88,14 @@ async def create_key(request: web.Request) -> web.Response:
 
 @page
 async def revoke_key(request: web.Request) -> web.Response:
-    await form(request)
-    await request.app[KEYS].revoke(request.match_info["id"])
+    """Asks first (the page has no script for a dialog): revoking cannot be undone, and
+    revoking the key of this session ends it."""
+    values = await form(request)
+    key_id = request.match_info["id"]
+    if values.get("confirm") != "yes":
+        found = [k for k in await request.app[KEYS].listed() if k.id == key_id]
+        if not found:
+            return await keys_page(request, 404, f"No API key with the id {key_id}")
+        return render(request, "revoke.html", record=found[0])
+    await request.app[KEYS].revoke(key_id)
     return redirect("/keys")
