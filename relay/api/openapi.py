@@ -43,6 +43,7 @@ def document(routes: Sequence[Route], version: str) -> dict[str, Any]:
             "title": "relay",
             "version": version,
             "description": "Feature-flag metrics relay and central service (Unleash-compatible)",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "servers": [{"url": "/", "description": "This service (relay or standalone mode)"}],
         "paths": paths,
