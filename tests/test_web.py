@@ -77,7 +77,8 @@ async def test_sign_in_attempts_spend_the_failed_key_budget(make_client: MakeCli
 
 
 async def test_only_local_places_are_gone_back_to(client: Any) -> None:
-    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+    hostile = ("//evil.example/x", "https://evil.example/", "/\\evil.example", "/\t/evil.example")
+    for target in hostile:
         response = await sign_in(client, next_=target)
         assert response.headers["Location"] == "/"
 

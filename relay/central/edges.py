@@ -13,14 +13,13 @@ import time
 from aiohttp import web
 
 from relay.api.body import read_json
-from relay.api.routing import Route
+from relay.api.client import client_route
 from relay.central.admin import admin_route
 from relay.central.state import EDGES
 from relay.core.domain import from_epoch
 from relay.core.edges import STALE_AFTER, flatten
 from relay.store.edge_reports import EdgeReportStore, StoredReport
-from relay.wire.common import KeyType
-from relay.wire.edges import ConnectedEdge, ConnectedEdges, EdgeInstanceData
+from relay.wire.edges import REPORT_PATH, ConnectedEdge, ConnectedEdges, EdgeInstanceData
 
 REPORT_INTERVAL = 60.0
 """Seconds between two reports of a relay (Unleash Edge's, and ours by default)."""
@@ -28,7 +27,7 @@ KEEP = 7 * 24 * 3600.0
 """Seconds a relay that stopped reporting stays listed (stale)."""
 
 
-async def receive(request: web.Request) -> web.Response:
+async def report_edge(request: web.Request) -> web.Response:
     body = await read_json(request, EdgeInstanceData)
     now = time.time()
     await request.app[EDGES].save(
@@ -68,17 +67,11 @@ async def edges(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route(
-        "POST",
-        "/api/client/metrics/edge",
-        receive,
+    client_route(
+        REPORT_PATH,
+        report_edge,
         "A relay's report about itself and the relays it serves (Unleash Edge's)",
-        "client",
-        auth=KeyType.CLIENT,
-        body=EdgeInstanceData,
-        responses={202: None},
-        errors=(400, 401, 403, 413, 415, 503),
-        operation="reportEdge",
+        EdgeInstanceData,
     ),
     admin_route(
         "GET",

@@ -76,16 +76,22 @@ class KeyStore:
         """One lookup for the keys not in memory."""
         digests = {key: hash_key(key) for key in keys}
         missing = sorted({d for d in digests.values() if d not in self._cache})
+        fresh: dict[str, Principal] = {}
         if missing:
             marks = ", ".join("?" * len(missing))
+            revision = self._revision
             rows = await self._db.fetch_all(
                 f"SELECT {_COLUMNS} FROM api_tokens WHERE secret_hash IN ({marks})", missing
             )
-            for row in rows:
-                self._cache[row["secret_hash"]] = _principal(row)
+            fresh = {row["secret_hash"]: _principal(row) for row in rows}
+            if revision == self._revision:  # else a reload saw revocations this read may predate
+                self._cache.update(fresh)
+        found = {
+            key: self._cache.get(digest) or fresh.get(digest) for key, digest in digests.items()
+        }
         now = time.time()
-        self._used.update((d, now) for d in digests.values() if d in self._cache)
-        return {key: self._cache.get(digest) for key, digest in digests.items()}
+        self._used.update((digests[key], now) for key, p in found.items() if p is not None)
+        return found
 
     async def add(self, spec: KeySpec, key_id: str | None = None) -> bool:
         """Store a key unless it exists; True when it was created."""

@@ -21,7 +21,7 @@ from importlib.metadata import version
 from aiohttp import web
 
 from relay.api.body import read_json
-from relay.api.routing import Route
+from relay.api.client import client_route
 from relay.core.domain import Hop, from_epoch
 from relay.core.edges import STALE_AFTER, flatten
 from relay.edge.flusher import Flusher
@@ -30,9 +30,9 @@ from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
 from relay.store.edge_reports import EdgeReportStore, StoredReport
 from relay.store.sqlite import SqliteDatabase
-from relay.wire.common import KeyType
 from relay.wire.edges import (
     MAX_REPORTED,
+    REPORT_PATH,
     EdgeInstanceData,
     LastFlush,
     LatencyMetrics,
@@ -41,7 +41,6 @@ from relay.wire.edges import (
 
 log = logging.getLogger(__name__)
 
-PATH = "/api/client/metrics/edge"
 REFUSED_RETRY = 3600.0
 _LATENCY = {"features": "features", "metrics": "bulk", "edge": "edge_report"}
 """``latencyUpstream`` field -> the operation ``UPSTREAM_LATENCY`` times."""
@@ -82,7 +81,7 @@ class Reporter:
         body = (await self.report()).model_dump_json(exclude_none=True).encode()
         headers = {"Authorization": self._key, "Content-Type": "application/json"}
         try:
-            answer = await self._upstream.forward("POST", PATH, headers, body, "edge_report")
+            answer = await self._upstream.forward("POST", REPORT_PATH, headers, body, "edge_report")
         except UpstreamUnavailable as exc:
             log.debug("relay report not sent", extra={"error": str(exc)})
             return
@@ -91,7 +90,7 @@ class Reporter:
             if not self._refused:
                 log.warning(
                     "the upstream does not take relay reports (an open-source Unleash has no"
-                    f" {PATH}): asking again hourly; flushing is not affected",
+                    f" {REPORT_PATH}): asking again hourly; flushing is not affected",
                     extra={"status": answer.status},
                 )
             self._refused = True
@@ -187,7 +186,7 @@ def _buckets() -> Buckets:
     return {op: (c, t, sorted(b.items())) for op, (c, t, b) in found.items()}
 
 
-async def receive(request: web.Request) -> web.Response:
+async def report_edge(request: web.Request) -> web.Response:
     """A downstream relay's report, kept (the latest per relay) to be passed on."""
     body = await read_json(request, EdgeInstanceData)
     stored = StoredReport(body.identifier, body.appName, None, time.time(), body.model_dump_json())
@@ -196,16 +195,10 @@ async def receive(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route(
-        "POST",
-        PATH,
-        receive,
+    client_route(
+        REPORT_PATH,
+        report_edge,
         "A downstream relay's report about itself, passed on in this relay's own",
-        "client",
-        auth=KeyType.CLIENT,
-        body=EdgeInstanceData,
-        responses={202: None},
-        errors=(400, 401, 403, 413, 415, 503),
-        operation="reportEdge",
+        EdgeInstanceData,
     )
 ]

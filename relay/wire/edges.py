@@ -17,6 +17,8 @@ from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, RootMo
 
 from relay.wire.common import MAX_LIST, Name, Text, Wire
 
+REPORT_PATH = "/api/client/metrics/edge"
+"""Where relays post their reports (Unleash Edge's path)."""
 MAX_REPORTED = 1000
 """Relays one report may carry, its own and those of every relay below it."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hmac
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
@@ -24,7 +25,7 @@ from relay.api import errors
 from relay.api.body import read_body
 from relay.central.web.sessions import COOKIE, Session, SessionStore
 from relay.core.domain import from_epoch
-from relay.core.errors import DomainError
+from relay.core.errors import DomainError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +83,21 @@ def page(handler: PageHandler) -> PageHandler:
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        session = await request.app[SESSIONS].find(request.cookies.get(COOKIE, ""))
-        if session is None:
-            return redirect(f"/login?next={quote(request.path_qs, safe='')}")
-        request[SESSION] = session
         try:
+            session = await request.app[SESSIONS].find(request.cookies.get(COOKIE, ""))
+            if session is None:
+                return redirect(f"/login?next={quote(request.path_qs, safe='')}")
+            request[SESSION] = session
             return await handler(request)
         except DomainError as exc:
             error = errors.from_domain(exc)
             return render(request, "error.html", error.status, message=error.message)
         except errors.ApiError as exc:
             return render(request, "error.html", exc.status, message=exc.message)
+        except StorageError as exc:
+            log.error("storage unavailable", extra={"error": str(exc), "path": request.path})
+            message = "The database is unavailable: retry in a moment"
+            return render(request, "error.html", 503, message=message)
 
     return wrapped
 
@@ -114,9 +119,14 @@ async def form(request: web.Request, checked: bool = True) -> dict[str, str]:
     return values
 
 
+_LOCAL = re.compile(r"/(?![/\\])[!-~]*")
+"""A path on this site: one slash first, then visible ASCII only (browsers drop tabs and
+newlines from addresses, so ``/\t/evil.example`` would become ``//evil.example``)."""
+
+
 def local(target: str | None, default: str = "/") -> str:
     """A place on this site to go back to; anything else (another host, ``//x``) is not."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+    if target and _LOCAL.fullmatch(target) and "\\" not in target:
         return target
     return default
 
