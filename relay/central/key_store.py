@@ -150,6 +150,8 @@ class KeyStore:
 
         async with self._db.transaction() as tx:
             digest, record = await work(tx)
+        # this store's revision is left behind on purpose: its next poll reloads, dropping a
+        # copy that a read begun before this commit may have cached meanwhile
         self._cache.pop(digest, None)
         self._used.pop(digest, None)
         return record

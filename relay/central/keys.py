@@ -25,9 +25,8 @@ class KeyService:
 
     async def issue(self, request: CreateApiKey) -> tuple[str, KeyRecord]:
         """A new random key: its secret (which exists only in the returned value) and its
-        record. Every field given
-        must hold: an admin key is for all environments and projects, a client key's
-        environment and projects must exist."""
+        record. Every field given must hold: an admin key is for all environments and
+        projects, a client key's environment and projects must exist."""
         projects = tuple(request.projects)
         if request.project is not None:
             projects = (request.project,)

@@ -1,6 +1,7 @@
 """Bar charts drawn on the server as SVG: they need no script, no CDN and no build step,
 work offline and without JavaScript, and a table under each says the same for screen
-readers. This module only computes the geometry; ``templates/chart.html`` draws it.
+readers. This module only computes the geometry; the ``chart`` macro of
+``templates/macros.html`` draws it.
 
 One bar per hour of the period (empty hours stay empty), its series stacked: yes on no,
 or one variant on another.

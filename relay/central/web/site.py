@@ -85,8 +85,9 @@ def page(handler: PageHandler) -> PageHandler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             session = await request.app[SESSIONS].find(request.cookies.get(COOKIE, ""))
-            if session is None:
-                return redirect(f"/login?next={quote(request.path_qs, safe='')}")
+            if session is None:  # back here after signing in; after a form, to the flags
+                back = request.path_qs if request.method == "GET" else "/"
+                return redirect(f"/login?next={quote(back, safe='')}")
             request[SESSION] = session
             return await handler(request)
         except DomainError as exc:
