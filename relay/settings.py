@@ -177,6 +177,14 @@ class Settings(BaseSettings):
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
+    report_interval: Annotated[
+        float,
+        Usage(
+            Mode.EDGE,
+            note="Posted to {upstream}/api/client/metrics/edge with an upstream key; an upstream"
+            " that refuses that path (open-source Unleash) is asked again hourly",
+        ),
+    ] = Field(60.0, gt=0, description="Relay: seconds between two reports of itself upstream")
     max_batch_bytes: Annotated[
         int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")
     ] = Field(
@@ -207,6 +215,23 @@ class Settings(BaseSettings):
     key_cache_ttl: Annotated[float, Usage(Mode.EDGE)] = Field(
         3600.0, gt=0, description="Relay: seconds an SDK key validated upstream is trusted"
     )
+    web_session_ttl: Annotated[
+        float,
+        Usage(Mode.CENTRAL, note="Signing in again opens a new session; signing out ends it"),
+    ] = Field(
+        8 * 3600.0,
+        gt=0,
+        le=30 * 24 * 3600,
+        description="Standalone: seconds a sign-in to the web page lasts",
+    )
+    web_secure_cookies: Annotated[
+        bool,
+        Usage(
+            Mode.CENTRAL,
+            note="Over TLS to the service itself the cookie is Secure anyway; set this when a"
+            " proxy in front terminates TLS",
+        ),
+    ] = Field(False, description="Standalone: mark the web page's session cookie Secure")
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )
@@ -247,6 +272,13 @@ class Settings(BaseSettings):
         json_schema_extra={"enum": [*LOG_LEVELS, *(level.lower() for level in LOG_LEVELS)]},
     )
     log_format: LogFormat = Field(LogFormat.JSON, description="json (one object a line) or text")
+    access_log: Annotated[
+        bool,
+        Usage(note="Probes (health, readiness, metrics) are logged at DEBUG; keys never are"),
+    ] = Field(
+        True,
+        description="One INFO line per request: method, route template, status, duration, bytes",
+    )
 
     @field_validator(
         "init_admin_api_tokens",

@@ -49,7 +49,8 @@ def _idempotency(request: web.Request) -> IdempotencyKey | None:
     return IdempotencyKey(caller, key, fingerprint.hexdigest())
 
 
-def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
+def client_route(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
+    """A POST of SDKs or relays with a client key, answered 202 once done."""
     return Route(
         "POST",
         path,
@@ -64,17 +65,17 @@ def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) ->
 
 
 ROUTES = [
-    _client(
+    client_route(
         "/api/client/metrics/bulk",
         bulk_metrics,
         "Send metrics and registrations in bulk (relays)",
         BulkMetrics,
     ),
-    _client(
+    client_route(
         "/api/client/metrics",
         client_metrics,
         "Send one SDK instance's metrics bucket",
         ClientMetrics,
     ),
-    _client("/api/client/register", register, "Register an SDK instance", ClientRegistration),
+    client_route("/api/client/register", register, "Register an SDK instance", ClientRegistration),
 ]

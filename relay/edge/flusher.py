@@ -48,6 +48,7 @@ from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
+from relay.edge.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,14 @@ class Flusher:
         backoff_max: float,
         gather: Callable[[], Awaitable[object]],
         on_disk_full: Callable[[], Awaitable[bool]],
+        space: BufferSpace,
     ) -> None:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
         flush: the other workers' shards (``relay.edge.shards``). ``on_disk_full`` hands back
-        the space set aside for draining (``relay.edge.reserve``); True if there was some."""
+        the space set aside for draining (``relay.edge.reserve``); True if there was some.
+        ``space`` tells what stayed buffered after the final flush."""
         self._outbox = outbox
+        self._space = space
         self._gather = gather
         self._on_disk_full = on_disk_full
         self._upstream = upstream
@@ -104,6 +108,7 @@ class Flusher:
         self._warned_no_key: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
@@ -120,11 +125,22 @@ class Flusher:
                 await asyncio.wait_for(self._task, final_flush_timeout)
             self._task = None
         self._retry_at = 0.0
+        why = ""
         try:
             drained = await asyncio.wait_for(self.flush(), max(0.0, deadline - loop.time()))
         except TimeoutError:
-            drained = False
-        log.info("final flush", extra={"drained": drained})
+            drained, why = False, "final_flush_timeout passed"
+        stats = await self._space.stats()
+        left = stats.entries + stats.outbox_entries
+        why = why or self._why_kept() if left else ""
+        log.info("final flush", extra={"drained": drained, "left_buffered": left, "why": why})
+
+    def _why_kept(self) -> str:
+        if self._blocked:
+            return f"upstream refused the key of {', '.join(sorted(self._blocked))}"
+        if self._warned_no_key:
+            return f"no upstream key for {', '.join(sorted(self._warned_no_key))}"
+        return "upstream unavailable" if self._failures else "upstream did not take it all"
 
     async def _run(self) -> None:
         while not self._stop.is_set():
@@ -220,10 +236,13 @@ class Flusher:
         key = self._keys[batch.environment]
         result = await self._upstream.send_bulk(key, batch.body, batch.idempotency_key)
         FLUSHES.labels(result.outcome.value).inc()
+        self.last_result = (time.time(), result)
         match result.outcome:
             case Outcome.OK:
                 await self._outbox.ack(batch)
                 self._strikes.pop(batch.id, None)
+                if self._failures:
+                    log.info("upstream recovered", extra={"failures": self._failures})
                 self._failures = 0
                 self._healthy = True
                 return _Sent.ACCEPTED

@@ -5,5 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.edge.upstream import UpstreamClient
+from relay.store.edge_reports import EdgeReportStore
 
 UPSTREAM = web.AppKey("upstream", UpstreamClient)
+EDGE_REPORTS = web.AppKey("edge_reports", EdgeReportStore)

@@ -25,13 +25,16 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
+from relay.edge.reporter import ROUTES as reporter_routes
+from relay.edge.reporter import Reporter
 from relay.edge.reserve import Reserve, make_room
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.space import reserve_bytes
-from relay.edge.state import UPSTREAM
+from relay.edge.space import BufferSpace, reserve_bytes
+from relay.edge.state import EDGE_REPORTS, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
+from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -100,12 +103,15 @@ def build(settings: Settings, worker: int) -> web.Application:
         settings.backoff_max,
         shards.merge,
         lambda: make_room(reserve, db),
+        BufferSpace(db),
     )
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     app[KEY_RESOLVER] = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[UPSTREAM] = upstream
+    app[EDGE_REPORTS] = EdgeReportStore(db)
+    reporter = Reporter(hop, upstream, keys, db, flusher, settings.report_interval)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -118,6 +124,11 @@ def build(settings: Settings, worker: int) -> web.Application:
             if leader:
                 await _first_check(monitor)
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
+                if not keys:
+                    log.warning(
+                        "no upstream keys: counts stay buffered until RELAY_UPSTREAM_TOKENS"
+                        " has a client key per environment"
+                    )
             app[READY][0] = True
             log.info(
                 "relay started",
@@ -150,7 +161,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         )
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, monitor.prune, "prune-dead-letters"))
-    serve_routes(app, [*client.ROUTES, *passthrough.ROUTES, *validate.ROUTES])
+        app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
+    routes = [*client.ROUTES, *reporter_routes, *passthrough.ROUTES, *validate.ROUTES]
+    serve_routes(app, routes)
     return app
 
 
