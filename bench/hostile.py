@@ -102,11 +102,11 @@ def scenario_validate(args: argparse.Namespace, workdir: Path) -> dict[str, Any]
     upstream = services(workdir, args)
     relay = a_relay(workdir, upstream, args)
     try:
-        route = 'route="/edge/validate"'
-        before = scrape(upstream, "relay_http_requests_total", route)
+        route = "/edge/validate"
+        before = scrape(upstream.url, "relay_http_requests_total", route=route)
         body = json.dumps({"tokens": made_up(100)}).encode()
         status = post(f"{relay.url}/edge/validate", body, {"Content-Type": "application/json"})
-        calls = scrape(upstream, "relay_http_requests_total", route) - before
+        calls = scrape(upstream.url, "relay_http_requests_total", route=route) - before
     finally:
         relay.stop()
         upstream.stop()

@@ -15,8 +15,10 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
@@ -31,6 +33,9 @@ from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
 from relay.wire.common import KeyType
 from relay.wire.flags import CreateFlag, FlagOut, FlagType
+
+if TYPE_CHECKING:
+    from relay.central.key_store import KeyRecord
 
 EXIT_CONFIG = 2
 
@@ -60,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
     )
+    parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
     serve = commands.add_parser("serve", help="run the service", description=_serve_help())
     _settings_flags(serve)
@@ -80,6 +86,17 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--name", dest="token_name", default=None, help="a label for the key")
     _settings_flags(create, only=_STORE_SETTINGS)
     create.set_defaults(run=_keys_create)
+    listing = key_commands.add_parser(
+        "list", help="list the keys, one a line: id, type, projects, environment, name, last use"
+    )
+    _settings_flags(listing, only=_STORE_SETTINGS)
+    listing.set_defaults(run=_keys_list)
+    revoke = key_commands.add_parser(
+        "revoke", help="revoke a key by its id (or its name); a running service drops it within 2 s"
+    )
+    revoke.add_argument("name_or_id", metavar="ID_OR_NAME")
+    _settings_flags(revoke, only=_STORE_SETTINGS)
+    revoke.set_defaults(run=_keys_revoke)
     _flag_commands(commands)
 
     health = commands.add_parser(
@@ -201,9 +218,40 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
             projects=args.projects or ["*"],
             tokenName=args.token_name,
         )
-        return (await key_service(db).issue(request)).secret
+        secret, _ = await key_service(db).issue(request)
+        return secret
 
     return _on_store(settings, create)
+
+
+def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.central.wiring import key_service
+
+    async def listing(db: Database) -> str:
+        return "\n".join(_key_line(k) for k in await key_service(db).listed())
+
+    return _on_store(settings, listing)
+
+
+def _key_line(record: KeyRecord) -> str:
+    p = record.principal
+    used = "never" if record.last_used_at is None else _iso(record.last_used_at)
+    fields = (record.id, p.type.value, ",".join(p.projects), p.environment, p.token_name or "-")
+    return "\t".join((*fields, p.display, f"created {_iso(record.created_at)}", f"used {used}"))
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.central.wiring import key_service
+
+    async def revoke(db: Database) -> str:
+        record = await key_service(db).revoke(args.name_or_id)
+        return f"revoked {record.id} {record.principal.display}"
+
+    return _on_store(settings, revoke)
 
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:

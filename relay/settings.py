@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -70,6 +70,10 @@ def _comma_list(value: Any) -> Any:
     return value
 
 
+# A list given as one comma-separated string (in the environment or on the command line)
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
+
+
 class Settings(BaseSettings):
     """Every setting of the service. Names map to ``RELAY_<NAME>`` and ``--<name>``."""
 
@@ -122,13 +126,13 @@ class Settings(BaseSettings):
         description="SQLite fsync level: FULL survives power loss, NORMAL only process crashes",
     )
     init_admin_api_tokens: Annotated[
-        list[str], NoDecode, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
+        CommaList, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
     ] = Field(
         default_factory=list,
         description="Admin keys (*:*.secret) created at start when absent; comma-separated",
     )
     init_client_api_tokens: Annotated[
-        list[str], NoDecode, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
+        CommaList, Usage(Mode.CENTRAL, secret=True, note="Stored hashed")
     ] = Field(
         default_factory=list,
         description="Client keys (project:environment.secret) created at start when absent",
@@ -137,16 +141,14 @@ class Settings(BaseSettings):
         str | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
     ] = Field(None, description="Relay: base URL of the central service, without /api")
     upstream_tokens: Annotated[
-        list[str],
-        NoDecode,
+        CommaList,
         Usage(Mode.EDGE, secret=True, note="Each is project:environment.secret"),
     ] = Field(
         default_factory=list,
         description="Relay: client keys used to flush, one per environment; comma-separated",
     )
     client_tokens: Annotated[
-        list[str],
-        NoDecode,
+        CommaList,
         Usage(
             Mode.EDGE,
             secret=True,
@@ -186,12 +188,26 @@ class Settings(BaseSettings):
         Usage(Mode.EDGE, example="relay-1"),
     ] = Field(
         None,
+        min_length=1,
         max_length=255,
         description="Relay: instanceId in connectVia (default: generated once, kept in data dir)",
     )
-    max_batch_bytes: Annotated[
-        int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")
-    ] = Field(95 * 1024, ge=1024, description="Relay: largest upstream batch body in bytes")
+    report_interval: Annotated[
+        float,
+        Usage(
+            Mode.EDGE,
+            note="Posted to {upstream}/api/client/metrics/edge with an upstream key; an upstream"
+            " that refuses that path (open-source Unleash) is asked again hourly",
+        ),
+    ] = Field(60.0, gt=0, description="Relay: seconds between two reports of itself upstream")
+    max_batch_bytes: Annotated[int, Usage(Mode.EDGE, note="Unleash refuses bodies over 100 kB")] = (
+        Field(
+            95 * 1024,
+            ge=1024,
+            le=1024 * 1024,
+            description="Relay: largest upstream batch body in bytes (at most 1 MiB)",
+        )
+    )
     buffer_max_bytes: Annotated[
         int,
         Usage(
@@ -202,7 +218,8 @@ class Settings(BaseSettings):
     ] = Field(
         512 * 1024 * 1024,
         ge=1024 * 1024,
-        description="Relay: buffer size at which the oldest hour windows are evicted",
+        description="Relay: bound of the buffer files on disk (pages in use and WAL);"
+        " past it the oldest data is evicted",
     )
     upstream_timeout: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds an upstream request may take"
@@ -213,6 +230,23 @@ class Settings(BaseSettings):
     key_cache_ttl: Annotated[float, Usage(Mode.EDGE)] = Field(
         3600.0, gt=0, description="Relay: seconds an SDK key validated upstream is trusted"
     )
+    web_session_ttl: Annotated[
+        float,
+        Usage(Mode.CENTRAL, note="Signing in again opens a new session; signing out ends it"),
+    ] = Field(
+        8 * 3600.0,
+        gt=0,
+        le=30 * 24 * 3600,
+        description="Standalone: seconds a sign-in to the web page lasts",
+    )
+    web_secure_cookies: Annotated[
+        bool,
+        Usage(
+            Mode.CENTRAL,
+            note="Over TLS to the service itself the cookie is Secure anyway; set this when a"
+            " proxy in front terminates TLS",
+        ),
+    ] = Field(False, description="Standalone: mark the web page's session cookie Secure")
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )
@@ -234,7 +268,7 @@ class Settings(BaseSettings):
     auth_failure_window: float = Field(
         60.0, gt=0, description="Seconds over which auth_failure_limit refills"
     )
-    cors_origins: Annotated[list[str], NoDecode] = Field(
+    cors_origins: CommaList = Field(
         default_factory=list,
         description="Browser origins allowed by CORS, comma-separated; empty: CORS off",
     )
@@ -253,18 +287,13 @@ class Settings(BaseSettings):
         json_schema_extra={"enum": [*LOG_LEVELS, *(level.lower() for level in LOG_LEVELS)]},
     )
     log_format: LogFormat = Field(LogFormat.JSON, description="json (one object a line) or text")
-
-    @field_validator(
-        "init_admin_api_tokens",
-        "init_client_api_tokens",
-        "upstream_tokens",
-        "client_tokens",
-        "cors_origins",
-        mode="before",
+    access_log: Annotated[
+        bool,
+        Usage(note="Probes (health, readiness, metrics) are logged at DEBUG; keys never are"),
+    ] = Field(
+        True,
+        description="One INFO line per request: method, route template, status, duration, bytes",
     )
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        return _comma_list(value)
 
     @field_validator("log_level")
     @classmethod

@@ -55,6 +55,7 @@ class FakeUpstream:
         self.server: TestServer | None = None
         self.validate_calls = 0
         self.validate_down = False
+        self.by_path: dict[str, Answer] = {}  # fixed answers of other paths, by path
 
     async def start(self) -> str:
         app = web.Application(client_max_size=10 * 1024 * 1024)
@@ -151,7 +152,9 @@ class FakeUpstream:
 
     async def _other(self, request: web.Request) -> web.Response:
         await self._record(request)
-        answer = self.script.pop(0) if self.script else Answer(200)
+        answer = self.by_path.get(request.path)
+        if answer is None:
+            answer = self.script.pop(0) if self.script else Answer(200)
         if answer.delay:
             await asyncio.sleep(answer.delay)
         return web.Response(

@@ -258,8 +258,14 @@ def raw_path(feature: str, hours_back: int | None = None) -> str:
 
 
 def stored(url: str, admin_key: str, feature: str) -> int:
-    """The yes counts a standalone at ``url`` stored of ``feature`` (in the last hour)."""
-    return sum(row["yes"] for row in get_json(f"{url}{raw_path(feature)}", admin_key)["data"])
+    """The yes counts a standalone at ``url`` stored of ``feature`` (in the last 48 hours),
+    over every page of the answer."""
+    total, page = 0, raw_path(feature)
+    while page:
+        answer = get_json(f"{url}{page}", admin_key)
+        total += sum(row["yes"] for row in answer["data"])
+        page = answer.get("next")
+    return total
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -284,6 +290,7 @@ def settle(
     feature: str,
     expected: int,
     relay: tuple[Service, str] | None = None,
+    within: float = WAIT,
 ) -> None:
     """Wait until the standalone ``central`` stored ``expected`` yes counts of ``feature``,
     then make sure that nothing more arrives: nothing was sent twice.
@@ -298,13 +305,19 @@ def settle(
     wait_until(
         lambda: stored(central.url, admin_key, feature) >= expected,
         f"{expected} counts of {feature} stored",
+        within,
     )
     if relay is not None:
-        service, key = relay
-        marker = f"{feature}-settled-{uuid.uuid4().hex[:8]}"
-        entry = {"featureName": marker, "appName": "settle", "environment": "development"}
-        assert post_bulk(service.url, key, [{**entry, "yes": 1}])[0] == 202
-        wait_until(
-            lambda: stored(central.url, admin_key, marker) >= 1, "the relay sent all it held"
-        )
+        drained(central, admin_key, *relay)
     assert stored(central.url, admin_key, feature) == expected
+
+
+def drained(central: Service, admin_key: str, relay: Service, key: str) -> None:
+    """Wait until the running ``relay`` has sent the standalone ``central`` everything it
+    held: a marker count posted to it (with ``key``, a client key of environment
+    ``development``) arrives after all of it, since its flusher sends every batch of its
+    outbox, in order, before it batches newer counts."""
+    marker = f"settled-{uuid.uuid4().hex[:8]}"
+    entry = {"featureName": marker, "appName": "settle", "environment": "development"}
+    assert post_bulk(relay.url, key, [{**entry, "yes": 1}])[0] == 202
+    wait_until(lambda: stored(central.url, admin_key, marker) >= 1, "the relay sent all it held")

@@ -24,7 +24,11 @@ UPSTREAM_KEY = f"default:development.{UPSTREAM_SECRET}"
 async def test_client_keys_reach_no_admin_operation(client: Any) -> None:
     for route in admin.ROUTES:
         path = route.path.format(
-            projectId="default", environment="development", featureName="f", appName="a"
+            projectId="default",
+            environment="development",
+            featureName="f",
+            appName="a",
+            nameOrId="x",
         )
         response = await client.request(route.method, path, json={}, headers=auth(DEV_KEY))
         assert response.status == 403, (route.method, path)

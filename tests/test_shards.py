@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from relay.core.domain import Hop, IngestBatch, MetricKey, Registration, RegistrationKey
+from relay.core.domain import (
+    Hop,
+    IdempotencyKey,
+    IngestBatch,
+    MetricKey,
+    Registration,
+    RegistrationKey,
+)
 from relay.edge.outbox import CLAIM_ENTRIES, SqliteOutbox
 from relay.edge.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
 from relay.store.metrics import MetricsStore
@@ -52,7 +59,7 @@ class Buffers:
         self.path = data_dir / "buffer.db"
         self.db = SqliteDatabase(self.path, BUFFER_SCHEMA, "NORMAL")
         self.store = MetricsStore(self.db, max_group=64, idempotency_ttl=3600)
-        self.merger = ShardMerger(self.path, self.store, "NORMAL")
+        self.merger = ShardMerger(self.path, self.store, "NORMAL", None)
 
     async def fill(self, worker: int, batch: IngestBatch) -> None:
         db = SqliteDatabase(shard_path(self.path, worker), BUFFER_SCHEMA, "NORMAL")
@@ -165,8 +172,8 @@ async def test_keyed_requests_go_to_the_leader_file_and_the_rest_to_the_shard(
     own.start()
     sink = ShardedBuffer(own, buffers.store)
     assert await sink.write(counts(1, yes=1), None) is True
-    assert await sink.write(counts(1, yes=10), "retry-me") is True
-    assert await sink.write(counts(1, yes=10), "retry-me") is False
+    assert await sink.write(counts(1, yes=10), IdempotencyKey("caller", "retry-me", "fp")) is True
+    assert await sink.write(counts(1, yes=10), IdempotencyKey("caller", "retry-me", "fp")) is False
     await own.stop()
     await db.close()
     assert total(shard_path(buffers.path, 2)) == 1

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
 
 MAX_IDEMPOTENCY_KEY = 255
+BODY = web.RequestKey("body", bytes)
+"""The body as ``read_body`` read and decoded it: the stream it came from is consumed."""
 
 # What Unleash (express body-parser) accepts. No Unleash SDK or Unleash Edge compresses what
 # it posts; gzip and deflate are decoded for other clients, anything else is a 415.
@@ -99,7 +101,8 @@ async def read_body(request: web.Request) -> bytes:
     except web.RequestPayloadError as exc:  # e.g. a malformed chunked encoding
         raise _undecodable(f"its framing is malformed ({exc})") from None
     raw = b"".join(chunks)
-    return raw if wbits is None else _decode(raw, wbits, limit)
+    request[BODY] = raw if wbits is None else _decode(raw, wbits, limit)
+    return request[BODY]
 
 
 def _encoding(header: str) -> int | None:

@@ -2,39 +2,55 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from aiohttp import web
 from pydantic import BaseModel
 
 from relay.api.auth import PRINCIPAL
-from relay.api.body import idempotency_key, read_json
+from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
+from relay.core.domain import IdempotencyKey
+from relay.core.keys import hash_key, strip_scheme
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType
 
 
 async def bulk_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, BulkMetrics)
-    key = idempotency_key(request)
+    key = _idempotency(request)
     await request.app[INGEST].bulk(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, ClientMetrics)
-    key = idempotency_key(request)
+    key = _idempotency(request)
     await request.app[INGEST].client_metrics(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
 async def register(request: web.Request) -> web.Response:
     body = await read_json(request, ClientRegistration)
-    key = idempotency_key(request)
+    key = _idempotency(request)
     await request.app[INGEST].register(body, request[PRINCIPAL].environment, key)
     return web.Response(status=202)
 
 
-def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
+def _idempotency(request: web.Request) -> IdempotencyKey | None:
+    """The request's ``Idempotency-Key``, scoped to the API key that sent it, with the
+    fingerprint of its path and body (as read, and decoded, by ``read_json``)."""
+    key = idempotency_key(request)
+    if key is None:
+        return None
+    caller = hash_key(strip_scheme(request.headers.get("Authorization", "")))
+    fingerprint = hashlib.sha256(request.path.encode() + b"\n" + request[BODY])
+    return IdempotencyKey(caller, key, fingerprint.hexdigest())
+
+
+def client_route(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
+    """A POST of SDKs or relays with a client key, answered 202 once done."""
     return Route(
         "POST",
         path,
@@ -44,22 +60,22 @@ def _client(path: str, handler: Handler, summary: str, body: type[BaseModel]) ->
         auth=KeyType.CLIENT,
         body=body,
         responses={202: None},
-        errors=(400, 401, 403, 413, 415, 503),
+        errors=(400, 401, 403, 413, 415, 422, 503),
     )
 
 
 ROUTES = [
-    _client(
+    client_route(
         "/api/client/metrics/bulk",
         bulk_metrics,
         "Send metrics and registrations in bulk (relays)",
         BulkMetrics,
     ),
-    _client(
+    client_route(
         "/api/client/metrics",
         client_metrics,
         "Send one SDK instance's metrics bucket",
         ClientMetrics,
     ),
-    _client("/api/client/register", register, "Register an SDK instance", ClientRegistration),
+    client_route("/api/client/register", register, "Register an SDK instance", ClientRegistration),
 ]

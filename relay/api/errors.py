@@ -83,6 +83,10 @@ class TooManyRequests(ApiError):
         return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
 
 
+class UnprocessableContent(ApiError):
+    status, name = 422, "UnprocessableContentError"
+
+
 class InternalError(ApiError):
     status, name = 500, "InternalError"
 
@@ -117,6 +121,10 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NoAccessError(error.message)
         case domain.Throttled():
             return TooManyRequests(error.message, error.retry_after)
+        case domain.KeyReused():
+            return UnprocessableContent(error.message)
+        case domain.Unstorable():
+            return BadDataError(error.message)
         case domain.Unavailable():
             return ServiceUnavailable(error.message)
         case _:  # a new kind of domain error without its answer: a bug, never a silent 4xx

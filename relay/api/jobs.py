@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -13,17 +12,25 @@ log = logging.getLogger(__name__)
 
 
 def every(
-    seconds: float, job: Callable[[], Awaitable[object]], name: str
+    seconds: float,
+    job: Callable[[], Awaitable[object]],
+    name: str,
+    wake: asyncio.Event | None = None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """Run ``job`` every ``seconds``. On shutdown a run in progress is let finish, never
-    cancelled: a cancelled await does not stop a statement already handed to the database
-    thread, so the job's bookkeeping after it (counting evicted entries) would be lost."""
+    """Run ``job`` every ``seconds``, and as soon as ``wake`` is set (the job clears it).
+    On shutdown a run in progress is let finish, never cancelled: a cancelled await does
+    not stop a statement already handed to the database thread, so the job's bookkeeping
+    after it (counting evicted entries) would be lost."""
     stop = asyncio.Event()
+    woken = wake or asyncio.Event()
 
     async def loop() -> None:
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), seconds)
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(woken.wait())]
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
+            if stop.is_set():
                 return
             try:
                 await job()

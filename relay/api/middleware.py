@@ -3,6 +3,7 @@ counted and timed by route template (never by raw path, which would explode card
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -13,9 +14,16 @@ from prometheus_client import Counter, Histogram
 
 from relay.api import errors
 from relay.api.routing import Handler
+from relay.api.state import SETTINGS
 from relay.core.errors import DomainError, StorageError
 
 log = logging.getLogger(__name__)
+ACCESS = logging.getLogger("relay.access")
+_PROBES = frozenset(
+    f"{prefix}/{probe}"
+    for prefix in ("", "/internal-backstage")
+    for probe in ("health", "ready", "metrics")
+)
 
 REQUESTS = Counter(
     "relay_http_requests_total", "HTTP requests by route and status", ["method", "route", "status"]
@@ -68,18 +76,48 @@ def error_response(error: errors.ApiError) -> web.Response:
 async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
     status = 500
+    response: web.StreamResponse | None = None
     try:
         response = await _answer(request, handler)
         status = response.status
         if status >= 400 and request.body_exists and not request.content.is_eof():
             response.force_close()  # a body refused unread: this connection cannot go on
+        # sent here rather than after the middleware (aiohttp then finds it sent), so that
+        # the latency and the access log count the bytes written; a client gone by then is
+        # no error of ours, as aiohttp itself treats it
+        with contextlib.suppress(ConnectionError):
+            await response.prepare(request)
+            await response.write_eof()
         return response
     finally:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
         count, latency = _series(request.method, route, status)
         count.inc()
-        latency.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        latency.observe(elapsed)
+        if request.app[SETTINGS].access_log:
+            _access(request.method, route, status, elapsed, response)
+
+
+def _access(
+    method: str, route: str, status: int, elapsed: float, response: web.StreamResponse | None
+) -> None:
+    """The access log: the route template, never the path or the query (which may carry
+    names and cursors) nor any header (which may carry keys); ``bytes`` as written, headers
+    included. Probes, which orchestrators call every few seconds, are at DEBUG."""
+    level = logging.DEBUG if route in _PROBES else logging.INFO
+    if not ACCESS.isEnabledFor(level):
+        return
+    sent = response.body_length if response is not None else 0
+    extra = {
+        "method": method,
+        "route": route,
+        "status": status,
+        "duration_ms": round(elapsed * 1000, 3),
+        "bytes": sent,
+    }
+    ACCESS.log(level, "request", extra=extra)
 
 
 @functools.cache

@@ -43,7 +43,9 @@ def document(routes: Sequence[Route], version: str) -> dict[str, Any]:
             "title": "relay",
             "version": version,
             "description": "Feature-flag metrics relay and central service (Unleash-compatible)",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
+        "servers": [{"url": "/", "description": "This service (relay or standalone mode)"}],
         "paths": paths,
         "components": {
             "schemas": schemas,
@@ -81,8 +83,8 @@ def _operation(route: Route, names: dict[str, str]) -> dict[str, Any]:
             {"name": p, "in": "path", "required": True, "schema": _PARAMETER_SCHEMA}
             for p in route.parameters
         ]
-    if route.auth is not None:
-        op["security"] = [{"apiKey": []}]
+    # every operation says what it needs: the key, or (an empty list) nothing
+    op["security"] = [{"apiKey": []}] if route.auth is not None else []
     if route.body is not None:
         op["requestBody"] = {
             "required": True,

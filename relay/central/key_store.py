@@ -1,17 +1,37 @@
 """API keys of the central service, stored only as SHA-256 hashes (see ``relay.core.keys``),
-on either backend."""
+on either backend: resolved from a cache, listed, revoked, and their last use recorded."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from relay.core.errors import Conflict, NotFound
 from relay.core.keys import KeySpec, Principal, hash_key
-from relay.store.sql import Database, Row
+from relay.store.sql import Database, Row, Transaction
 from relay.wire.common import KeyType
 
 _COLUMNS = "secret_hash, display, type, environment, projects, token_name"
+_LISTED = f"id, {_COLUMNS}, created_at, last_used_at"
+
+POLL_INTERVAL = 1.0
+"""Seconds between two reads of the key revision: a key revoked through another worker or
+instance stops working here within about that (README, "Keys")."""
+USE_INTERVAL = 5.0
+"""Seconds between two writes of the keys' last use: never a write per request."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A stored key as listed: never its secret."""
+
+    id: str
+    principal: Principal
+    created_at: float
+    last_used_at: float | None
 
 
 class KeyStore:
@@ -19,18 +39,35 @@ class KeyStore:
     start, then each key created or found), since keys are read on every request and are
     few; ``known`` answers from there, so callers with valid keys pass the per-address
     limit of failures (``relay.api.throttle``) untouched. A key created by another instance
-    sharing the database is found on its first use."""
+    sharing the database is found on its first use; one revoked there is dropped from memory
+    when ``poll`` sees the key revision move (every ``POLL_INTERVAL``).
+
+    The last use of each key is noted in memory as it is resolved and written every
+    ``USE_INTERVAL`` by ``write_uses``: what a crash loses is a few seconds of "last used"."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._cache: dict[str, Principal] = {}
+        self._revision = -1
+        self._used: dict[str, float] = {}
 
     async def load(self) -> None:
-        for row in await self._db.fetch_all(f"SELECT {_COLUMNS} FROM api_tokens"):
-            self._cache[row["secret_hash"]] = _principal(row)
+        revision = await self._current_revision()
+        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM api_tokens")
+        self._cache = {row["secret_hash"]: _principal(row) for row in rows}
+        self._revision = revision
+
+    async def poll(self) -> None:
+        """Drop keys revoked elsewhere: reload when the key revision moved."""
+        if await self._current_revision() != self._revision:
+            await self.load()
 
     def known(self, key: str) -> Principal | None:
-        return self._cache.get(hash_key(key))
+        digest = hash_key(key)
+        found = self._cache.get(digest)
+        if found is not None:
+            self._used[digest] = time.time()
+        return found
 
     async def resolve(self, key: str) -> Principal | None:
         return (await self.resolve_many([key]))[key]
@@ -39,25 +76,34 @@ class KeyStore:
         """One lookup for the keys not in memory."""
         digests = {key: hash_key(key) for key in keys}
         missing = sorted({d for d in digests.values() if d not in self._cache})
+        fresh: dict[str, Principal] = {}
         if missing:
             marks = ", ".join("?" * len(missing))
+            revision = self._revision
             rows = await self._db.fetch_all(
                 f"SELECT {_COLUMNS} FROM api_tokens WHERE secret_hash IN ({marks})", missing
             )
-            for row in rows:
-                self._cache[row["secret_hash"]] = _principal(row)
-        return {key: self._cache.get(digest) for key, digest in digests.items()}
+            fresh = {row["secret_hash"]: _principal(row) for row in rows}
+            if revision == self._revision:  # else a reload saw revocations this read may predate
+                self._cache.update(fresh)
+        found = {
+            key: self._cache.get(digest) or fresh.get(digest) for key, digest in digests.items()
+        }
+        now = time.time()
+        self._used.update((digests[key], now) for key, p in found.items() if p is not None)
+        return found
 
-    async def add(self, spec: KeySpec) -> bool:
+    async def add(self, spec: KeySpec, key_id: str | None = None) -> bool:
         """Store a key unless it exists; True when it was created."""
         p = spec.principal
         digest = hash_key(spec.secret)
         async with self._db.transaction() as tx:
             created = await tx.execute(
-                "INSERT INTO api_tokens (secret_hash, display, type, environment, projects,"
-                " token_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
+                " token_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (secret_hash) DO NOTHING",
                 (
+                    key_id or new_key_id(),
                     digest,
                     p.display,
                     p.type.value,
@@ -74,6 +120,69 @@ class KeyStore:
     async def count(self) -> int:
         row = await self._db.fetch_one("SELECT count(*) AS n FROM api_tokens")
         return int(row["n"]) if row is not None else 0
+
+    async def listed(self) -> list[KeyRecord]:
+        """Every key, oldest first, with its last use (this worker's newer notes included)."""
+        rows = await self._db.fetch_all(f"SELECT {_LISTED} FROM api_tokens ORDER BY created_at")
+        return [self._record(row) for row in rows]
+
+    async def revoke(self, name_or_id: str) -> KeyRecord:
+        """Delete the key with this id, else the one key with this name (Conflict when the
+        name is several keys'). It stops working here at once, elsewhere at their next
+        ``poll``; the web page's sessions opened with it end with it."""
+
+        async def work(tx: Transaction) -> tuple[str, KeyRecord]:
+            by_id = f"SELECT {_LISTED} FROM api_tokens WHERE id = ?"
+            rows = await tx.fetch_all(by_id, (name_or_id,))
+            if not rows:
+                rows = await tx.fetch_all(
+                    f"SELECT {_LISTED} FROM api_tokens WHERE token_name = ?", (name_or_id,)
+                )
+            if not rows:
+                raise NotFound(f"No API key with the id or name {name_or_id}")
+            if len(rows) > 1:
+                raise Conflict(f"{len(rows)} API keys are named {name_or_id}: revoke by id")
+            row = rows[0]
+            await tx.execute("DELETE FROM api_tokens WHERE id = ?", (row["id"],))
+            await tx.execute("DELETE FROM web_sessions WHERE key_hash = ?", (row["secret_hash"],))
+            await tx.execute("UPDATE key_revision SET revision = revision + 1 WHERE id = 1")
+            return row["secret_hash"], self._record(row)
+
+        async with self._db.transaction() as tx:
+            digest, record = await work(tx)
+        # this store's revision is left behind on purpose: its next poll reloads, dropping a
+        # copy that a read begun before this commit may have cached meanwhile
+        self._cache.pop(digest, None)
+        self._used.pop(digest, None)
+        return record
+
+    async def write_uses(self) -> None:
+        """Write the last uses noted since the previous call, in one transaction."""
+        used, self._used = self._used, {}
+        if not used:
+            return
+        async with self._db.transaction() as tx:
+            await tx.executemany(
+                "UPDATE api_tokens SET last_used_at = ? WHERE secret_hash = ?"
+                " AND (last_used_at IS NULL OR last_used_at < ?)",
+                [(at, digest, at) for digest, at in sorted(used.items())],
+            )
+
+    async def _current_revision(self) -> int:
+        row = await self._db.fetch_one("SELECT revision FROM key_revision WHERE id = 1")
+        return int(row[0]) if row is not None else 0
+
+    def _record(self, row: Row) -> KeyRecord:
+        last = row["last_used_at"]
+        noted = self._used.get(row["secret_hash"])
+        if noted is not None and (last is None or noted > last):
+            last = noted
+        return KeyRecord(row["id"], _principal(row), row["created_at"], last)
+
+
+def new_key_id() -> str:
+    """Random, never derived from the secret: an id may be shown and logged."""
+    return secrets.token_hex(8)
 
 
 def _principal(row: Row) -> Principal:

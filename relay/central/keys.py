@@ -1,12 +1,14 @@
-"""Issuing API keys: from the admin API, the command line and start-up configuration."""
+"""API keys: issued, listed and revoked from the admin API, the web page and the command
+line, and issued from the start-up configuration."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from relay.central.key_store import KeyStore
+from relay.central.key_store import KeyRecord, KeyStore, new_key_id
 from relay.central.projects import ProjectStore
 from relay.core.errors import InvalidInput
 from relay.core.keys import KeySpec, new_key, parse_key
@@ -21,10 +23,10 @@ class KeyService:
         self._store = store
         self._environments = environments
 
-    async def issue(self, request: CreateApiKey) -> KeySpec:
-        """A new random key; its secret exists only in the returned value. Every field given
-        must hold: an admin key is for all environments and projects, a client key's
-        environment and projects must exist."""
+    async def issue(self, request: CreateApiKey) -> tuple[str, KeyRecord]:
+        """A new random key: its secret (which exists only in the returned value) and its
+        record. Every field given must hold: an admin key is for all environments and
+        projects, a client key's environment and projects must exist."""
         projects = tuple(request.projects)
         if request.project is not None:
             projects = (request.project,)
@@ -45,8 +47,17 @@ class KeyService:
         spec = new_key(request.type, environment, projects)
         if request.tokenName is not None:
             spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))
-        await self._store.add(spec)
-        return spec
+        key_id = new_key_id()
+        await self._store.add(spec, key_id)
+        return spec.secret, KeyRecord(key_id, spec.principal, time.time(), None)
+
+    async def listed(self) -> list[KeyRecord]:
+        return await self._store.listed()
+
+    async def revoke(self, name_or_id: str) -> KeyRecord:
+        record = await self._store.revoke(name_or_id)
+        log.info("API key revoked", extra={"key": record.principal.display, "id": record.id})
+        return record
 
     async def ensure(self, admin: Sequence[str], client: Sequence[str]) -> int:
         """Create configured keys that are absent (idempotent); returns how many were new."""

@@ -159,6 +159,15 @@ class ProjectStore:
                 raise NotFound(f"{project_id} does not have the environment {environment}")
         return saved
 
+    async def all(self) -> list[tuple[str, str]]:
+        """(id, name) of every project, by id."""
+        rows = await self._db.fetch_all("SELECT id, name FROM projects ORDER BY id")
+        return [(row[0], row[1]) for row in rows]
+
+    async def environment_names(self) -> list[str]:
+        rows = await self._db.fetch_all("SELECT name FROM environments ORDER BY sort_order, name")
+        return [row[0] for row in rows]
+
     async def environment_exists(self, name: str) -> bool:
         row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))
         return row is not None

@@ -11,6 +11,7 @@ from relay.central.flags.strategies import StrategyService
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.usage import UsageReader
+from relay.store.edge_reports import EdgeReportStore
 
 PROJECTS = web.AppKey("projects", ProjectStore)
 KEYS = web.AppKey("keys", KeyService)
@@ -19,3 +20,4 @@ FLAGS = web.AppKey("flags", FlagService)
 STRATEGIES = web.AppKey("strategies", StrategyService)
 SEGMENTS = web.AppKey("segments", SegmentService)
 CLIENT_FEATURES = web.AppKey("client_features", ClientFeaturesCache)
+EDGES = web.AppKey("edges", EdgeReportStore)

@@ -4,12 +4,26 @@ registered applications (the admin API's ``client-metrics`` and ``metrics`` read
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from relay.core.domain import from_epoch
+from relay.core.domain import from_epoch, hour_start
 from relay.store.sql import Database
 from relay.wire.admin import ApplicationInstance, ApplicationOut, RawMetric
 from relay.wire.client import ConnectVia
+
+
+@dataclass(frozen=True, slots=True)
+class FlagUsage:
+    """A feature's counts in one environment, as the web page's flag list shows them."""
+
+    last_seen: datetime | None
+    """The start of the last hour with counts (within ``SUMMARY_DAYS``)."""
+    last_hour: int
+    last_day: int
+
+
+SUMMARY_DAYS = 7
 
 Position = tuple[str, str, int]
 """Where a row of a feature's counts sits in the read order: (app, environment, hour)."""
@@ -58,6 +72,25 @@ class UsageReader:
             if row["variant"] is not None:
                 metric.variants[row["variant"]] = row["count"]
         return list(found.values())
+
+    async def summary(self, now: datetime | None = None) -> dict[tuple[str, str], FlagUsage]:
+        """(feature, environment) -> its usage: the counts (yes + no) of the hour windows
+        begun in the last hour (so up to two windows) and in the last 24 hours, and the last
+        hour seen in ``SUMMARY_DAYS`` days (older counts are not read: the hour index keeps
+        this one range scan)."""
+        now = now or datetime.now(UTC)
+        hour, day, week = (hour_start(now - timedelta(hours=h)) for h in (1, 24, 24 * SUMMARY_DAYS))
+        rows = await self._db.fetch_all(
+            "SELECT feature_name, environment, max(hour),"
+            " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END),"
+            " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END)"
+            " FROM metrics WHERE hour >= ? GROUP BY feature_name, environment",
+            (hour, day, week),
+        )
+        return {
+            (row[0], row[1]): FlagUsage(from_epoch(row[2]), int(row[3]), int(row[4]))
+            for row in rows
+        }
 
     async def applications(self, app_name: str | None = None) -> list[ApplicationOut]:
         where, params = ("WHERE app_name = ?", (app_name,)) if app_name else ("", ())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,18 +18,20 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
-from relay.central import admin
+from relay.central import admin, edges
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import POLL_INTERVAL, ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
-from relay.central.key_store import KeyStore
+from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
+from relay.central.key_store import USE_INTERVAL, KeyStore
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
+    EDGES,
     FLAGS,
     KEYS,
     PROJECTS,
@@ -37,10 +40,12 @@ from relay.central.state import (
     USAGE,
 )
 from relay.central.usage import UsageReader
+from relay.central.web.routes import add_web
 from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
+from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
@@ -104,6 +109,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
+    app[EDGES] = EdgeReportStore(db)
 
     async def prepare() -> None:
         await db.open()
@@ -139,14 +145,22 @@ def build(settings: Settings, worker: int) -> web.Application:
                 opening.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await opening
+            with contextlib.suppress(StorageError):
+                await key_store.write_uses()
             await metrics.stop()
             await db.close()
 
     app.cleanup_ctx.append(storage)
     app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
+    app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
+    app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
-    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES]
+        forget = functools.partial(edges.forget_old, app[EDGES])
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
+    sessions = add_web(app, db, settings)
+    app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
+    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 

@@ -8,6 +8,7 @@ misconfigured SDK cannot make a relay's whole batch fail.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -23,10 +24,11 @@ from relay.core.domain import (
     RegistrationKey,
     epoch,
     hour_start,
+    through,
 )
 from relay.core.errors import InvalidInput
-from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
-from relay.wire.common import parse_time
+from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration, ToggleCounts
+from relay.wire.common import MAX_LIST, MAX_NAME_BYTES, parse_time
 
 
 def _hour(moment: datetime, path: str) -> int:
@@ -34,6 +36,18 @@ def _hour(moment: datetime, path: str) -> int:
         return hour_start(moment)
     except OutOfRange as exc:
         raise InvalidInput(str(exc), path) from None
+
+
+# A name of at most this many characters fits MAX_NAME_BYTES whatever its characters: only
+# longer ones need encoding, and a request of short names costs one pass of len() over them.
+_SHORT = MAX_NAME_BYTES // 4
+
+
+def _check_names(names: dict[str, str]) -> None:
+    """``names``: JSON pointer -> name. Refuses the first longer than ``MAX_NAME_BYTES``."""
+    for path, name in names.items():
+        if len(name) > _SHORT and len(name.encode()) > MAX_NAME_BYTES:
+            raise InvalidInput(f"is too long: at most {MAX_NAME_BYTES} bytes in UTF-8", path)
 
 
 def _raw_hour(raw: str | float, path: str) -> int:
@@ -81,15 +95,30 @@ def from_bulk(
         else:
             counts.add(yes, no, variants)
         result.accepted += 1
+    names: list[str] = []  # per key: fewer than entries
+    for (app_name, feature, _), counts in sums.items():
+        names += (app_name, feature, *counts.variants)
+    if max(map(len, names), default=0) > _SHORT:
+        _check_bulk_names(body, environment)
     result.batch.counts = {
         MetricKey(app, environment, feature, hour): counts
         for (app, feature, hour), counts in sums.items()
     }
     for index, app in enumerate(body.applications):
         if app.environment == environment:
-            path = f"/body/applications/{index}/started"
+            path = f"/body/applications/{index}"
             result.batch.add_registration(_registration(app, environment, now, hop, path))
     return result
+
+
+def _check_bulk_names(body: BulkMetrics, environment: str) -> None:
+    """Some name is long: refuse the first entry kept whose name is too long to store."""
+    for index, entry in enumerate(body.metrics):
+        kept = entry.yes or entry.no or any(entry.variants.values())
+        if entry.environment == environment and kept:
+            path = f"/body/metrics/{index}"
+            names = {f"{path}/appName": entry.appName, f"{path}/featureName": entry.featureName}
+            _check_names(names | {f"{path}/variants/{v}": v for v in entry.variants})
 
 
 def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) -> Conversion:
@@ -99,6 +128,11 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
     if bucket is None:
         return result
     hour = _hour(bucket.start or now, "/body/bucket/start")
+    names = [body.appName, *bucket.toggles]
+    for toggle in bucket.toggles.values():
+        names += toggle.variants
+    if max(map(len, names)) > _SHORT:
+        _check_sdk_names(body.appName, bucket.toggles)
     for feature, toggle in bucket.toggles.items():
         if toggle.yes == 0 and toggle.no == 0 and not any(toggle.variants.values()):
             result.dropped["empty"] += 1
@@ -109,11 +143,20 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
     return result
 
 
+def _check_sdk_names(app_name: str, toggles: Mapping[str, ToggleCounts]) -> None:
+    """Some name is long: refuse the first kept that is too long to store."""
+    _check_names({"/body/appName": app_name})
+    for feature, toggle in toggles.items():
+        if toggle.yes or toggle.no or any(toggle.variants.values()):
+            path = f"/body/bucket/toggles/{feature}"
+            _check_names({path: feature} | {f"{path}/variants/{v}": v for v in toggle.variants})
+
+
 def from_client_registration(
     body: ClientRegistration, environment: str, now: datetime, hop: Hop | None = None
 ) -> Conversion:
     result = Conversion()
-    result.batch.add_registration(_registration(body, environment, now, hop, "/body/started"))
+    result.batch.add_registration(_registration(body, environment, now, hop, "/body"))
     return result
 
 
@@ -122,18 +165,21 @@ def _registration(
     environment: str,
     now: datetime,
     hop: Hop | None,
-    started_path: str,
+    path: str,
 ) -> Registration:
-    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there."""
+    """``hop`` is this relay's own ``connectVia`` entry, appended after those already there;
+    ``path`` is the registration's JSON pointer."""
+    if max(len(body.appName), len(body.instanceId)) > _SHORT:
+        _check_names({f"{path}/appName": body.appName, f"{path}/instanceId": body.instanceId})
     if body.started is not None:
         try:
             epoch(body.started)
         except OutOfRange as exc:
-            raise InvalidInput(str(exc), started_path) from None
+            raise InvalidInput(str(exc), f"{path}/started") from None
     via = tuple(Hop(v.appName, v.instanceId) for v in body.connectVia)
     return Registration(
         key=RegistrationKey(body.appName, environment, body.instanceId),
-        connect_via=(*via, hop) if hop is not None else via,
+        connect_via=through(via, hop, MAX_LIST) if hop is not None else via,
         sdk_version=body.sdkVersion,
         strategies=tuple(body.strategies),
         interval=body.interval,

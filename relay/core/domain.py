@@ -73,6 +73,16 @@ class Hop(NamedTuple):
     instance_id: str
 
 
+def through(hops: tuple[Hop, ...], hop: Hop, limit: int) -> tuple[Hop, ...]:
+    """``hops`` followed by ``hop``, at most ``limit`` of them: a full chain drops the hops
+    after its first one, oldest first. It keeps the relay the SDK connected to and the
+    latest hops up to ``hop``, as the upstream refuses a longer ``connectVia``."""
+    chain = (*hops, hop)
+    if len(chain) <= limit:
+        return chain
+    return (chain[0], *chain[len(chain) - limit + 1 :])
+
+
 class RegistrationKey(NamedTuple):
     app_name: str
     environment: str
@@ -88,6 +98,20 @@ class Registration:
     interval: float | None
     started: datetime | None
     seen_at: datetime
+
+
+class IdempotencyKey(NamedTuple):
+    """An ``Idempotency-Key`` as remembered: scoped to the caller that sent it (a hash of
+    its API key), so two callers' keys never collide, with a fingerprint of the request it
+    came with, so a key reused for another request is told apart from a retry."""
+
+    caller: str
+    key: str
+    fingerprint: str
+
+    @property
+    def scoped(self) -> str:
+        return f"{self.caller}/{self.key}"
 
 
 @dataclass(slots=True)

@@ -41,6 +41,15 @@ class Forbidden(DomainError):
     """The key is valid but may not do this: the upstream that knows it said so."""
 
 
+class KeyReused(DomainError):
+    """An ``Idempotency-Key`` the caller already used for a different request."""
+
+
+class Unstorable(DomainError):
+    """A request whose data the database refused (a value or a key it cannot hold) although
+    validation let it through: retrying it cannot help. Only that request fails."""
+
+
 class Unavailable(DomainError):
     """A dependency (the upstream) cannot answer now; the caller should retry later."""
 
@@ -58,3 +67,13 @@ class StorageError(Exception):
     """The database cannot be read or written (disk full, read-only, corrupt, locked, or a
     PostgreSQL server that is down, refusing connections or gone mid-transaction). Its
     message is for the log, not for callers."""
+
+
+class DataRefused(StorageError):
+    """The database refused the data of a write (a value out of range, a key too large to
+    index) rather than the write itself: the same data would fail again, other data not."""
+
+
+class DiskFull(StorageError):
+    """The disk holding the database is full: nothing more can be written until space is
+    freed."""

@@ -14,7 +14,7 @@ from prometheus_client import Counter
 
 from relay.core import convert
 from relay.core.convert import Conversion
-from relay.core.domain import Hop, IngestBatch
+from relay.core.domain import Hop, IdempotencyKey, IngestBatch
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 
 ENTRIES = Counter("relay_metric_entries_total", "Metric entries received, by outcome", ["outcome"])
@@ -29,8 +29,9 @@ IMPACT_DROPPED = Counter(
 
 
 class MetricsSink(Protocol):
-    async def write(self, batch: IngestBatch, idempotency_key: str | None) -> bool:
-        """Durably store the batch before returning; False if it was an idempotent replay."""
+    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
+        """Durably store the batch before returning; False if it was an idempotent replay.
+        Raises ``KeyReused`` for a key the caller used for a different request."""
         ...
 
 
@@ -42,27 +43,29 @@ class Ingest:
         self._sink = sink
         self._hop = hop
 
-    async def bulk(self, body: BulkMetrics, environment: str, idempotency_key: str | None) -> None:
+    async def bulk(
+        self, body: BulkMetrics, environment: str, idempotency_key: IdempotencyKey | None
+    ) -> None:
         conversion = convert.from_bulk(body, environment, datetime.now(UTC), self._hop)
         await self._write(conversion, idempotency_key)
         _drop_impact(body.impactMetrics)
 
     async def client_metrics(
-        self, body: ClientMetrics, environment: str, idempotency_key: str | None
+        self, body: ClientMetrics, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_client_metrics(body, environment, datetime.now(UTC))
         await self._write(conversion, idempotency_key)
         _drop_impact(body.impactMetrics)
 
     async def register(
-        self, body: ClientRegistration, environment: str, idempotency_key: str | None
+        self, body: ClientRegistration, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_client_registration(
             body, environment, datetime.now(UTC), self._hop
         )
         await self._write(conversion, idempotency_key)
 
-    async def _write(self, conversion: Conversion, idempotency_key: str | None) -> None:
+    async def _write(self, conversion: Conversion, idempotency_key: IdempotencyKey | None) -> None:
         applied = await self._sink.write(conversion.batch, idempotency_key)
         if not applied:
             REPLAYS.inc()

@@ -1,7 +1,12 @@
-"""Pure: buffered rows -> bulk bodies for the upstream, each at most ``max_bytes``.
+"""Pure: buffered counts -> bulk bodies the upstream accepts.
 
-Bodies are ``bulkMetricsSchema`` JSON. Registrations always carry ``started`` and
-``interval``: a real Unleash answers 400 to a bulk registration without them.
+Bodies are ``bulkMetricsSchema`` JSON within every limit the upstream checks: at most
+``max_bytes`` (a single larger entry travels alone), at most 1,000 registrations and 10,000
+metric entries, and entries within the limits of one entry. A buffered total is a sum over
+many requests, so it may pass an entry's limits (a count above 2^31-1, more than 100
+variants): it then goes out as several entries for the same key, which the upstream adds
+up again. Registrations always carry ``started`` and ``interval``: a real Unleash answers
+400 to a bulk registration without them.
 """
 
 from __future__ import annotations
@@ -10,9 +15,71 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from relay.wire.common import MAX_APPLICATIONS, MAX_COUNT, MAX_METRICS, MAX_VARIANTS
+
 Entry = dict[str, Any]
+Piece = tuple[int, int, dict[str, int]]
+"""The counts of one entry: yes, no, variants."""
 
 _EMPTY = len(b'{"applications":[],"metrics":[]}')
+
+
+def pieces(yes: int, no: int, variants: dict[str, int], budget: int) -> tuple[list[Piece], Piece]:
+    """A buffered key's counts as at most ``budget`` (>= 1) entries within an entry's limits,
+    and what is left for a later batch (all zero and no variants when everything fits).
+
+    A sum of 2^40 needs 512 entries; one of 2^62 more than a batch can carry, so it leaves
+    in steps. ``yes`` and ``no`` are spread evenly, so that every entry of a split key
+    carries some of them when there are enough (Unleash ignores entries with yes = no = 0)."""
+    if (
+        yes <= MAX_COUNT
+        and no <= MAX_COUNT
+        and len(variants) <= MAX_VARIANTS
+        and all(count <= MAX_COUNT for count in variants.values())
+    ):
+        return [(yes, no, variants)], (0, 0, {})
+    slots, rest = _variant_slots(variants, budget)
+    taken = min(budget, max(len(slots), _parts(yes), _parts(no)))
+    took_yes, took_no = min(yes, taken * MAX_COUNT), min(no, taken * MAX_COUNT)
+    entries = [
+        (_share(took_yes, taken, i), _share(took_no, taken, i), slots[i] if i < len(slots) else {})
+        for i in range(taken)
+    ]
+    return entries, (yes - took_yes, no - took_no, rest)
+
+
+def _parts(count: int) -> int:
+    return max(1, -(-count // MAX_COUNT))
+
+
+def _share(total: int, parts: int, index: int) -> int:
+    return total // parts + (1 if index < total % parts else 0)
+
+
+def _variant_slots(
+    variants: dict[str, int], limit: int
+) -> tuple[list[dict[str, int]], dict[str, int]]:
+    """Variant counts placed in at most ``limit`` entries of at most ``MAX_VARIANTS`` names,
+    each count cut in parts of at most ``MAX_COUNT`` in consecutive entries (so a name is
+    never twice in one entry); the counts that did not fit."""
+    slots: list[dict[str, int]] = []
+    rest: dict[str, int] = {}
+    first_open = 0
+    for name in sorted(variants):
+        count, index, placed = variants[name], first_open, False
+        while (count or not placed) and index < limit:
+            if index == len(slots):
+                slots.append({})
+            if len(slots[index]) < MAX_VARIANTS:
+                part = min(count, MAX_COUNT)
+                slots[index][name] = part
+                count, placed = count - part, True
+            index += 1
+        if count or not placed:
+            rest[name] = count
+        while first_open < len(slots) and len(slots[first_open]) >= MAX_VARIANTS:
+            first_open += 1
+    return slots, rest
 
 
 def _encode(entry: Entry) -> bytes:
@@ -30,14 +97,16 @@ def body(applications: list[Entry], metrics: list[Entry]) -> bytes:
 def cut(
     applications: Iterable[Entry], metrics: Iterable[Entry], max_bytes: int
 ) -> Iterator[tuple[bytes, int]]:
-    """Bodies of at most ``max_bytes`` (a single larger entry travels alone), with their entry
-    counts. Registrations come first, so a small flush is one request."""
+    """Bodies of at most ``max_bytes`` (a single larger entry travels alone), 1,000
+    registrations and 10,000 metric entries, with their entry counts. Registrations come
+    first, so a small flush is one request."""
     apps: list[Entry] = []
     mets: list[Entry] = []
     size = _EMPTY
     for kind, entry in _tagged(applications, metrics):
         grows = len(_encode(entry)) + 1
-        if (apps or mets) and size + grows > max_bytes:
+        full = len(apps) >= MAX_APPLICATIONS if kind == "a" else len(mets) >= MAX_METRICS
+        if (apps or mets) and (full or size + grows > max_bytes):
             yield body(apps, mets), len(apps) + len(mets)
             apps, mets, size = [], [], _EMPTY
         (apps if kind == "a" else mets).append(entry)
@@ -54,7 +123,8 @@ def _tagged(applications: Iterable[Entry], metrics: Iterable[Entry]) -> Iterator
 
 
 def halves(payload: bytes) -> tuple[tuple[bytes, int], tuple[bytes, int]] | None:
-    """Split a body in two for an upstream that found it too large; None for one entry."""
+    """Split a body in two for an upstream that refused it (too large, or one entry in it
+    refused); None for one entry."""
     decoded = json.loads(payload)
     entries = [("a", e) for e in decoded["applications"]] + [("m", e) for e in decoded["metrics"]]
     if len(entries) < 2:

@@ -1,19 +1,35 @@
 """Keeps the relay's buffer observable and bounded.
 
-When the buffer file grows past ``buffer_max_bytes`` (an upstream down for a long time), the
-oldest hour windows are evicted, counted and logged: the relay keeps answering SDKs and
-keeps the newest counts, rather than filling the disk or refusing traffic.
+``buffer_max_bytes`` bounds the buffer file on disk: its pages in use (every table and
+index: buffered counts, registrations, outbox, dead letters, idempotency keys) and its WAL,
+which has its own part of the bound (``wal_bytes``: checkpoints keep it there). When an
+upstream down for a long time lets the pages pass the rest, the oldest data is evicted
+(``BufferSpace.evict``) until they are an eighth of the bound below, counted and logged:
+the relay keeps answering SDKs and keeps the newest counts, rather than filling the disk or
+refusing traffic. Pages freed stay in the file for reuse, so the file's size on disk is
+the most the buffer ever held, a little above the bound.
+
+The check runs every ``interval`` seconds and as soon as the buffer's writes add up to a
+thirty-second of the bound, so a flood is met within a fraction of the bound, not seconds
+later; it reads page counts only. Before measuring, the other workers' files are merged
+into this one (``gather``), so the bound and the age order apply to all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from prometheus_client import Counter, Gauge
 
-from relay.edge.outbox import BufferStats, SqliteOutbox
+from relay.core.errors import DiskFull
+from relay.edge.reserve import Reserve, make_room
+from relay.edge.salvage import damaged_files
+from relay.edge.space import BufferSpace, BufferStats, Evicted
+from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +44,9 @@ BUFFERED_REGISTRATIONS = Gauge(
     "relay_buffer_registrations", "Registrations waiting in the buffer", multiprocess_mode=_ONE
 )
 BUFFER_BYTES = Gauge(
-    "relay_buffer_bytes", "Bytes of the buffer database file in use", multiprocess_mode=_ONE
+    "relay_buffer_bytes",
+    "Bytes of the buffer database's pages in use, plus its WAL",
+    multiprocess_mode=_ONE,
 )
 OUTBOX_BATCHES = Gauge(
     "relay_outbox_batches", "Batches waiting to be accepted upstream", multiprocess_mode=_ONE
@@ -36,36 +54,114 @@ OUTBOX_BATCHES = Gauge(
 OUTBOX_ENTRIES = Gauge(
     "relay_outbox_entries", "Entries in batches waiting upstream", multiprocess_mode=_ONE
 )
+DEAD_LETTER_ENTRIES = Gauge(
+    "relay_dead_letter_entries",
+    "Entries kept in dead_letters (refused by the upstream for good)",
+    multiprocess_mode=_ONE,
+)
 OLDEST_AGE = Gauge(
     "relay_buffer_oldest_entry_age_seconds",
     "Age of the oldest unflushed hour window",
     multiprocess_mode=_ONE,
 )
+DAMAGED_FILES = Gauge(
+    "relay_buffer_damaged_files",
+    "Damaged buffer files found at start, moved aside (salvaged) and kept for an operator",
+    multiprocess_mode=_ONE,
+)
 EVICTED = Counter("relay_evicted_entries_total", "Buffered entries dropped to bound the buffer")
+KEYS_EVICTED = Counter(
+    "relay_idempotency_keys_evicted_total",
+    "Idempotency keys forgotten before their TTL to bound the buffer",
+)
+DEAD_LETTERS_PRUNED = Counter(
+    "relay_dead_letters_pruned_entries_total",
+    "Dead-lettered entries deleted: past their age or size bound, or to bound the buffer",
+)
+
+PUBLISH_EVERY = 2.0
+DEAD_LETTER_MAX_AGE = 7 * 24 * 3600.0
 
 
 class BufferMonitor:
-    def __init__(self, outbox: SqliteOutbox, max_bytes: int) -> None:
-        self._outbox = outbox
+    def __init__(
+        self,
+        db: SqliteDatabase,
+        max_bytes: int,
+        wal_bytes: int,
+        gather: Callable[[], Awaitable[object]],
+        reserve: Reserve,
+    ) -> None:
+        """``gather`` merges the other workers' files into this one; ``reserve`` is the space
+        set aside for draining, handed back on a full disk and taken again when there is
+        room."""
+        self._db = db
+        self._space = BufferSpace(db)
         self._max_bytes = max_bytes
+        self._wal_bytes = wal_bytes
+        self._gather = gather
+        self._reserve = reserve
+        self.wake = asyncio.Event()
+        self._trigger = max(64 * 1024, max_bytes // 32)
+        self._written = 0
+        self._published_at = -PUBLISH_EVERY
+
+    def written(self, size: int) -> None:
+        """Hears of each group commit's bytes: a flood wakes the check at once."""
+        self._written += size
+        if self._written >= self._trigger:
+            self.wake.set()
 
     async def check(self) -> None:
-        """Runs every few seconds. The estimate of the data held scans every buffered row, so
-        it is computed only once the file itself (a cheap upper bound) has passed the cap."""
-        if await self._outbox.file_bytes() > self._max_bytes:
-            await self._evict()
-        self._publish(await self._outbox.stats())
+        self._written = 0
+        self.wake.clear()
+        await self._gather()
+        try:
+            footprint = await self._space.footprint()
+            if footprint > self._max_bytes:
+                await self._bound()
+            elif self._space.wal_bytes() > self._wal_bytes:
+                await self._db.checkpoint()
+        except DiskFull:  # deleting needs a little room too
+            await make_room(self._reserve, self._db)
+            raise
+        if footprint <= self._max_bytes:
+            await asyncio.to_thread(self._reserve.ensure)
+        if time.monotonic() - self._published_at >= PUBLISH_EVERY:  # counting reads every row
+            self._published_at = time.monotonic()
+            self._publish(await self._space.stats())
 
-    async def _evict(self) -> None:
-        while await self._outbox.used_bytes() > self._max_bytes:
-            evicted = await self._outbox.evict_oldest()
-            if evicted == 0:
-                break
-            EVICTED.inc(evicted)
-            log.warning(
-                "buffer full: evicted the oldest counts",
-                extra={"entries": evicted, "max_bytes": self._max_bytes},
-            )
+    async def _bound(self) -> None:
+        await self._db.checkpoint()  # the WAL back to nothing: what is left is data
+        began = time.time()
+        held = await self._space.pages_bytes()
+        if held > self._max_bytes - self._wal_bytes:
+            target = self._max_bytes - self._wal_bytes - self._max_bytes // 8
+            self._report(await self._space.evict(target, began), held)
+
+    def _report(self, evicted: Evicted, held: int) -> None:
+        EVICTED.inc(evicted.entries)
+        KEYS_EVICTED.inc(evicted.keys)
+        DEAD_LETTERS_PRUNED.inc(evicted.dead_letters)
+        log.warning(
+            "buffer over buffer_max_bytes: evicted the oldest data",
+            extra={
+                "entries": evicted.entries,
+                "idempotency_keys": evicted.keys,
+                "dead_letter_entries": evicted.dead_letters,
+                "bytes": evicted.bytes,
+                "tables": sorted(evicted.tables),
+                "held_bytes": held,
+                "max_bytes": self._max_bytes,
+            },
+        )
+
+    async def prune(self) -> None:
+        """Dead letters are kept a week, and in at most an eighth of the bound."""
+        pruned = await self._space.prune_dead_letters(DEAD_LETTER_MAX_AGE, self._max_bytes // 8)
+        if pruned:
+            DEAD_LETTERS_PRUNED.inc(pruned)
+            log.info("pruned dead letters", extra={"entries": pruned})
 
     def _publish(self, stats: BufferStats) -> None:
         BUFFERED_ENTRIES.set(stats.entries)
@@ -73,5 +169,7 @@ class BufferMonitor:
         BUFFER_BYTES.set(stats.bytes)
         OUTBOX_BATCHES.set(stats.outbox_batches)
         OUTBOX_ENTRIES.set(stats.outbox_entries)
+        DEAD_LETTER_ENTRIES.set(stats.dead_letter_entries)
         oldest = 0.0 if stats.oldest_hour is None else max(0.0, time.time() - stats.oldest_hour)
         OLDEST_AGE.set(oldest)
+        DAMAGED_FILES.set(len(damaged_files(self._db.path)))

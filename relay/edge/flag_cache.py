@@ -342,11 +342,14 @@ class FlagCache:
         if not (self._pending or due):
             return
         writes = self._pending.drain()
+        failure: StorageError | None = None
         try:
             claimed = await self._store.write(writes, due, now, self._interval)
-        except StorageError:
+        except StorageError as exc:
+            # Claims only share refreshes between workers: without the file (a full disk),
+            # each worker refreshes what it holds rather than none doing it.
             self._pending.restore(writes)
-            raise
+            claimed, failure = set(due), exc
         for scope in due:
             entry = self._entries.get(scope)
             if entry is None:
@@ -354,6 +357,8 @@ class FlagCache:
             entry.due_at = now + self._interval  # by this worker, or by another one just now
             if scope in claimed and entry.task is None:
                 self._start(entry, None)
+        if failure is not None:
+            raise failure
 
     async def prune(self) -> None:
         await self._store.prune(time.time() - RETENTION, MAX_SCOPES, MAX_STORED_KEYS)

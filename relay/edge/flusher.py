@@ -2,37 +2,77 @@
 
 Outcomes (``relay.upstream.Outcome``) decide everything:
 - ok: the batch leaves the outbox;
-- too_large (413): the batch is split in halves and retried; a single entry is dead-lettered;
-- rejected (other 4xx): dead-lettered, kept in ``dead_letters`` with the reason;
+- too_large (413) or rejected (other 4xx): the upstream applied none of it, so it is split
+  in halves (new keys) and each retried, until the entries refused on their own are left:
+  each goes to ``dead_letters`` with the status and reason, and is counted;
 - misconfigured (401/403/404, or a redirect): the environment's key or the URL is wrong; its
-  batches stay and
-  that environment waits ``backoff_max`` before trying again;
-- retry (429, 5xx, timeout, connection error): everything stays; the loop waits with
-  exponential backoff and jitter, capped at ``backoff_max``, or as long as ``Retry-After`` says.
-While the upstream is failing, new counts keep aggregating in the buffer instead of piling
-up as batches: a new batch is cut only when the outbox is empty.
+  batches stay and that environment waits ``backoff_max`` before trying again;
+- retry (429, 5xx, timeout, connection error): the batch stays, with its key; the loop waits
+  with exponential backoff and jitter, capped at ``backoff_max``, or as long as
+  ``Retry-After`` says.
+
+No batch can hold the others back. Batches are tried fewest attempts first, so one that
+failed waits behind the rest. A batch that fails right after the upstream accepted another
+(a failure of its own, not of the upstream's) is skipped for the rest of the flush, and
+after ``STRIKES`` such failures set aside whole in ``dead_letters``, with its key, counted
+and logged. It is never split: a 5xx or a timeout does not say the upstream applied
+nothing (a commit whose answer was lost, issue 13 item 7), and halves under new keys would
+then count twice; resent under its own key, an applied batch is answered 202 and leaves.
+
+An upstream that refuses everything (a 4xx for ``REFUSALS`` batches in a row, none
+accepted between) is not bisected entry by entry, two requests an entry: the flush stops,
+its batches are kept, and it waits ``backoff_max``, with an error in the log. Bisecting a
+batch for one bad entry never refuses more than two in a row.
+
+While the upstream is failing, new counts keep aggregating in the buffer rather than piling
+up as batches: new batches are cut when no batch waits that has not been tried yet, and
+while the upstream has not accepted anything since its last failure, only a small probe
+(``PROBE_ENTRIES``), which shows whether it is back or only refuses some batches.
+
+A claim that the disk cannot hold (full) is retried at once in halves, down to one entry,
+and the size that fitted is where the next claim starts: a full buffer drains in steps that
+fit. Any storage failure makes the loop back off as an upstream failure does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from prometheus_client import Counter
 
+from relay.core.errors import DiskFull, StorageError
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
+from relay.edge.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
 
 log = logging.getLogger(__name__)
 
 FLUSHES = Counter("relay_flush_batches_total", "Batches sent upstream, by outcome", ["outcome"])
 DEAD_LETTERED = Counter(
-    "relay_dead_lettered_entries_total", "Entries the upstream refused for good"
+    "relay_dead_lettered_entries_total",
+    "Entries the upstream refused for good, by reason (too_large, rejected, failing)",
+    ["reason"],
 )
+
+# Failures of one batch, each right after the upstream accepted another, before it is set
+# aside: random 5xx at a rate p set an innocent batch aside with probability p^10.
+STRIKES = 10
+REFUSALS = 32
+PROBE_ENTRIES = 100
+
+
+class _Sent(enum.Enum):
+    ACCEPTED = enum.auto()
+    REFUSED = enum.auto()  # 4xx: split, or dead-lettered
+    SETTLED = enum.auto()  # set aside, or its environment blocked
+    FAILED_ALONE = enum.auto()  # failed right after an accepted batch: skipped this flush
+    STOP = enum.auto()  # the upstream is failing: back off
 
 
 class Flusher:
@@ -44,21 +84,31 @@ class Flusher:
         interval: float,
         backoff_max: float,
         gather: Callable[[], Awaitable[object]],
+        on_disk_full: Callable[[], Awaitable[bool]],
+        space: BufferSpace,
     ) -> None:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
-        flush: the other workers' shards (``relay.edge.shards``)."""
+        flush: the other workers' shards (``relay.edge.shards``). ``on_disk_full`` hands back
+        the space set aside for draining (``relay.edge.reserve``); True if there was some.
+        ``space`` tells what stayed buffered after the final flush."""
         self._outbox = outbox
+        self._space = space
         self._gather = gather
+        self._on_disk_full = on_disk_full
         self._upstream = upstream
         self._keys = dict(keys)
         self._interval = interval
         self._backoff_max = backoff_max
         self._failures = 0
         self._retry_at = 0.0
+        self._healthy = True  # the upstream accepted the last batch it answered
+        self._claim_size = CLAIM_ENTRIES
+        self._strikes: dict[int, int] = {}
         self._blocked: dict[str, float] = {}
         self._warned_no_key: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
@@ -75,11 +125,22 @@ class Flusher:
                 await asyncio.wait_for(self._task, final_flush_timeout)
             self._task = None
         self._retry_at = 0.0
+        why = ""
         try:
             drained = await asyncio.wait_for(self.flush(), max(0.0, deadline - loop.time()))
         except TimeoutError:
-            drained = False
-        log.info("final flush", extra={"drained": drained})
+            drained, why = False, "final_flush_timeout passed"
+        stats = await self._space.stats()
+        left = stats.entries + stats.outbox_entries
+        why = why or self._why_kept() if left else ""
+        log.info("final flush", extra={"drained": drained, "left_buffered": left, "why": why})
+
+    def _why_kept(self) -> str:
+        if self._blocked:
+            return f"upstream refused the key of {', '.join(sorted(self._blocked))}"
+        if self._warned_no_key:
+            return f"no upstream key for {', '.join(sorted(self._warned_no_key))}"
+        return "upstream unavailable" if self._failures else "upstream did not take it all"
 
     async def _run(self) -> None:
         while not self._stop.is_set():
@@ -89,8 +150,9 @@ class Flusher:
                 return
             try:
                 await self.flush()
-            except Exception:  # a storage error must not end the loop: retry next interval
+            except Exception:  # a bug must not end the loop: retry after a backoff
                 log.exception("flush failed")
+                self._back_off("flush failed", None, None)
 
     async def flush(self) -> bool:
         """Send what is waiting, then what the buffer holds now; False if something had to
@@ -98,22 +160,68 @@ class Flusher:
         does not grow with SDK traffic), unless a backlog larger than one claim remains."""
         if time.monotonic() < self._retry_at:
             return False
+        try:
+            return await self._flush()
+        except StorageError as exc:  # a full disk, most likely: never a tight retry loop
+            if isinstance(exc, DiskFull):
+                await self._on_disk_full()
+            self._back_off("buffer storage failed, backing off", None, None, str(exc))
+            return False
+
+    async def _flush(self) -> bool:
         await self._gather()
         await self._warn_keyless()
-        claim = True
+        skipped: set[int] = set()
+        may_claim, probing = True, False
+        accepted = False  # the upstream accepted the batch sent last
+        refused = 0  # batches refused in a row
         while True:
             active = self._active_environments()
-            batches = await self._outbox.pending(active, PENDING_PAGE)
-            if batches:
-                for batch in batches:
-                    # an environment refused mid-page waits; the others go on
-                    blocked = batch.environment not in self._active_environments()
-                    if not blocked and not await self._send(batch):
-                        return False
+            waiting = await self._outbox.pending(active, PENDING_PAGE + len(skipped))
+            page = [batch for batch in waiting if batch.id not in skipped]
+            if may_claim and active and (not page or page[0].attempts > 0):
+                probing = not self._healthy  # then claim more once the probe is accepted
+                may_claim = await self._claim(active) and not probing
                 continue
-            if not claim or not active:
+            if not page:
                 return not self._blocked
-            claim = await self._outbox.claim(active, CLAIM_ENTRIES)
+            for batch in page:
+                # an environment refused mid-page waits; the others go on
+                if batch.environment not in self._active_environments():
+                    continue
+                match await self._send(batch, accepted):
+                    case _Sent.ACCEPTED:
+                        accepted, refused = True, 0
+                        may_claim, probing = may_claim or probing, False
+                    case _Sent.FAILED_ALONE:
+                        skipped.add(batch.id)
+                        accepted = False
+                    case _Sent.REFUSED:
+                        refused += 1
+                        if refused >= REFUSALS:
+                            return self._refuses_everything()
+                    case _Sent.SETTLED:
+                        pass
+                    case _Sent.STOP:
+                        return False
+
+    async def _claim(self, environments: Collection[str]) -> bool:
+        """Cut batches, as large as the disk allows (see the module's docstring); True when
+        a backlog is left in the buffer."""
+        size = self._claim_size if self._healthy else min(PROBE_ENTRIES, self._claim_size)
+        while True:
+            try:
+                backlog = await self._outbox.claim(environments, size)
+            except StorageError as exc:
+                if isinstance(exc, DiskFull) and await self._on_disk_full():
+                    continue  # room was handed back: the same size again
+                if size == 1:
+                    raise
+                size = self._claim_size = max(1, size // 2)
+                continue
+            if self._healthy:
+                self._claim_size = min(CLAIM_ENTRIES, size * 2)
+            return backlog
 
     def _active_environments(self) -> set[str]:
         now = time.monotonic()
@@ -122,20 +230,25 @@ class Flusher:
                 del self._blocked[env]
         return set(self._keys) - set(self._blocked)
 
-    async def _send(self, batch: OutboxBatch) -> bool:
-        """Send one batch and act on the outcome; False stops this flush (upstream failing)."""
+    async def _send(self, batch: OutboxBatch, after_accepted: bool) -> _Sent:
+        """Send one batch and act on the outcome; ``after_accepted``: the batch sent just
+        before was accepted (the upstream works)."""
         key = self._keys[batch.environment]
         result = await self._upstream.send_bulk(key, batch.body, batch.idempotency_key)
         FLUSHES.labels(result.outcome.value).inc()
+        self.last_result = (time.time(), result)
         match result.outcome:
             case Outcome.OK:
                 await self._outbox.ack(batch)
+                self._strikes.pop(batch.id, None)
+                if self._failures:
+                    log.info("upstream recovered", extra={"failures": self._failures})
                 self._failures = 0
-            case Outcome.TOO_LARGE:
-                if not await self._outbox.split(batch):
-                    await self._dead_letter(batch, result)
-            case Outcome.REJECTED:
-                await self._dead_letter(batch, result)
+                self._healthy = True
+                return _Sent.ACCEPTED
+            case Outcome.TOO_LARGE | Outcome.REJECTED:
+                await self._refused(batch, result, result.outcome.value)
+                return _Sent.REFUSED
             case Outcome.MISCONFIGURED:
                 await self._outbox.record_failure(batch, result.detail)
                 self._blocked[batch.environment] = time.monotonic() + self._backoff_max
@@ -148,39 +261,87 @@ class Flusher:
                         "retry_in": self._backoff_max,
                     },
                 )
+                return _Sent.SETTLED
             case Outcome.RETRY:
                 await self._outbox.record_failure(batch, result.detail)
-                self._back_off(result)
-                return False
-        return True
+                if after_accepted and result.status != 429:
+                    return await self._failed_alone(batch, result)
+                self._healthy = False
+                self._back_off(
+                    "upstream unavailable, backing off",
+                    result.status,
+                    result.retry_after,
+                    result.detail,
+                )
+                return _Sent.STOP
 
-    def _back_off(self, result: SendResult) -> None:
-        self._failures += 1
-        delay = min(self._backoff_max, self._interval * 2 ** min(self._failures, 30))
-        delay = delay * random.uniform(0.5, 1.0)
-        if result.retry_after is not None:
-            delay = min(self._backoff_max, max(delay, result.retry_after))
-        self._retry_at = time.monotonic() + delay
-        log.warning(
-            "upstream unavailable, backing off",
-            extra={
-                "status": result.status,
-                "detail": result.detail[:200],
-                "retry_in": round(delay, 3),
-                "failures": self._failures,
-            },
-        )
-
-    async def _dead_letter(self, batch: OutboxBatch, result: SendResult) -> None:
-        await self._outbox.dead_letter(batch, result.status, result.detail)
-        DEAD_LETTERED.inc(batch.entries)
+    def _refuses_everything(self) -> bool:
+        self._retry_at = time.monotonic() + self._backoff_max
         log.error(
-            "upstream refused a batch; kept in dead_letters",
+            "upstream refused every batch it was sent: pausing, batches are kept; check what"
+            " it answers (relay_flush_batches_total, the upstream's log)",
+            extra={"batches": REFUSALS, "retry_in": self._backoff_max},
+        )
+        return False
+
+    async def _failed_alone(self, batch: OutboxBatch, result: SendResult) -> _Sent:
+        """The upstream works but failed this batch: skip it for this flush; set it aside once
+        it has failed so ``STRIKES`` times (see the module's docstring)."""
+        strikes = self._strikes[batch.id] = self._strikes.get(batch.id, 0) + 1
+        log.warning(
+            "upstream failed one batch while accepting others",
             extra={
                 "environment": batch.environment,
                 "status": result.status,
                 "entries": batch.entries,
-                "reason": result.detail[:200],
+                "strikes": strikes,
+            },
+        )
+        if strikes < STRIKES:
+            return _Sent.FAILED_ALONE
+        detail = f"failed {strikes} times while the upstream accepted other batches"
+        await self._dead_letter(batch, result.status, f"{detail}: {result.detail}", "failing")
+        return _Sent.SETTLED
+
+    async def _refused(self, batch: OutboxBatch, result: SendResult, reason: str) -> None:
+        """Split a batch the upstream refused (and so applied none of), or dead-letter it
+        when it is a single entry."""
+        if not await self._outbox.split(batch):
+            await self._dead_letter(batch, result.status, result.detail, reason)
+
+    async def _dead_letter(
+        self, batch: OutboxBatch, status: int | None, detail: str, reason: str
+    ) -> None:
+        self._strikes.pop(batch.id, None)
+        await self._outbox.dead_letter(batch, status, detail)
+        DEAD_LETTERED.labels(reason).inc(batch.entries)
+        log.error(
+            "upstream refused entries for good; kept in dead_letters",
+            extra={
+                "environment": batch.environment,
+                "status": status,
+                "entries": batch.entries,
+                "reason": reason,
+                "detail": detail[:200],
+            },
+        )
+
+    def _back_off(
+        self, message: str, status: int | None, retry_after: float | None, detail: str = ""
+    ) -> None:
+        self._failures += 1
+        delay = min(self._backoff_max, self._interval * 2 ** min(self._failures, 30))
+        delay = delay * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            delay = min(self._backoff_max, max(delay, retry_after))
+        self._retry_at = time.monotonic() + delay
+        log.warning(
+            message,
+            extra={
+                "status": status,
+                "detail": detail[:200],
+                "retry_in": round(delay, 3),
+                "failures": self._failures,
             },
         )
 

@@ -35,16 +35,7 @@ class OutboxBatch:
     idempotency_key: str
     body: bytes
     entries: int
-
-
-@dataclass(frozen=True, slots=True)
-class BufferStats:
-    entries: int
-    registrations: int
-    outbox_batches: int
-    outbox_entries: int
-    oldest_hour: int | None
-    bytes: int
+    attempts: int = 0
 
 
 class SqliteOutbox:
@@ -53,18 +44,25 @@ class SqliteOutbox:
         self._max_batch_bytes = max_batch_bytes
 
     async def claim(self, environments: Collection[str], max_entries: int) -> bool:
-        """Move up to ``max_entries`` buffered counts (oldest hours first) per environment,
-        and their registrations, into new batches. True when an environment had more than
-        that: a backlog is left in the buffer."""
+        """Move up to ``max_entries`` buffered entries (oldest hours first) per environment,
+        registrations included, into new batches. True when an environment had more: a
+        backlog is left in the buffer."""
         backlog = False
         async with self._db.transaction() as tx:
             for environment in sorted(environments):
-                claimed = await self._claim_environment(tx, environment, max_entries)
-                backlog = backlog or claimed >= max_entries
+                left = await self._claim_environment(tx, environment, max_entries)
+                backlog = backlog or left
         return backlog
 
-    async def _claim_environment(self, tx: Transaction, environment: str, max_entries: int) -> int:
-        """Returns how many counts were claimed."""
+    async def _claim_environment(self, tx: Transaction, environment: str, budget: int) -> bool:
+        """Returns whether anything was left for a later claim. A key whose sum needs more
+        entries than the budget leaves with part of its counts; the rest stays buffered."""
+        registrations = await tx.fetch_all(
+            "SELECT app_name, instance_id, connect_via, sdk_version, strategies, interval,"
+            " started, first_seen FROM registrations WHERE environment = ?"
+            " ORDER BY app_name, instance_id LIMIT ?",
+            (environment, budget),
+        )
         rows = await tx.fetch_all(
             "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
             " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
@@ -72,48 +70,71 @@ class SqliteOutbox:
             "  AND v.environment = m.environment AND v.hour = m.hour) AS variants"
             " FROM metrics m WHERE m.environment = ?"
             " ORDER BY m.hour, m.app_name, m.feature_name LIMIT ?",
-            (environment, max_entries),
-        )
-        registrations = await tx.fetch_all(
-            "SELECT app_name, instance_id, connect_via, sdk_version, strategies, interval,"
-            " started, first_seen FROM registrations WHERE environment = ?",
-            (environment,),
+            (environment, max(0, budget - len(registrations))),
         )
         if not rows and not registrations:
-            return 0
-        metrics = [_metric(environment, row) for row in rows]
-        applications = [_application(environment, row) for row in registrations]
-        now = time.time()
-        batches = [
-            (environment, str(uuid.uuid4()), payload, entries, now)
-            for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
-        ]
-        await tx.executemany(
-            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            batches,
-        )
-        keys = [(row["feature_name"], row["app_name"], environment, row["hour"]) for row in rows]
+            return False
+        left = len(registrations) + len(rows) >= budget
+        metrics: list[Entry] = []
+        claimed: list[tuple[str, str, str, int]] = []
+        rest: batching.Piece = _NOTHING
+        for row in rows:
+            room = budget - len(registrations) - len(metrics)
+            if room <= 0:  # keys split into several entries have used the budget up
+                left = True
+                break
+            key = (row["feature_name"], row["app_name"], environment, row["hour"])
+            variants = json.loads(row["variants"]) if row["variants"] else {}
+            parts, rest = batching.pieces(row["yes"], row["no"], variants, room)
+            metrics += [_metric(key, piece) for piece in parts]
+            claimed.append(key)
+            if rest != _NOTHING:
+                left = True
+                break
         for table in ("metrics", "metric_variants"):
             await tx.executemany(
                 f"DELETE FROM {table} WHERE feature_name = ? AND app_name = ?"
                 " AND environment = ? AND hour = ?",
-                keys,
+                claimed,
             )
-        await tx.execute("DELETE FROM registrations WHERE environment = ?", (environment,))
-        return len(rows)
+        if rest != _NOTHING:
+            await _leave(tx, claimed[-1], rest)
+        applications = [_application(environment, row) for row in registrations]
+        now = time.time()
+        await tx.executemany(
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (environment, str(uuid.uuid4()), payload, entries, now)
+                for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
+            ],
+        )
+        await tx.executemany(
+            "DELETE FROM registrations WHERE environment = ? AND app_name = ? AND instance_id = ?",
+            [(environment, row["app_name"], row["instance_id"]) for row in registrations],
+        )
+        return left
 
     async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]:
+        """Batches waiting, those tried fewest times first (one that keeps failing waits
+        behind the others)."""
         if not environments:
             return []
         marks = ",".join("?" * len(environments))
         rows = await self._db.fetch_all(
-            "SELECT id, environment, idempotency_key, body, entries FROM outbox"
-            f" WHERE environment IN ({marks}) ORDER BY id LIMIT ?",
+            "SELECT id, environment, idempotency_key, body, entries, attempts FROM outbox"
+            f" WHERE environment IN ({marks}) ORDER BY attempts, id LIMIT ?",
             (*environments, limit),
         )
         return [
-            OutboxBatch(r["id"], r["environment"], r["idempotency_key"], r["body"], r["entries"])
+            OutboxBatch(
+                r["id"],
+                r["environment"],
+                r["idempotency_key"],
+                r["body"],
+                r["entries"],
+                r["attempts"],
+            )
             for r in rows
         ]
 
@@ -173,73 +194,36 @@ class SqliteOutbox:
         )
         return {row[0] for row in rows}
 
-    async def stats(self) -> BufferStats:
-        row = await self._db.fetch_one(
-            "SELECT (SELECT count(*) FROM metrics) AS entries,"
-            " (SELECT count(*) FROM registrations) AS registrations,"
-            " (SELECT count(*) FROM outbox) AS batches,"
-            " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
-            " (SELECT min(hour) FROM metrics) AS oldest"
-        )
-        assert row is not None  # an aggregate query always returns one row
-        return BufferStats(
-            row["entries"],
-            row["registrations"],
-            row["batches"],
-            row["outbox_entries"],
-            row["oldest"],
-            await self.file_bytes(),
-        )
 
-    async def file_bytes(self) -> int:
-        """Bytes of the database file in use (pages not on the free list): cheap to read, and
-        never below what ``used_bytes`` estimates, so it decides when that scan is needed."""
-        row = await self._db.fetch_one(
-            "SELECT (SELECT page_count FROM pragma_page_count())"
-            " - (SELECT freelist_count FROM pragma_freelist_count()),"
-            " (SELECT page_size FROM pragma_page_size())"
-        )
-        return int(row[0] * row[1]) if row is not None else 0
-
-    async def used_bytes(self) -> int:
-        """An estimate of the data held (keys, counts, batch bodies). Unlike the file's page
-        count, it shrinks as soon as rows are deleted, so eviction knows when to stop."""
-        row = await self._db.fetch_one(
-            "SELECT (SELECT total(length(feature_name) + length(app_name)"
-            "  + length(environment) + 24) FROM metrics)"
-            " + (SELECT total(length(feature_name) + length(app_name) + length(environment)"
-            "  + length(variant) + 24) FROM metric_variants)"
-            " + (SELECT total(length(app_name) + length(instance_id) + length(connect_via)"
-            "  + length(strategies) + 64) FROM registrations)"
-            " + (SELECT total(length(body)) FROM outbox)"
-        )
-        return int(row[0]) if row is not None else 0
-
-    async def evict_oldest(self) -> int:
-        """Drop the oldest data, returning the entries dropped: the first batch of the outbox
-        (cut before anything now in the buffer), else the buffer's oldest hour window."""
-        async with self._db.transaction() as tx:
-            batch = await tx.fetch_all(
-                "DELETE FROM outbox WHERE id = (SELECT min(id) FROM outbox) RETURNING entries"
-            )
-            if batch:
-                return int(batch[0][0])
-            [oldest] = await tx.fetch_all("SELECT min(hour) FROM metrics")
-            if oldest[0] is None:
-                return 0
-            await tx.execute("DELETE FROM metric_variants WHERE hour = ?", (oldest[0],))
-            return await tx.execute("DELETE FROM metrics WHERE hour = ?", (oldest[0],))
+_NOTHING: batching.Piece = (0, 0, {})
 
 
-def _metric(environment: str, row: Row) -> Entry:
+async def _leave(tx: Transaction, key: tuple[str, str, str, int], rest: batching.Piece) -> None:
+    """Put back what is left of a key claimed in part (its rows were just deleted)."""
+    yes, no, variants = rest
+    await tx.execute(
+        "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (*key, yes, no),
+    )
+    await tx.executemany(
+        "INSERT INTO metric_variants (feature_name, app_name, environment, hour, variant, count)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(*key, name, count) for name, count in variants.items()],
+    )
+
+
+def _metric(key: tuple[str, str, str, int], piece: batching.Piece) -> Entry:
+    feature, app, environment, hour = key
+    yes, no, variants = piece
     return {
-        "featureName": row["feature_name"],
-        "appName": row["app_name"],
+        "featureName": feature,
+        "appName": app,
         "environment": environment,
-        "timestamp": from_epoch(row["hour"]).isoformat().replace("+00:00", "Z"),
-        "yes": row["yes"],
-        "no": row["no"],
-        "variants": json.loads(row["variants"]) if row["variants"] else {},
+        "timestamp": from_epoch(hour).isoformat().replace("+00:00", "Z"),
+        "yes": yes,
+        "no": no,
+        "variants": variants,
     }
 
 

@@ -23,6 +23,8 @@ still drains the shards of the ones that are gone.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +33,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from relay.core import convert
-from relay.core.domain import IngestBatch
+from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.errors import InvalidInput, StorageError
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.metrics import MetricsStore
@@ -64,36 +66,38 @@ class ShardedBuffer:
         self._own = own
         self._leader = leader
 
-    async def write(self, batch: IngestBatch, idempotency_key: str | None) -> bool:
+    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
         store = self._own if idempotency_key is None else self._leader
         return await store.write(batch, idempotency_key)
 
 
 class ShardMerger:
-    def __init__(self, buffer_path: Path, into: MetricsStore, synchronous: str) -> None:
+    def __init__(
+        self, buffer_path: Path, into: MetricsStore, synchronous: str, wal_bytes: int | None
+    ) -> None:
         self._buffer_path = buffer_path
         self._into = into
         self._synchronous = synchronous
-
-    def _shards(self) -> list[Path]:
-        pattern = f"{self._buffer_path.stem}-*{self._buffer_path.suffix}"
-        return sorted(p for p in self._buffer_path.parent.glob(pattern) if _is_shard(p))
+        self._wal_bytes = wal_bytes
+        self._merging = asyncio.Lock()  # the flusher and the buffer monitor both merge
 
     async def merge(self) -> int:
         """Move every shard's counts and registrations into the leader's buffer; returns
         the entries moved. A shard that cannot be read is logged and left for next time."""
         moved = 0
-        for path in self._shards():
-            db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous)
-            try:
-                await db.open()
-                moved += await self._drain(SqliteOutbox(db, MERGE_BATCH_BYTES))
-            except StorageError as exc:
-                log.error(
-                    "cannot merge a buffer shard", extra={"path": str(path), "error": str(exc)}
-                )
-            finally:
-                await db.close()
+        async with self._merging:
+            for path in shard_files(self._buffer_path):
+                db = SqliteDatabase(path, BUFFER_SCHEMA, self._synchronous, self._wal_bytes)
+                try:
+                    await db.open()
+                    moved += await self._drain(SqliteOutbox(db, MERGE_BATCH_BYTES))
+                except StorageError as exc:
+                    log.error(
+                        "cannot merge a buffer shard",
+                        extra={"path": str(path), "error": str(exc)},
+                    )
+                finally:
+                    await db.close()
         MERGED.inc(moved)
         return moved
 
@@ -116,11 +120,23 @@ class ShardMerger:
             await shard.dead_letter(batch, None, f"unreadable buffer shard batch: {exc}")
             log.error("unreadable buffer shard batch: kept in dead_letters", exc_info=True)
             return 0
-        await self._into.write(conversion.batch, f"shard:{batch.idempotency_key}")
+        key = IdempotencyKey("shard", batch.idempotency_key, _fingerprint(batch.body))
+        await self._into.write(conversion.batch, key)
         await shard.ack(batch)
         return batch.entries
+
+
+def shard_files(buffer_path: Path) -> list[Path]:
+    """The other workers' files next to the leader's, including those of workers no longer
+    configured."""
+    pattern = f"{buffer_path.stem}-*{buffer_path.suffix}"
+    return sorted(p for p in buffer_path.parent.glob(pattern) if _is_shard(p))
 
 
 def _is_shard(path: Path) -> bool:
     """``buffer-3.db``, not ``buffer-3.db-wal`` or ``buffer-x.db``."""
     return path.stem.rpartition("-")[2].isdigit()
+
+
+def _fingerprint(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()

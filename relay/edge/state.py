@@ -6,6 +6,8 @@ from aiohttp import web
 
 from relay.edge.flag_cache import FlagCache
 from relay.edge.upstream import UpstreamClient
+from relay.store.edge_reports import EdgeReportStore
 
 UPSTREAM = web.AppKey("upstream", UpstreamClient)
 FLAG_CACHE = web.AppKey("flag_cache", FlagCache)
+EDGE_REPORTS = web.AppKey("edge_reports", EdgeReportStore)

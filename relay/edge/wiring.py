@@ -17,6 +17,7 @@ from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
 from relay.core.domain import Hop
+from relay.core.errors import StorageError
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import flag_api, passthrough
@@ -26,28 +27,34 @@ from relay.edge.flag_store import FlagStore
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
+from relay.edge.reporter import ROUTES as reporter_routes
+from relay.edge.reporter import Reporter
+from relay.edge.reserve import Reserve, make_room
+from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.state import FLAG_CACHE, UPSTREAM
+from relay.edge.space import BufferSpace, reserve_bytes
+from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
+from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
-from relay.wire.common import KeyType
+from relay.wire.common import MAX_NAME, KeyType
 
 log = logging.getLogger(__name__)
 
 PRUNE_INTERVAL = 3600.0
+INSTANCE_ID = "instance-id"
 MONITOR_INTERVAL = 2.0
 
 
 async def initialise(settings: Settings) -> None:
     """Each worker's buffer file migrated, and the instance id kept, once before several
     workers start."""
+    await _check_buffers(settings, ran_before=_ran_before(settings))
     for worker in range(settings.workers):
-        buffer = SqliteDatabase(
-            shard_path(settings.buffer_path, worker), BUFFER_SCHEMA, settings.sqlite_synchronous
-        )
+        buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
         await buffer.open()
         await buffer.close()
     if settings.instance_id is None:
@@ -63,13 +70,26 @@ def build(settings: Settings, worker: int) -> web.Application:
     app = new_application(settings)
     leader = worker == 0
 
-    def buffer_in(path: Path) -> tuple[SqliteDatabase, MetricsStore]:
-        db = SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous)
-        return db, MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
-
     # the leader's file: the flusher's, and where requests with an Idempotency-Key go
-    db, buffer = buffer_in(settings.buffer_path)
-    own_db, own = (db, buffer) if leader else buffer_in(shard_path(settings.buffer_path, worker))
+    db = _buffer_file(settings, settings.buffer_path)
+    wal_bytes = reserve_bytes(settings.buffer_max_bytes)
+    reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
+    monitor = BufferMonitor(
+        db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve
+    )
+
+    def store_in(file: SqliteDatabase, own_writes: bool) -> MetricsStore:
+        return MetricsStore(
+            file,
+            settings.commit_max_requests,
+            settings.idempotency_ttl,
+            touched=True,
+            on_write=monitor.written if own_writes else None,
+        )
+
+    buffer = store_in(db, leader)
+    own_db = db if leader else _buffer_file(settings, shard_path(settings.buffer_path, worker))
+    own = buffer if leader else store_in(own_db, False)
     opened = [(own_db, own)] if leader else [(own_db, own), (db, buffer)]
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
@@ -77,11 +97,18 @@ def build(settings: Settings, worker: int) -> web.Application:
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, KeyType.CLIENT) for key in settings.upstream_tokens)
     }
-    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous)
+    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bytes)
     flusher = Flusher(
-        outbox, upstream, keys, settings.flush_interval, settings.backoff_max, shards.merge
+        outbox,
+        upstream,
+        keys,
+        settings.flush_interval,
+        settings.backoff_max,
+        shards.merge,
+        lambda: make_room(reserve, db),
+        BufferSpace(db),
     )
-    monitor = BufferMonitor(outbox, settings.buffer_max_bytes)
+    ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
     resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
@@ -101,16 +128,25 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
+    app[EDGE_REPORTS] = EdgeReportStore(db)
+    reporter = Reporter(hop, upstream, keys, db, flusher, settings.report_interval)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
+            if settings.workers == 1:  # else done once by ``initialise``
+                await _check_buffers(settings, ran_before)
             for database, store in opened:
                 await database.open()
                 store.start()
             await upstream.open()
             if leader:
-                await monitor.check()
+                await _first_check(monitor)
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
+                if not keys:
+                    log.warning(
+                        "no upstream keys: counts stay buffered until RELAY_UPSTREAM_TOKENS"
+                        " has a client key per environment"
+                    )
             log.info(
                 "relay started",
                 extra={
@@ -148,19 +184,58 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(tick, flags.tick, "flag-cache"))
     if leader:
         app.cleanup_ctx.append(flushing)
-        app.cleanup_ctx.append(every(MONITOR_INTERVAL, monitor.check, "buffer-monitor"))
+        app.cleanup_ctx.append(
+            every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)
+        )
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, flags.prune, "prune-flags"))
-    routes = [*client.ROUTES, *flag_api.ROUTES, *passthrough.ROUTES, *validate.ROUTES]
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, monitor.prune, "prune-dead-letters"))
+        app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
+    routes = [
+        *client.ROUTES,
+        *flag_api.ROUTES,
+        *reporter_routes,
+        *passthrough.ROUTES,
+        *validate.ROUTES,
+    ]
     serve_routes(app, routes)
     return app
 
 
+async def _check_buffers(settings: Settings, ran_before: bool) -> None:
+    wal = reserve_bytes(settings.buffer_max_bytes)
+    await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+
+
+def _ran_before(settings: Settings) -> bool:
+    """A relay ran in the data directory before: the instance id it generated is there."""
+    return settings.instance_id is None and (settings.data_dir / INSTANCE_ID).is_file()
+
+
+def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
+    wal = reserve_bytes(settings.buffer_max_bytes)
+    return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
+
+
+async def _first_check(monitor: BufferMonitor) -> None:
+    """Bound the buffer and publish its gauges before serving; a full disk must not stop the
+    relay from starting (it answers 503 to writes and drains what it holds)."""
+    try:
+        await monitor.check()
+    except StorageError as exc:
+        log.warning("cannot check the buffer at start-up", extra={"error": str(exc)})
+
+
 def instance_id(data_dir: Path) -> str:
-    """Generated on first start and kept, so a restarted relay keeps its identity upstream."""
-    path = data_dir / "instance-id"
+    """Generated on first start and kept, so a restarted relay keeps its identity upstream.
+    A file that does not hold a valid name (empty, too long: the upstream would refuse every
+    registration carrying it in connectVia) is replaced, with an error logged."""
+    path = data_dir / INSTANCE_ID
     if path.is_file():
-        return path.read_text().strip()
+        kept = path.read_text(errors="replace").strip()
+        if 0 < len(kept) <= MAX_NAME and "\x00" not in kept:
+            return kept
+        log.error("instance-id file is not a valid id: a new one is generated")
     data_dir.mkdir(parents=True, exist_ok=True)
     value = f"relay-{uuid.uuid4()}"
     path.write_text(value + "\n")

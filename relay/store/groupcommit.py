@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from relay.core.errors import StorageError
+from relay.core.errors import DataRefused, StorageError, Unstorable
+
+log = logging.getLogger(__name__)
 
 Conn = TypeVar("Conn")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-Work = Callable[[Conn], Awaitable[Sequence[Result]]]
+Work = Callable[[Conn], Awaitable[Sequence[Result | BaseException]]]
 Plan = Callable[[Sequence[Item]], Work[Conn, Result]]
-Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result]]]
+Run = Callable[[Work[Conn, Result]], Awaitable[Sequence[Result | BaseException]]]
 
 
 class GroupCommitter(Generic[Conn, Item, Result]):
@@ -30,7 +33,7 @@ class GroupCommitter(Generic[Conn, Item, Result]):
     database (merging, building rows) is done there, so the write lock, which other worker
     processes wait for, is held for the statements only. ``run`` runs that work in one
     transaction (any backend: it commits when the work returns and rolls back when it
-    raises)."""
+    raises). The work returns each item's result, or the exception its waiter gets."""
 
     def __init__(
         self, run: Run[Conn, Result], plan: Plan[Item, Conn, Result], max_items: int
@@ -75,15 +78,32 @@ class GroupCommitter(Generic[Conn, Item, Result]):
                     self._queue.task_done()
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        """A group whose data the database refuses is committed again in halves, down to
+        the one item at fault: one request's data never fails the requests it shared a
+        transaction with."""
         try:
             results = await self._run_in_transaction(self._plan([item for item, _ in group]))
+        except DataRefused as exc:
+            if len(group) > 1:
+                await self._commit(group[: len(group) // 2])
+                await self._commit(group[len(group) // 2 :])
+                return
+            log.error("the database refused a request's data", extra={"error": str(exc)})
+            [(_, future)] = group
+            if not future.done():
+                future.set_exception(Unstorable("This request's data cannot be stored"))
+            return
         except Exception as exc:  # every waiter learns of the failure; the writer lives on
             for _, future in group:
                 if not future.done():
                     future.set_exception(exc)
             return
         for (_, future), result in zip(group, results, strict=True):
-            if not future.done():
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
                 future.set_result(result)
 
 

@@ -4,11 +4,8 @@ central service reads of them is ``relay.central.usage``.
 
 Each ``write`` is one request's aggregated batch. Requests that arrive together share one
 transaction: their batches are summed in memory first, so a hot key costs one upsert per
-commit rather than one per request. An ``Idempotency-Key`` seen within the TTL makes a
-request a replay: answered as accepted, applied zero times. Keys are claimed with one
-``INSERT ... ON CONFLICT ... RETURNING`` in the same transaction as the counts, so on
-PostgreSQL a replay sent to another instance is caught too: the second claim waits for the
-first transaction and then finds the key taken.
+commit rather than one per request. Idempotency keys are claimed in that transaction
+(``relay.store.idempotency``).
 
 Several instances upsert into one PostgreSQL database at once, so every multi-row write
 touches its rows in sorted key order: two transactions then lock shared rows in the same
@@ -22,14 +19,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from relay.core.domain import IngestBatch, epoch
+from relay.core.domain import IdempotencyKey, IngestBatch, epoch
+from relay.store import idempotency
 from relay.store.groupcommit import GroupCommitter
 from relay.store.sql import Database, Transaction, upsert
 
 
 class IngestItem(NamedTuple):
     batch: IngestBatch
-    idempotency_key: str | None
+    idempotency_key: IdempotencyKey | None
 
 
 class MetricsStore:
@@ -39,11 +37,20 @@ class MetricsStore:
         max_group: int,
         idempotency_ttl: float,
         clock: Callable[[], float] = time.time,
+        *,
+        touched: bool = False,
+        on_write: Callable[[int], object] | None = None,
     ) -> None:
-        """``clock`` is the time idempotency keys are seen and expire by (tests move it)."""
+        """``clock`` is the time idempotency keys are seen and expire by (tests move it).
+        ``touched``: keep when each count was written (the relay's buffer, whose eviction
+        keeps the newest; a trigger of the buffer's schema refreshes it on updates).
+        ``on_write`` hears of the bytes each group is about to write (an estimate, like
+        ``relay.edge.space``'s), before its commit."""
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
+        self._touched = touched
+        self._on_write = on_write
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -54,71 +61,50 @@ class MetricsStore:
     async def stop(self) -> None:
         await self._committer.stop()
 
-    async def write(self, batch: IngestBatch, idempotency_key: str | None) -> bool:
-        """Durably add a batch; False when the idempotency key marks it as a replay."""
+    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
+        """Durably add a batch; False when the idempotency key marks it as a replay.
+        Raises ``KeyReused`` for a key its caller used for a different request."""
         if batch.is_empty() and idempotency_key is None:
             return True
         return await self._committer.submit(IngestItem(batch, idempotency_key))
 
-    def _plan(self, items: Sequence[IngestItem]) -> Callable[[Transaction], Awaitable[list[bool]]]:
+    def _plan(
+        self, items: Sequence[IngestItem]
+    ) -> Callable[[Transaction], Awaitable[list[idempotency.Outcome]]]:
         """Merge the group and build its rows now, on the event loop, assuming its idempotency
         keys are all fresh, as they nearly always are; the transaction only claims the keys
-        and writes, and merges again should a claim find a replay."""
-        keys = sorted({i.idempotency_key for i in items if i.idempotency_key is not None})
-        planned = _Planned.of(items, set(keys))
+        and writes, and merges again should a claim find a key taken."""
+        keys = [i.idempotency_key for i in items if i.idempotency_key is not None]
+        touched = time.time() if self._touched else None
+        planned = _Planned.of(items, {}, touched)
+        if self._on_write is not None:
+            self._on_write(planned.size)
 
-        async def work(tx: Transaction) -> list[bool]:
+        async def work(tx: Transaction) -> list[idempotency.Outcome]:
             now = self._clock()
-            fresh = await _claim_keys(tx, keys, now, now - self._ttl)
-            plan = planned if len(fresh) == len(keys) else _Planned.of(items, fresh)
+            taken = await idempotency.claim(tx, keys, now, now - self._ttl)
+            plan = _Planned.of(items, taken, touched) if taken else planned
             await plan.write(tx)
-            return plan.applied
+            return plan.outcomes
 
         return work
 
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
-            return await tx.execute(
-                "DELETE FROM idempotency_keys WHERE seen_at < ?", (self._clock() - self._ttl,)
-            )
+            return await idempotency.prune(tx, self._clock() - self._ttl)
 
 
-def merge_group(items: Sequence[IngestItem], fresh: set[str]) -> tuple[IngestBatch, list[bool]]:
-    """Sum a group's batches; ``fresh`` are the idempotency keys this transaction claimed.
-
-    An item whose key was not claimed is a replay (False); so is a second item with the
-    same key in one group. Pure, so both backends and the tests share it."""
-    unused = set(fresh)
+def merge_group(
+    items: Sequence[IngestItem], taken: dict[str, str | None]
+) -> tuple[IngestBatch, list[idempotency.Outcome]]:
+    """Sum the batches of a group's requests that apply, given the idempotency keys already
+    ``taken``. Pure, so both backends and the tests share it."""
+    outcomes = idempotency.outcomes([item.idempotency_key for item in items], taken)
     merged = IngestBatch()
-    applied: list[bool] = []
-    for item in items:
-        key = item.idempotency_key
-        if key is not None:
-            if key not in unused:
-                applied.append(False)
-                continue
-            unused.discard(key)
-        merged.merge(item.batch)
-        applied.append(True)
-    return merged, applied
-
-
-async def _claim_keys(tx: Transaction, keys: list[str], now: float, cutoff: float) -> set[str]:
-    """Record ``keys`` as seen now; returns those that were new or had expired.
-
-    A key seen within the TTL is left alone and not returned: that is a replay. The insert
-    waits on a concurrent transaction holding the same key, so across PostgreSQL instances
-    exactly one claim wins."""
-    if not keys:
-        return set()
-    rows = await tx.fetch_all(
-        "INSERT INTO idempotency_keys (key, seen_at) VALUES "
-        + ", ".join("(?, ?)" for _ in keys)
-        + " ON CONFLICT (key) DO UPDATE SET seen_at = excluded.seen_at"
-        " WHERE idempotency_keys.seen_at < ? RETURNING key",
-        [*(value for key in keys for value in (key, now)), cutoff],
-    )
-    return {row[0] for row in rows}
+    for item, outcome in zip(items, outcomes, strict=True):
+        if outcome is True:
+            merged.merge(item.batch)
+    return merged, outcomes
 
 
 class _Planned(NamedTuple):
@@ -127,31 +113,52 @@ class _Planned(NamedTuple):
     metrics: list[tuple[Any, ...]]
     variants: list[tuple[Any, ...]]
     registrations: list[tuple[Any, ...]]
-    applied: list[bool]
+    outcomes: list[idempotency.Outcome]
+    touched: bool
 
     @classmethod
-    def of(cls, items: Sequence[IngestItem], fresh: set[str]) -> _Planned:
-        batch, applied = merge_group(items, fresh)
+    def of(
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], touched: float | None
+    ) -> _Planned:
+        batch, outcomes = merge_group(items, taken)
         counts = sorted(
             ((k.feature_name, k.app_name, k.environment, k.hour), c)
             for k, c in batch.counts.items()
         )
+        when = () if touched is None else (touched,)
+        variants = sorted(
+            (*key, name, count) for key, c in counts for name, count in c.variants.items()
+        )
+        registrations = list(_registration_rows(batch))
         return cls(
-            metrics=[(*key, c.yes, c.no) for key, c in counts],
-            variants=sorted(
-                (*key, name, count) for key, c in counts for name, count in c.variants.items()
-            ),
-            registrations=list(_registration_rows(batch)),
-            applied=applied,
+            metrics=[(*key, c.yes, c.no, *when) for key, c in counts],
+            variants=variants,
+            registrations=registrations,
+            outcomes=outcomes,
+            touched=touched is not None,
+        )
+
+    @property
+    def size(self) -> int:
+        """An estimate of the bytes this writes, as ``relay.edge.space`` estimates data."""
+        return (
+            sum(len(m[0]) + len(m[1]) + len(m[2]) + ROW_BYTES for m in self.metrics)
+            + sum(len(v[0]) + len(v[1]) + len(v[2]) + len(v[4]) + ROW_BYTES for v in self.variants)
+            + sum(
+                len(r[0]) + len(r[2]) + len(r[3]) + len(r[5]) + REGISTRATION_BYTES
+                for r in self.registrations
+            )
         )
 
     async def write(self, tx: Transaction) -> None:
         """Add the counts and store the registrations."""
+        touched = ", touched" if self.touched else ""
         await upsert(
             tx,
-            "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)",
-            "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
-            " SET yes = metrics.yes + excluded.yes, no = metrics.no + excluded.no",
+            f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{touched})",
+            "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE SET"
+            f" yes = {_sum('metrics.yes', 'excluded.yes')},"
+            f" no = {_sum('metrics.no', 'excluded.no')}",
             self.metrics,
         )
         await upsert(
@@ -159,7 +166,7 @@ class _Planned(NamedTuple):
             "INSERT INTO metric_variants"
             " (feature_name, app_name, environment, hour, variant, count)",
             "ON CONFLICT (feature_name, app_name, environment, hour, variant) DO UPDATE"
-            " SET count = metric_variants.count + excluded.count",
+            f" SET count = {_sum('metric_variants.count', 'excluded.count')}",
             self.variants,
         )
         await upsert(
@@ -173,6 +180,21 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+
+
+MAX_TOTAL = 2**63 - 1
+# What a row costs beyond its names, in the estimates of the data held (``relay.edge.space``)
+ROW_BYTES = 24
+REGISTRATION_BYTES = 64
+
+
+def _sum(stored: str, added: str) -> str:
+    """``stored + added``, staying at ``MAX_TOTAL`` rather than overflowing: PostgreSQL
+    refuses a BIGINT overflow and SQLite turns the sum into a float. That total is 2^32
+    times the largest count one entry may carry."""
+    return (
+        f"CASE WHEN {added} > {MAX_TOTAL} - {stored} THEN {MAX_TOTAL} ELSE {stored} + {added} END"
+    )
 
 
 def _registration_rows(batch: IngestBatch) -> Iterable[tuple[Any, ...]]:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from relay.core.errors import StorageError
+from relay.core.errors import DataRefused, StorageError
 from relay.store.sql import T, Transaction, migration_scripts
 
 log = logging.getLogger(__name__)
@@ -65,12 +65,28 @@ def _rows_affected(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
+# SQLSTATE classes of errors caused by the data written: data exception (a value out of
+# range), integrity constraint, program limit exceeded (an index row too large).
+_DATA_CLASSES = ("22", "23", "54")
+
+
 @contextlib.contextmanager
 def _mapped(action: str) -> Iterator[None]:
     try:
         yield
-    except _FAILURES as exc:
-        raise StorageError(f"{action}: {type(exc).__name__}: {exc}") from exc
+    except (*_FAILURES, OverflowError) as exc:
+        message = f"{action}: {type(exc).__name__}: {exc}"
+        if _refused_data(exc):
+            raise DataRefused(message) from exc
+        raise StorageError(message) from exc
+
+
+def _refused_data(exc: BaseException) -> bool:
+    """asyncpg reports a parameter it cannot encode (an integer past 64 bits) as a data
+    exception too."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return str(exc.sqlstate or "")[:2] in _DATA_CLASSES
+    return isinstance(exc, OverflowError)
 
 
 class PostgresTransaction:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from relay.core.errors import StorageError
+from relay.core.errors import DataRefused, DiskFull, StorageError
 from relay.store.sql import Transaction, migration_scripts
 
 T = TypeVar("T")
@@ -70,10 +70,19 @@ class _Hops:
 
 
 class SqliteDatabase:
-    def __init__(self, path: Path, migrations: Sequence[str], synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        path: Path,
+        migrations: Sequence[str],
+        synchronous: str = "FULL",
+        wal_bytes: int | None = None,
+    ) -> None:
+        """``wal_bytes``: checkpoint the WAL when it reaches about this size, and truncate
+        it back to it afterwards (default: SQLite's 1,000 pages, never truncated)."""
         self.path = path
         self._migrations = migrations
         self._synchronous = synchronous
+        self._wal_bytes = wal_bytes
         self._thread: ThreadPoolExecutor | None = None
         self._writer: sqlite3.Connection | None = None  # used on self._thread only
         self._turn: int | None = None  # fd of <file>-lock
@@ -116,11 +125,12 @@ class SqliteDatabase:
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA journal_mode=WAL")
+            if self._wal_bytes is not None:
+                page = conn.execute("PRAGMA page_size").fetchone()[0]
+                conn.execute(f"PRAGMA journal_size_limit = {int(self._wal_bytes)}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, self._wal_bytes // page)}")
             self._migrate(conn)
-            # SQLite opens a file it cannot write read-only without a word; a service that
-            # would then refuse every write must rather not start.
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            conn.execute(f"PRAGMA user_version = {int(version)}")
+            _check_writable(conn)
         except BaseException:
             conn.close()
             raise
@@ -150,6 +160,22 @@ class SqliteDatabase:
                 conn.execute("ROLLBACK")
                 raise
 
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it (to ``wal_bytes``), between two
+        write transactions."""
+        async with self._write_lock:
+            await self.on_writer(self._truncate_wal)
+
+    def _truncate_wal(self, conn: sqlite3.Connection) -> None:
+        assert self._turn is not None
+        fcntl.flock(self._turn, fcntl.LOCK_EX)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from exc
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+
     async def on_writer(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job`` with the write connection on its thread (inside a transaction() block)."""
         writer = self._writer
@@ -167,8 +193,8 @@ class SqliteDatabase:
         async with self._write_lock:
             try:
                 return await self.on_writer(partial(self._whole, work))
-            except sqlite3.Error as exc:
-                raise StorageError(str(exc)) from exc
+            except (sqlite3.Error, OverflowError) as exc:
+                raise _storage_error(exc) from exc
 
     def _whole(self, work: Callable[[Transaction], Awaitable[T]], conn: sqlite3.Connection) -> T:
         self._begin(conn)
@@ -219,8 +245,8 @@ class SqliteDatabase:
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error, StorageError):
                     await asyncio.shield(self.on_writer(partial(self._end, how="ROLLBACK")))
-                if isinstance(exc, sqlite3.Error):
-                    raise StorageError(str(exc)) from exc
+                if isinstance(exc, sqlite3.Error | OverflowError):
+                    raise _storage_error(exc) from exc
                 raise
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -242,6 +268,31 @@ class SqliteDatabase:
 
 
 BUSY_TIMEOUT_MS = 5000
+
+
+SQLITE_FULL = 13
+
+
+def _storage_error(exc: sqlite3.Error | OverflowError) -> StorageError:
+    """Values SQLite cannot hold (an integer past 64 bits, a constraint) are the data's
+    fault; anything else (full, read-only, locked, corrupt) the database's."""
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError | OverflowError):
+        return DataRefused(str(exc))
+    if getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL:
+        return DiskFull(str(exc))
+    return StorageError(str(exc))
+
+
+def _check_writable(conn: sqlite3.Connection) -> None:
+    """SQLite opens a file it cannot write read-only without a word; a service that would
+    then refuse every write must rather not start. A full disk is writable: the service
+    starts, answers 503 to writes until there is room, and drains what it holds."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    try:
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode != SQLITE_FULL:
+            raise
 
 
 def _drive(awaitable: Awaitable[T]) -> T:

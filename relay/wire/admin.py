@@ -62,15 +62,27 @@ class CreateApiKey(Strict):
 
 
 class ApiKeyOut(BaseModel):
+    """Unleash's ``apiTokenSchema``. ``secret`` is the whole key only in the answer that
+    created it; listed keys show it redacted (``project:environment.****``): only hashes
+    are stored. ``id`` names the key to revoke; ``seenAt`` is its last use."""
+
     model_config = ConfigDict(title="apiTokenSchema")
 
-    secret: str | None = None
+    id: str
+    secret: str
     tokenName: str | None = None
     type: KeyType
     environment: str
     projects: list[str]
     project: str
     createdAt: datetime
+    seenAt: datetime | None = None
+
+
+class ApiKeysOut(BaseModel):
+    model_config = ConfigDict(title="apiTokensSchema")
+
+    tokens: list[ApiKeyOut]
 
 
 class ProjectEnvironmentOut(BaseModel):

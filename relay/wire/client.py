@@ -13,6 +13,7 @@ from relay.wire.common import (
     MAX_METRICS,
     MAX_VARIANTS,
     Count,
+    KeyName,
     Name,
     RawTimestamp,
     Text,
@@ -20,7 +21,7 @@ from relay.wire.common import (
     Wire,
 )
 
-Variants = Annotated[dict[Name, Count], Field(max_length=MAX_VARIANTS)]
+Variants = Annotated[dict[KeyName, Count], Field(max_length=MAX_VARIANTS)]
 
 
 class ConnectVia(Wire):
@@ -31,9 +32,9 @@ class ConnectVia(Wire):
 class ClientMetricsEnv(Wire):
     """Element of ``metrics``: counts for one feature in one app and environment."""
 
-    featureName: Name
-    appName: Name
-    environment: Name
+    featureName: KeyName
+    appName: KeyName
+    environment: KeyName
     timestamp: RawTimestamp | None = None
     yes: Count = 0
     no: Count = 0
@@ -52,7 +53,7 @@ class ToggleCounts(Wire):
 class MetricsBucket(Wire):
     start: Timestamp | None = None
     stop: Timestamp | None = None
-    toggles: Annotated[dict[Name, ToggleCounts], Field(max_length=MAX_METRICS)] = {}
+    toggles: Annotated[dict[KeyName, ToggleCounts], Field(max_length=MAX_METRICS)] = {}
 
 
 ImpactMetrics = Annotated[
@@ -70,7 +71,7 @@ class ClientMetrics(Wire):
 
     model_config = ConfigDict(title="clientMetricsSchema")
 
-    appName: Name
+    appName: KeyName
     instanceId: Text = "default"
     bucket: MetricsBucket | None = None
     impactMetrics: ImpactMetrics = None
@@ -84,8 +85,8 @@ class ClientRegistration(Wire):
 
     model_config = ConfigDict(title="clientApplicationSchema")
 
-    appName: Name
-    instanceId: Name = "default"
+    appName: KeyName
+    instanceId: KeyName = "default"
     connectVia: Annotated[list[ConnectVia], Field(max_length=MAX_LIST)] = []
     interval: Annotated[float, Field(ge=0, le=10**12)] | None = None
     started: Timestamp | None = None
@@ -99,8 +100,8 @@ class ClientApplication(ClientRegistration):
 
     model_config = ConfigDict(title="bulkRegistrationSchema")
 
-    environment: Name
-    instanceId: Name
+    environment: KeyName
+    instanceId: KeyName
 
 
 class BulkMetrics(Wire):

@@ -21,6 +21,11 @@ from pydantic import (
 from pydantic_core import core_schema
 
 MAX_NAME = 255
+# Names that make up the key of a count or a registration (feature, app, environment,
+# instance, variant) must also fit this many bytes of UTF-8: a key of four such names then
+# fits PostgreSQL's index row limit (2,704 bytes), which four names of 255 four-byte
+# characters do not. Checked where the keys are built (``core.convert``), nearly free there.
+MAX_NAME_BYTES = 512
 MAX_COUNT = 2**31 - 1  # Unleash stores counts in 32-bit integer columns
 MAX_METRICS = 10_000
 MAX_APPLICATIONS = 1_000
@@ -31,6 +36,14 @@ MAX_LIST = 100
 # NUL characters are refused too (``api.body.read_json``): PostgreSQL text cannot hold
 # them. A `pattern` here would double the cost of validating a bulk body.
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+KeyName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME,
+        description=f"1 to {MAX_NAME} characters, at most {MAX_NAME_BYTES} bytes in UTF-8",
+    ),
+]
 Text = Annotated[str, Field(max_length=MAX_NAME)]
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 # RFC 3339 requires an offset; a timestamp without one is read as UTC (``core.domain.epoch``),

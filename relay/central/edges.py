@@ -1,0 +1,83 @@
+"""Connected relays: their reports (``POST /api/client/metrics/edge``, with the relay's
+upstream key, as Unleash Edge posts them) and the list of them
+(``GET /api/admin/metrics/edges``, the path and shape of Unleash Enterprise).
+
+Each relay's latest report is kept, under its ``identifier``, with the relay it came
+through; a relay with no report for ``STALE_AFTER`` report intervals is marked stale, and
+forgotten after ``KEEP``. The web page shows the same list (``relay.central.web``)."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from relay.api.body import read_json
+from relay.api.client import client_route
+from relay.central.admin import admin_route
+from relay.central.state import EDGES
+from relay.core.domain import from_epoch
+from relay.core.edges import STALE_AFTER, flatten
+from relay.store.edge_reports import EdgeReportStore, StoredReport
+from relay.wire.edges import REPORT_PATH, ConnectedEdge, ConnectedEdges, EdgeInstanceData
+
+REPORT_INTERVAL = 60.0
+"""Seconds between two reports of a relay (Unleash Edge's, and ours by default)."""
+KEEP = 7 * 24 * 3600.0
+"""Seconds a relay that stopped reporting stays listed (stale)."""
+
+
+async def report_edge(request: web.Request) -> web.Response:
+    body = await read_json(request, EdgeInstanceData)
+    now = time.time()
+    await request.app[EDGES].save(
+        [
+            StoredReport(e.identifier, e.app_name, e.via, now, e.report.model_dump_json())
+            for e in flatten(body)
+        ]
+    )
+    return web.Response(status=202)
+
+
+async def connected(store: EdgeReportStore, now: float | None = None) -> list[ConnectedEdge]:
+    """Every relay known from its reports, the latest first."""
+    now = time.time() if now is None else now
+    stale_before = now - STALE_AFTER * REPORT_INTERVAL
+    return [
+        ConnectedEdge.model_validate(
+            {
+                **EdgeInstanceData.model_validate_json(r.report).model_dump(),
+                "instanceId": r.identifier,
+                "reportedAt": from_epoch(r.reported_at),
+                "connectedVia": r.via,
+                "stale": r.reported_at < stale_before,
+            }
+        )
+        for r in await store.latest(now - KEEP)
+    ]
+
+
+async def forget_old(store: EdgeReportStore) -> None:
+    await store.prune(time.time() - KEEP)
+
+
+async def edges(request: web.Request) -> web.Response:
+    found = ConnectedEdges(await connected(request.app[EDGES]))
+    return web.Response(body=found.model_dump_json(), content_type="application/json")
+
+
+ROUTES = [
+    client_route(
+        REPORT_PATH,
+        report_edge,
+        "A relay's report about itself and the relays it serves (Unleash Edge's)",
+        EdgeInstanceData,
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/metrics/edges",
+        edges,
+        "Connected relays: the latest report of each",
+        ok=(200, ConnectedEdges),
+    ),
+]

@@ -1,0 +1,214 @@
+"""The web page's pages (GET): flags, a flag's usage, applications, connected relays,
+unknown flags, keys. Each reads through the services the admin API uses (``FlagService``,
+``UsageReader``, ``KeyService``, the relays' reports), never the database itself."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from aiohttp import web
+
+from relay.api.errors import NotFoundError
+from relay.central.edges import connected
+from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
+from relay.central.web.chart import Chart, stacked
+from relay.central.web.site import page, render
+from relay.core.domain import from_epoch, hour_start
+from relay.core.errors import NotFound
+from relay.wire.admin import RawMetric
+from relay.wire.common import MAX_NAME, KeyType
+
+PERIODS = {"1h": 1, "24h": 24, "48h": 48, "7d": 24 * 7}
+DEFAULT_PERIOD = "24h"
+MAX_ROWS = 10_000
+"""Rows of counts one usage page reads (the period's, in pages of the raw read)."""
+MAX_VARIANTS = 8
+"""Variants drawn apart in a chart; the others are summed as "other"."""
+
+
+@page
+async def flags(request: web.Request) -> web.Response:
+    """Every project's flags, each environment's state and usage; ``q`` filters by name."""
+    query = request.query.get("q", "").strip()[:MAX_NAME]
+    usage = await request.app[USAGE].summary()
+    projects = []
+    for project_id, project_name in await request.app[PROJECTS].all():
+        found = await request.app[FLAGS].of_project(project_id)
+        shown = [f for f in found if query.lower() in f.name.lower()]
+        environments = [e.name for e in found[0].environments] if found else []
+        rows = []
+        for flag in shown:
+            seen = [usage[(flag.name, e)] for e in environments if (flag.name, e) in usage]
+            last = max((u.last_seen for u in seen if u.last_seen), default=None)
+            states = {e.name: e.enabled for e in flag.environments}
+            rows.append((flag, states, last))
+        projects.append((project_id, project_name, environments, rows, len(found)))
+    return render(request, "flags.html", projects=projects, usage=usage, query=query)
+
+
+@dataclass
+class Selection:
+    """What a usage page shows: the rows of the chosen environment and application."""
+
+    rows: list[RawMetric]
+    yes: int = 0
+    no: int = 0
+    by_place: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+
+@page
+async def flag(request: web.Request) -> web.Response:
+    """A flag's exposure: yes/no per hour over a period, per environment and application,
+    variants stacked when there are any; totals and every row under the charts. Names that
+    no flag has (unknown flags) have their counts shown all the same."""
+    name = request.match_info["name"]
+    if len(name) > MAX_NAME or "\x00" in name:
+        raise NotFoundError("No such flag")
+    period = request.query.get("period", DEFAULT_PERIOD)
+    if period not in PERIODS:
+        period = DEFAULT_PERIOD
+    environment = request.query.get("environment", "")
+    app_name = request.query.get("app", "")
+    try:
+        project = await request.app[FLAGS].project_of(name)
+        record = await request.app[FLAGS].get(project, name)
+    except NotFound:
+        record = None
+    now = datetime.now(UTC)
+    since = hour_start(now - timedelta(hours=PERIODS[period] - 1))
+    rows = await _rows(request, name, since)
+    environments = sorted({r.environment for r in rows} | _environments_of(record))
+    apps = sorted({r.appName for r in rows})
+    chosen = [
+        r
+        for r in rows
+        if (not environment or r.environment == environment)
+        and (not app_name or r.appName == app_name)
+    ]
+    hours = [from_epoch(h) for h in range(since, hour_start(now) + 1, 3600)]
+    charts, selection = _charts(name, hours, chosen)
+    return render(
+        request,
+        "flag.html",
+        name=name,
+        flag=record,
+        period=period,
+        periods=list(PERIODS),
+        environment=environment,
+        environments=environments,
+        app=app_name,
+        apps=apps,
+        charts=charts,
+        selection=selection,
+        truncated=len(rows) >= MAX_ROWS,
+    )
+
+
+def _environments_of(record: object) -> set[str]:
+    return {e.name for e in getattr(record, "environments", [])}
+
+
+async def _rows(request: web.Request, name: str, since: int) -> list[RawMetric]:
+    rows: list[RawMetric] = []
+    after = None
+    while len(rows) < MAX_ROWS:
+        page_rows = await request.app[USAGE].raw_metrics(name, since, after, 1000)
+        rows += page_rows
+        if len(page_rows) < 1000:
+            break
+        last = page_rows[-1]
+        after = (last.appName, last.environment, int(last.timestamp.timestamp()))
+    return rows[:MAX_ROWS]
+
+
+def _charts(
+    name: str, hours: list[datetime], rows: list[RawMetric]
+) -> tuple[list[Chart], Selection]:
+    index = {hour: i for i, hour in enumerate(hours)}
+    yes, no = [0] * len(hours), [0] * len(hours)
+    variants: dict[str, list[int]] = defaultdict(lambda: [0] * len(hours))
+    selection = Selection(
+        sorted(rows, key=lambda r: (r.timestamp, r.environment, r.appName), reverse=True)
+    )
+    for row in rows:
+        i = index.get(row.timestamp)
+        place = selection.by_place.setdefault((row.environment, row.appName), [0, 0])
+        place[0] += row.yes
+        place[1] += row.no
+        selection.yes += row.yes
+        selection.no += row.no
+        if i is None:
+            continue
+        yes[i] += row.yes
+        no[i] += row.no
+        for variant, count in row.variants.items():
+            variants[variant][i] += count
+    charts = [
+        stacked(
+            f"Exposure of {name}: yes and no per hour",
+            hours,
+            [("yes", "yes", yes), ("no", "no", no)],
+        )
+    ]
+    if variants:
+        ranked = sorted(variants, key=lambda v: (-sum(variants[v]), v))
+        series = [(f"v{n}", v, variants[v]) for n, v in enumerate(ranked[:MAX_VARIANTS])]
+        if len(ranked) > MAX_VARIANTS:
+            other = [sum(variants[v][i] for v in ranked[MAX_VARIANTS:]) for i in range(len(hours))]
+            series.append((f"v{MAX_VARIANTS}", "other", other))
+        charts.append(stacked(f"Variants of {name} per hour", hours, series))
+    return charts, selection
+
+
+@page
+async def applications(request: web.Request) -> web.Response:
+    """Registered applications: instances per environment, SDK, last seen, and the path
+    each came through (SDK, then the relays of its ``connectVia``, then here)."""
+    apps = await request.app[USAGE].applications()
+    return render(request, "applications.html", apps=apps)
+
+
+@page
+async def relays(request: web.Request) -> web.Response:
+    """Relays that reported (their latest report), and relays seen only in registrations'
+    ``connectVia`` (older relays, or an upstream that is a relay refusing reports)."""
+    reported = await connected(request.app[EDGES])
+    known = {e.instanceId for e in reported}
+    via: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for app in await request.app[USAGE].applications():
+        for instance in app.instances:
+            for hop in instance.connectVia:
+                via[(hop.appName, hop.instanceId)].add(app.appName)
+    unreported = sorted((hop, sorted(apps)) for hop, apps in via.items() if hop[1] not in known)
+    serving = {hop[1]: sorted(apps) for hop, apps in via.items()}
+    now = datetime.now(UTC)
+    return render(
+        request, "relays.html", reported=reported, unreported=unreported, serving=serving, now=now
+    )
+
+
+@page
+async def unknown(request: web.Request) -> web.Response:
+    return render(request, "unknown.html", flags=await request.app[FLAGS].unknown())
+
+
+async def keys_page(request: web.Request, status: int = 200, error: str = "") -> web.Response:
+    """The keys, and the form to make one (also the answer to a form with a mistake)."""
+    return render(
+        request,
+        "keys.html",
+        status,
+        keys=await request.app[KEYS].listed(),
+        types=[t.value for t in KeyType],
+        environments=await request.app[PROJECTS].environment_names(),
+        projects=await request.app[PROJECTS].all(),
+        error=error,
+        now=datetime.now(UTC),
+    )
+
+
+@page
+async def keys(request: web.Request) -> web.Response:
+    return await keys_page(request)

@@ -1,0 +1,40 @@
+"""The web page put on the central service's application: its state and its routes.
+
+Pages are not part of the API, so they are registered here rather than through the API's
+route table (``relay.api.routing``), and are absent from the OpenAPI document."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.api.routing import Handler
+from relay.central.web import actions, pages
+from relay.central.web.sessions import SessionStore
+from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
+from relay.settings import Settings
+from relay.store.sql import Database
+
+PAGES: list[tuple[str, str, Handler]] = [
+    ("GET", "/", pages.flags),
+    ("GET", "/flags/{name:[^/]+}", pages.flag),
+    ("POST", "/flags/{name:[^/]+}/environments/{environment:[^/]+}", actions.switch),
+    ("GET", "/applications", pages.applications),
+    ("GET", "/relays", pages.relays),
+    ("GET", "/unknown-flags", pages.unknown),
+    ("GET", "/keys", pages.keys),
+    ("POST", "/keys", actions.create_key),
+    ("POST", "/keys/{id:[^/]+}/revoke", actions.revoke_key),
+    ("GET", "/login", actions.sign_in_form),
+    ("POST", "/login", actions.sign_in),
+    ("POST", "/logout", actions.sign_out),
+    ("GET", "/static/{name}", static),
+]
+
+
+def add_web(app: web.Application, db: Database, settings: Settings) -> SessionStore:
+    """The session store is returned for the wiring's job that forgets expired sessions."""
+    sessions = app[SESSIONS] = SessionStore(db, settings.web_session_ttl)
+    app[SECURE_COOKIES] = settings.web_secure_cookies
+    for method, path, handler in PAGES:
+        app.router.add_route(method, path, handler)
+    return sessions

@@ -1,0 +1,86 @@
+"""Sessions of the web page: an admin key, posted once through the sign-in form, is
+exchanged for a random session id carried in a cookie.
+
+The id is 256 random bits, stored only as its SHA-256 hash (as keys are), in the central
+database, so a session works with every worker and every instance sharing that database.
+A session is found only while the admin key it was opened with exists: revoking the key
+ends its sessions (the key store also deletes them). Each has a CSRF token (a synchronizer
+token: every form carries it, every write checks it) and expires ``web_session_ttl``
+seconds after sign-in. The cookie is HttpOnly, SameSite=Strict, and Secure when the
+request came over TLS or ``web_secure_cookies`` says a proxy in front terminates it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from relay.core.keys import hash_key
+from relay.store.sql import Database
+
+COOKIE = "relay_session"
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    csrf: str
+    key_display: str
+    """The admin key as it may be shown: ``*:*.****``."""
+    expires_at: float
+
+
+class SessionStore:
+    def __init__(self, db: Database, ttl: float) -> None:
+        self._db = db
+        self._ttl = ttl
+
+    async def open(self, key_hash: str) -> str:
+        """A new session for the admin key with this hash; its id (for the cookie)."""
+        session_id = secrets.token_urlsafe(32)
+        now = time.time()
+        async with self._db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO web_sessions (session_hash, key_hash, csrf_token, created_at,"
+                " expires_at) VALUES (?, ?, ?, ?, ?)",
+                (hash_key(session_id), key_hash, secrets.token_urlsafe(32), now, now + self._ttl),
+            )
+        return session_id
+
+    async def find(self, session_id: str) -> Session | None:
+        if not session_id or len(session_id) > 100:
+            return None
+        row = await self._db.fetch_one(
+            "SELECT s.csrf_token, s.expires_at, t.display FROM web_sessions s"
+            " JOIN api_tokens t ON t.secret_hash = s.key_hash AND t.type = 'admin'"
+            " WHERE s.session_hash = ? AND s.expires_at > ?",
+            (hash_key(session_id), time.time()),
+        )
+        return None if row is None else Session(row[0], row[2], float(row[1]))
+
+    async def close(self, session_id: str) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute(
+                "DELETE FROM web_sessions WHERE session_hash = ?", (hash_key(session_id),)
+            )
+
+    async def prune(self) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM web_sessions WHERE expires_at <= ?", (time.time(),))
+
+    def set_cookie(self, response: web.StreamResponse, session_id: str, secure: bool) -> None:
+        response.set_cookie(
+            COOKIE,
+            session_id,
+            max_age=int(self._ttl),
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=secure,
+        )
+
+
+def clear_cookie(response: web.StreamResponse) -> None:
+    response.del_cookie(COOKIE, path="/")

@@ -1,0 +1,201 @@
+"""The relay reports itself upstream, about once a ``report_interval`` (60 s), at
+``POST {upstream}/api/client/metrics/edge`` with one of its upstream keys, as Unleash Edge
+does: who it is, its upstream latency, its buffer, outbox and dead letters, its last flush,
+and the latest reports of the relays downstream of it (``connectedEdges``), which it takes
+at the same path and keeps in its buffer file (``edge_reports``).
+
+An upstream that refuses the path (404 or 405: a real open-source Unleash has no such
+endpoint; 401/403) is logged once and asked again only every ``REFUSED_RETRY``; any other
+failure is retried at the next interval, logged at debug. Reports never touch the flush:
+they go through the pass-through's connections, not the flusher's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from importlib.metadata import version
+
+from aiohttp import web
+
+from relay.api.body import read_json
+from relay.api.client import client_route
+from relay.core.domain import Hop, from_epoch
+from relay.core.edges import STALE_AFTER, flatten
+from relay.edge.flusher import Flusher
+from relay.edge.space import BufferSpace
+from relay.edge.state import EDGE_REPORTS
+from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
+from relay.store.edge_reports import EdgeReportStore, StoredReport
+from relay.store.sqlite import SqliteDatabase
+from relay.wire.edges import (
+    MAX_REPORTED,
+    REPORT_PATH,
+    EdgeInstanceData,
+    LastFlush,
+    LatencyMetrics,
+    UpstreamLatency,
+)
+
+log = logging.getLogger(__name__)
+
+REFUSED_RETRY = 3600.0
+_LATENCY = {"features": "features", "metrics": "bulk", "edge": "edge_report"}
+"""``latencyUpstream`` field -> the operation ``UPSTREAM_LATENCY`` times."""
+
+Buckets = dict[str, tuple[float, float, list[tuple[float, float]]]]
+"""operation -> (count, sum, cumulative buckets (upper bound, count)) since the start."""
+
+
+class Reporter:
+    def __init__(
+        self,
+        hop: Hop,
+        upstream: UpstreamClient,
+        keys: Mapping[str, str],
+        buffer: SqliteDatabase,
+        flusher: Flusher,
+        interval: float,
+    ) -> None:
+        self._hop = hop
+        self._upstream = upstream
+        self._key = next((keys[env] for env in sorted(keys)), None)
+        self._space = BufferSpace(buffer)
+        self._downstream = EdgeReportStore(buffer)
+        self._flusher = flusher
+        self._interval = interval
+        self._started = datetime.now(UTC)
+        self._next = 0.0
+        self._refused = False
+        self._latency_before: Buckets = {}
+        self._latency_last: dict[str, LatencyMetrics] = {}
+
+    async def tick(self) -> None:
+        """One report, unless the upstream refused the path less than an hour ago."""
+        if self._key is None or time.monotonic() < self._next:
+            return
+        body = (await self.report()).model_dump_json(exclude_none=True).encode()
+        headers = {"Authorization": self._key, "Content-Type": "application/json"}
+        try:
+            answer = await self._upstream.forward("POST", REPORT_PATH, headers, body, "edge_report")
+        except UpstreamUnavailable as exc:
+            log.debug("relay report not sent", extra={"error": str(exc)})
+            return
+        if answer.status in (401, 403, 404, 405):
+            self._next = time.monotonic() + REFUSED_RETRY
+            if not self._refused:
+                log.warning(
+                    "the upstream does not take relay reports (an open-source Unleash has no"
+                    f" {REPORT_PATH}): asking again hourly; flushing is not affected",
+                    extra={"status": answer.status},
+                )
+            self._refused = True
+        elif answer.status < 300:
+            self._refused = False
+        else:
+            log.debug("relay report refused", extra={"status": answer.status})
+        await self._downstream.prune(time.time() - STALE_AFTER * self._interval)
+
+    async def report(self) -> EdgeInstanceData:
+        stats = await self._space.stats()
+        last = self._flusher.last_result
+        now = time.time()
+        return EdgeInstanceData(
+            identifier=self._hop.instance_id,
+            appName=self._hop.app_name,
+            edgeVersion=version("relay"),
+            started=self._started,
+            latencyUpstream=self._latency(),
+            connectedEdges=await self._connected(now),
+            bufferedEntries=stats.entries,
+            oldestBufferedAgeSeconds=(
+                0.0 if stats.oldest_hour is None else max(0.0, now - stats.oldest_hour)
+            ),
+            outboxBatches=stats.outbox_batches,
+            deadLetters=stats.dead_letter_entries,
+            lastFlush=(
+                None
+                if last is None
+                else LastFlush(
+                    at=from_epoch(last[0]), outcome=last[1].outcome.value, status=last[1].status
+                )
+            ),
+        )
+
+    async def _connected(self, now: float) -> list[EdgeInstanceData]:
+        """The latest report of each relay downstream, within what one report may carry."""
+        below: list[EdgeInstanceData] = []
+        carried = 1
+        for stored in await self._downstream.latest(now - STALE_AFTER * self._interval):
+            report = EdgeInstanceData.model_validate_json(stored.report)
+            size = len(flatten(report))
+            if len(below) == 100 or carried + size > MAX_REPORTED:
+                break
+            below.append(report)
+            carried += size
+        return below
+
+    def _latency(self) -> UpstreamLatency:
+        """Per kind of call, the calls made since the last report (or, if none, those of
+        the last report that had some): milliseconds on average and at the 99th percentile
+        (the upper bound of its histogram bucket)."""
+        now = _buckets()
+        fields: dict[str, LatencyMetrics] = {}
+        for name, operation in _LATENCY.items():
+            count, total, buckets = now.get(operation, (0.0, 0.0, []))
+            count0, total0, buckets0 = self._latency_before.get(operation, (0.0, 0.0, []))
+            calls = count - count0
+            if calls <= 0:  # none since the last report: the last figures known stand
+                if name in self._latency_last:
+                    fields[name] = self._latency_last[name]
+                continue
+            before = dict(buckets0)
+            p99 = next(
+                (le for le, n in buckets if n - before.get(le, 0.0) >= 0.99 * calls),
+                float("inf"),
+            )
+            fields[name] = LatencyMetrics(
+                avg=round((total - total0) / calls * 1000, 3),
+                count=calls,
+                p99=round(min(p99, 3600.0) * 1000, 3),
+            )
+        self._latency_before, self._latency_last = now, fields
+        return UpstreamLatency(**fields)
+
+
+def _buckets() -> Buckets:
+    """``UPSTREAM_LATENCY`` summed over outcomes, per operation, as of now."""
+    found: dict[str, tuple[float, float, dict[float, float]]] = {}
+    for family in UPSTREAM_LATENCY.collect():
+        for sample in family.samples:
+            operation = sample.labels["operation"]
+            count, total, buckets = found.get(operation, (0.0, 0.0, {}))
+            if sample.name.endswith("_count"):
+                count += sample.value
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+            elif sample.name.endswith("_bucket"):
+                le = float(sample.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+            found[operation] = (count, total, buckets)
+    return {op: (c, t, sorted(b.items())) for op, (c, t, b) in found.items()}
+
+
+async def report_edge(request: web.Request) -> web.Response:
+    """A downstream relay's report, kept (the latest per relay) to be passed on."""
+    body = await read_json(request, EdgeInstanceData)
+    stored = StoredReport(body.identifier, body.appName, None, time.time(), body.model_dump_json())
+    await request.app[EDGE_REPORTS].save([stored])
+    return web.Response(status=202)
+
+
+ROUTES = [
+    client_route(
+        REPORT_PATH,
+        report_edge,
+        "A downstream relay's report about itself, passed on in this relay's own",
+        EdgeInstanceData,
+    )
+]

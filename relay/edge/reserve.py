@@ -1,0 +1,87 @@
+"""Disk space set aside next to the buffer, handed back when the disk is full.
+
+A full disk does not stop reads, but a relay must also drain: and a WAL checkpoint, a claim
+and the acknowledgement of a sent batch all need a little room before they free any. Worse,
+in WAL mode the pages written since the last checkpoint sit in the WAL until a checkpoint
+copies them into the database file, which then grows: on a full disk no checkpoint
+completes, so every later write appends to the WAL, and nothing is ever freed. The reserve
+(``<data_dir>/buffer.reserve``, allocated, never sparse, as large as the WAL is allowed to
+grow) is the room that breaks this: when the flusher or the buffer monitor meets a full
+disk, it is deleted and the WAL checkpointed at once (``make_room``), before anything else
+writes; the drain then reuses the pages it frees. It is allocated again once the disk has
+room for twice it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from prometheus_client import Counter
+
+from relay.core.errors import StorageError
+from relay.store.sqlite import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+RELEASED = Counter(
+    "relay_buffer_reserve_released_total",
+    "Times the disk was full and the space set aside for draining was handed back",
+)
+RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
+
+
+class Reserve:
+    def __init__(self, path: Path, size: int) -> None:
+        self._path = path
+        self._size = size
+        self._next_try = 0.0
+
+    def ensure(self) -> None:
+        """Allocate the reserve if it is missing and the disk has room for twice it (taking it
+        must not fill the disk the buffer drains on); never fails."""
+        if self._path.exists() or time.monotonic() < self._next_try:
+            return
+        self._next_try = time.monotonic() + RETRY_AFTER
+        try:
+            disk = os.statvfs(self._path.parent)
+            if disk.f_bavail * disk.f_frsize < 2 * self._size:
+                return
+            fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, self._size)
+            os.fsync(fd)
+        except OSError:  # no room (yet): try again later
+            os.close(fd)
+            self._path.unlink(missing_ok=True)
+            return
+        os.close(fd)
+
+    def release(self) -> bool:
+        """Hand the space back (the disk is full); True if there was any to give."""
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        RELEASED.inc()
+        log.warning(
+            "disk full: released the space set aside for draining the buffer",
+            extra={"bytes": self._size, "path": str(self._path)},
+        )
+        return True
+
+
+async def make_room(reserve: Reserve, db: SqliteDatabase) -> bool:
+    """On a full disk: hand the reserve back and checkpoint the WAL into the room it leaves.
+    True if there was a reserve to give (the caller may try again at once)."""
+    if not reserve.release():
+        return False
+    try:
+        await db.checkpoint()
+    except StorageError as exc:
+        log.error("disk full: cannot checkpoint the buffer's WAL", extra={"error": str(exc)})
+    return True

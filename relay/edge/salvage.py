@@ -1,0 +1,175 @@
+"""The relay's buffer files checked at start: a damaged one is moved aside and what SQLite
+can still read of it copied into a fresh one.
+
+``PRAGMA quick_check`` reads every page once (cheap next to ``integrity_check``) and finds
+what SQLite would otherwise meet only when a request or a flush touches the damaged page:
+503s, or a batch that cannot be cut. A file that fails it (or is not a database, or was
+truncated to nothing) is renamed ``<file>.damaged-<UTC time>`` (with its WAL) and kept for an
+operator; an error is logged and ``relay_buffer_damaged_files`` counts the files kept.
+Every table is then read as far as it can be, forwards and then backwards from its end, so
+rows on both sides of a damaged page are kept, and written into the new file: counts and
+registrations (added to what is there), outbox batches with their idempotency keys (a
+batch the upstream took already is recognised when sent again), idempotency keys and dead
+letters.
+
+A buffer file missing while the instance id generated with it is there means counts
+acknowledged before are gone: that is logged as an error too (a relay given its
+``instance_id`` has no such file to tell).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from relay.edge.shards import shard_files
+from relay.store.sql import BUFFER_SCHEMA
+from relay.store.sqlite import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+DAMAGED = "damaged"
+
+# Each table, its columns and primary key (the order it is read in both directions).
+_TABLES: dict[str, tuple[str, str]] = {
+    "metrics": (
+        "feature_name, app_name, environment, hour, yes, no",
+        "feature_name, app_name, environment, hour",
+    ),
+    "metric_variants": (
+        "feature_name, app_name, environment, hour, variant, count",
+        "feature_name, app_name, environment, hour, variant",
+    ),
+    "registrations": (
+        "app_name, environment, instance_id, connect_via, sdk_version, strategies, interval,"
+        " started, first_seen, last_seen",
+        "app_name, environment, instance_id",
+    ),
+    "outbox": ("environment, idempotency_key, body, entries, created_at", "id"),
+    "dead_letters": (
+        "environment, idempotency_key, body, entries, status, reason, created_at",
+        "id",
+    ),
+    "idempotency_keys": ("key, seen_at, fingerprint", "key"),
+}
+# How salvaged rows join the new file: counts add up, the rest is kept as it was.
+_CONFLICTS = {
+    "metrics": "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE"
+    " SET yes = metrics.yes + excluded.yes, no = metrics.no + excluded.no",
+    "metric_variants": "ON CONFLICT (feature_name, app_name, environment, hour, variant)"
+    " DO UPDATE SET count = metric_variants.count + excluded.count",
+    "registrations": "ON CONFLICT DO NOTHING",
+    "outbox": "ON CONFLICT DO NOTHING",
+    "dead_letters": "",
+    "idempotency_keys": "ON CONFLICT DO NOTHING",
+}
+
+
+async def check_buffers(
+    buffer_path: Path, synchronous: str, wal_bytes: int, ran_before: bool
+) -> None:
+    """Check the leader's file and every shard before anything opens them. ``ran_before``:
+    the instance id generated at a relay's first start was there before this one."""
+    if ran_before and not await asyncio.to_thread(buffer_path.exists):
+        log.error(
+            "buffer file missing although this relay ran here before: the counts it had"
+            " acknowledged and not yet flushed are lost",
+            extra={"path": str(buffer_path)},
+        )
+    for path in [buffer_path, *shard_files(buffer_path)]:
+        problem = await asyncio.to_thread(_damage, path)
+        if problem is not None:
+            aside = await asyncio.to_thread(_move_aside, path)
+            log.error(
+                "buffer file damaged: moved aside, salvaging what can still be read into a new one",
+                extra={"path": str(path), "moved_to": str(aside), "problem": problem[:500]},
+            )
+            fresh = SqliteDatabase(path, BUFFER_SCHEMA, synchronous, wal_bytes)
+            await fresh.open()
+            await fresh.close()
+            saved = await asyncio.to_thread(_salvage, aside, path)
+            log.error(
+                "salvaged from the damaged buffer file",
+                extra={"path": str(path), "rows": saved, "entries": _entries(saved)},
+            )
+
+
+def damaged_files(buffer_path: Path) -> list[Path]:
+    return sorted(buffer_path.parent.glob(f"{buffer_path.stem}*.{DAMAGED}-*[0-9]"))
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with the file, or None when it is sound (or does not exist)."""
+    if not path.exists():
+        return None
+    if path.stat().st_size == 0 and not _wal(path).exists():
+        return "the file is empty (truncated)"
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    return None if found == ["ok"] else "; ".join(found)
+
+
+def _move_aside(path: Path) -> Path:
+    """``<file>.damaged-<UTC time>``, its WAL along (the salvage reads both)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    aside = path.with_name(f"{path.name}.{DAMAGED}-{stamp}")
+    path.rename(aside)
+    if _wal(path).exists():
+        _wal(path).rename(_wal(aside))
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    return aside
+
+
+def _entries(saved: dict[str, int]) -> int:
+    return sum(saved.get(t, 0) for t in ("metrics", "registrations", "outbox_entries"))
+
+
+def _salvage(damaged: Path, into: Path) -> dict[str, int]:
+    """Rows read from each table of ``damaged`` and written into ``into``."""
+    saved: dict[str, int] = {}
+    try:
+        source = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
+    except sqlite3.DatabaseError:
+        return saved
+    with closing(source), closing(sqlite3.connect(into)) as target:
+        for table, (columns, key) in _TABLES.items():
+            rows = list(_readable(source, table, columns, key))
+            marks = ", ".join("?" * len(columns.split(",")))
+            with target:
+                target.executemany(
+                    f"INSERT INTO {table} ({columns}) VALUES ({marks}) {_CONFLICTS[table]}", rows
+                )
+            saved[table] = len(rows)
+            if table == "outbox":
+                saved["outbox_entries"] = sum(row[3] for row in rows)
+    return saved
+
+
+def _readable(conn: sqlite3.Connection, table: str, columns: str, key: str) -> Iterator[Any]:
+    """The rows of ``table`` that can be read: forwards until a damaged page, then backwards
+    from the end until one (each row once)."""
+    seen: set[tuple[Any, ...]] = set()
+    width = len(key.split(","))
+    for order in ("ASC", "DESC"):
+        ordering = ", ".join(f"{column} {order}" for column in key.split(","))
+        try:
+            for row in conn.execute(f"SELECT {key}, {columns} FROM {table} ORDER BY {ordering}"):
+                if row[:width] in seen:
+                    return
+                seen.add(row[:width])
+                yield row[width:]
+        except sqlite3.DatabaseError:
+            continue
+
+
+def _wal(path: Path) -> Path:
+    return Path(f"{path}-wal")

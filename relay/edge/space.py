@@ -1,0 +1,248 @@
+"""What the relay's buffer file holds, measured and bounded: every table counts (buffered
+counts, registrations, outbox batches, dead letters, idempotency keys) and the WAL.
+
+Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`` rows
+(ingest goes on between them), and never what was written after it began: dead letters
+(refused for good already), then idempotency keys (an old key only matters if its request
+is retried after it is gone, and a caller flooding keys must not push counts out), then
+outbox batches (cut from the oldest counts), then counts by hour and by when they were
+last written, then registrations by when they were last seen.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from relay.store.metrics import REGISTRATION_BYTES, ROW_BYTES
+from relay.store.sql import Transaction
+from relay.store.sqlite import SqliteDatabase
+
+Step = Callable[[float, int, "Evicted"], Awaitable[tuple[int, int]]]
+"""One eviction step: (before, row limit, tally) -> (bytes estimated, rows deleted)."""
+TxStep = Callable[..., Awaitable[tuple[int, int]]]
+
+# Rows per eviction transaction, each run whole on the writer thread (a few ms): small
+# enough not to hold ingest up, large enough to outpace a flood of new keys.
+EVICT_STEP = 20_000
+FIRST_STEP = 1_000
+TOUCHED_EVERY = 0.05  # the trigger of buffer migration 0002
+
+# Estimates of each row's data (without indexes), in the units MetricsStore estimates what
+# it writes: they bound how much one eviction deletes.
+_COUNT = f"length(feature_name) + length(app_name) + length(environment) + {ROW_BYTES}"
+_VARIANT = f"{_COUNT} + length(variant)"
+_REGISTRATION = (
+    "length(app_name) + length(instance_id) + length(connect_via) + length(strategies)"
+    f" + {REGISTRATION_BYTES}"
+)
+_BATCH = f"length(body) + {REGISTRATION_BYTES}"
+_DEAD = f"length(body) + length(reason) + {REGISTRATION_BYTES}"
+_KEY = f"length(key) + coalesce(length(fingerprint), 0) + {ROW_BYTES}"
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStats:
+    entries: int
+    registrations: int
+    outbox_batches: int
+    outbox_entries: int
+    dead_letter_entries: int
+    oldest_hour: int | None
+    bytes: int
+
+
+@dataclass(slots=True)
+class Evicted:
+    entries: int = 0  # counts, registrations, and the entries of outbox batches
+    keys: int = 0
+    dead_letters: int = 0  # entries
+    bytes: int = 0
+    tables: set[str] = field(default_factory=set)
+
+
+class BufferSpace:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.stat(f"{self._db.path}-wal").st_size
+        except FileNotFoundError:
+            return 0
+
+    async def pages_bytes(self) -> int:
+        """Bytes of the file's pages in use (not on the free list): what the data takes on
+        disk, indexes and b-tree overhead included. Cheap to read, and it shrinks as
+        deleted rows free pages."""
+        row = await self._db.fetch_one(
+            "SELECT (SELECT page_count FROM pragma_page_count())"
+            " - (SELECT freelist_count FROM pragma_freelist_count()),"
+            " (SELECT page_size FROM pragma_page_size())"
+        )
+        return int(row[0] * row[1]) if row is not None else 0
+
+    async def footprint(self) -> int:
+        """The pages in use plus the WAL."""
+        return await self.pages_bytes() + self.wal_bytes()
+
+    async def stats(self) -> BufferStats:
+        row = await self._db.fetch_one(
+            "SELECT (SELECT count(*) FROM metrics) AS entries,"
+            " (SELECT count(*) FROM registrations) AS registrations,"
+            " (SELECT count(*) FROM outbox) AS batches,"
+            " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
+            " (SELECT coalesce(sum(entries), 0) FROM dead_letters) AS dead,"
+            " (SELECT min(hour) FROM metrics) AS oldest"
+        )
+        assert row is not None  # an aggregate query always returns one row
+        return BufferStats(
+            row["entries"],
+            row["registrations"],
+            row["batches"],
+            row["outbox_entries"],
+            row["dead"],
+            row["oldest"],
+            await self.footprint(),
+        )
+
+    async def evict(self, target: int, before: float) -> Evicted:
+        """Delete the oldest data, in the order of the module's docstring, until the pages in
+        use are down to ``target`` bytes; counts, registrations and keys written at ``before``
+        or later stay (outbox batches and dead letters hold older data).
+
+        Steps are sized by what the previous step of the same table freed per row (the
+        first takes ``FIRST_STEP`` rows; at most ``EVICT_STEP``), so eviction stops close to
+        the target rather than a step past it; and no more data is deleted than the pages
+        were over, so pages that do not empty (rows deleted here and there) cannot make it
+        delete everything."""
+        evicted = Evicted()
+        pages = await self.pages_bytes()
+        budget = pages - target
+        steps: tuple[tuple[str, Step], ...] = (
+            ("dead_letters", self._in_writer(self._dead_letters)),
+            ("idempotency_keys", self._in_writer(self._keys)),
+            ("outbox", self._in_writer(self._batches)),
+            ("metrics", self._in_writer(self._counts)),
+            ("registrations", self._in_writer(self._registrations)),
+        )
+        for table, step in steps:
+            per_row = 0  # page bytes one row frees, as last seen
+            while pages > target and evicted.bytes < budget:
+                limit = FIRST_STEP if not per_row else (pages - target) // per_row + 1
+                removed, rows = await step(before, min(limit, EVICT_STEP), evicted)
+                if not rows:
+                    break
+                now = await self.pages_bytes()
+                # ingest may fill freed pages at once: then the data's own size is the guide
+                per_row = max(pages - now, removed) // rows
+                pages = now
+                evicted.bytes += removed
+                evicted.tables.add(table)
+        return evicted
+
+    async def prune_dead_letters(self, max_age: float, max_bytes: int) -> int:
+        """Dead letters older than ``max_age`` seconds, then the oldest while they hold more
+        than ``max_bytes``; returns the entries pruned."""
+        pruned = Evicted()
+        async with self._db.transaction() as tx:
+            rows = await tx.fetch_all(
+                "DELETE FROM dead_letters WHERE created_at < ? RETURNING entries",
+                (time.time() - max_age,),
+            )
+        pruned.dead_letters = sum(row[0] for row in rows)
+        row = await self._db.fetch_one(f"SELECT count(*), total({_DEAD}) FROM dead_letters")
+        count, held = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+        excess = held - max_bytes
+        while excess > 0 and count:
+            limit = min(EVICT_STEP, -(-excess * count // held))  # rows of the average size
+            work = partial(self._dead_letters, before=0.0, limit=limit, into=pruned)
+            removed, deleted = await self._db.run(work)
+            if not deleted:
+                break
+            excess -= removed
+        return pruned.dead_letters
+
+    @staticmethod
+    async def _dead_letters(
+        tx: Transaction, before: float, limit: int, into: Evicted
+    ) -> tuple[int, int]:
+        rows = await tx.fetch_all(
+            "DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters"
+            f" ORDER BY id LIMIT ?) RETURNING entries, {_DEAD}",
+            (limit,),
+        )
+        into.dead_letters += sum(row[0] for row in rows)
+        return sum(int(row[1]) for row in rows), len(rows)
+
+    @staticmethod
+    async def _keys(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
+        rows = await tx.fetch_all(
+            "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys"
+            f" WHERE seen_at < ? ORDER BY seen_at LIMIT ?) RETURNING {_KEY}",
+            (before, limit),
+        )
+        into.keys += len(rows)
+        return sum(int(row[0]) for row in rows), len(rows)
+
+    @staticmethod
+    async def _batches(
+        tx: Transaction, before: float, limit: int, into: Evicted
+    ) -> tuple[int, int]:
+        """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least."""
+        rows = await tx.fetch_all(
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id"
+            f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}",
+            (limit,),
+        )
+        into.entries += sum(row[0] for row in rows)
+        return sum(int(row[1]) for row in rows), sum(int(row[0]) for row in rows)
+
+    def _in_writer(self, step: TxStep) -> Step:
+        async def run(before: float, limit: int, into: Evicted) -> tuple[int, int]:
+            return await self._db.run(partial(step, before=before, limit=limit, into=into))
+
+        return run
+
+    @staticmethod
+    async def _counts(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
+        """Oldest hour first, least recently written first. ``touched`` is refreshed at most
+        every ``TOUCHED_EVERY`` seconds (the buffer's schema): a count written at ``before``
+        or later has one of at least ``before - TOUCHED_EVERY``, and stays."""
+        oldest = (
+            "(feature_name, app_name, environment, hour) IN (SELECT feature_name, app_name,"
+            " environment, hour FROM metrics WHERE touched < ?"
+            " ORDER BY hour, touched, feature_name, app_name, environment LIMIT ?)"
+        )
+        variants = await tx.fetch_all(
+            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}",
+            (before - TOUCHED_EVERY, limit),
+        )
+        counts = await tx.fetch_all(
+            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}",
+            (before - TOUCHED_EVERY, limit),
+        )
+        into.entries += len(counts)
+        return sum(int(row[0]) for row in [*variants, *counts]), len(counts)
+
+    @staticmethod
+    async def _registrations(
+        tx: Transaction, before: float, limit: int, into: Evicted
+    ) -> tuple[int, int]:
+        rows = await tx.fetch_all(
+            "DELETE FROM registrations WHERE (app_name, environment, instance_id) IN"
+            " (SELECT app_name, environment, instance_id FROM registrations"
+            f" WHERE last_seen < ? ORDER BY last_seen LIMIT ?) RETURNING {_REGISTRATION}",
+            (before, limit),
+        )
+        into.entries += len(rows)
+        return sum(int(row[0]) for row in rows), len(rows)
+
+
+def reserve_bytes(max_bytes: int) -> int:
+    """The WAL's bound and the reserve's size for a buffer capped at ``max_bytes``: a
+    sixteenth of it, between 256 KiB and SQLite's default 4 MiB."""
+    return min(4 * 1024 * 1024, max(256 * 1024, max_bytes // 16))

@@ -1,0 +1,83 @@
+"""What relays report about themselves (``POST /api/client/metrics/edge``) and what the
+central service answers about them (``GET /api/admin/metrics/edges``).
+
+The report carries the fields of Unleash Edge's ``EdgeInstanceData`` that apply to a relay
+(identifier, appName, edgeVersion, region, started, latencyUpstream,
+requestsSinceLastReport, connectedStreamingClients, connectedEdges), so a real Unleash Edge
+may report to the central service too; unknown fields (``processMetrics``, ``traffic``...)
+are ignored. Ours are optional: the buffer, the outbox, dead letters and the last flush.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, RootModel
+
+from relay.wire.common import MAX_LIST, Name, Text, Wire
+
+REPORT_PATH = "/api/client/metrics/edge"
+"""Where relays post their reports (Unleash Edge's path)."""
+MAX_REPORTED = 1000
+"""Relays one report may carry, its own and those of every relay below it."""
+
+
+class LatencyMetrics(Wire):
+    """Milliseconds, as Unleash Edge reports them."""
+
+    avg: NonNegativeFloat = 0.0
+    count: NonNegativeFloat = 0.0
+    p99: NonNegativeFloat = 0.0
+
+
+class UpstreamLatency(Wire):
+    features: LatencyMetrics | None = None
+    metrics: LatencyMetrics | None = None
+    edge: LatencyMetrics | None = None
+
+
+class LastFlush(Wire):
+    at: datetime
+    outcome: Annotated[str, Field(max_length=50)]
+    status: int | None = None
+
+
+class EdgeInstanceData(Wire):
+    """``edgeInstanceDataSchema``: one relay's report, with those of the relays it serves."""
+
+    model_config = ConfigDict(title="edgeInstanceDataSchema")
+
+    identifier: Name
+    appName: Name
+    edgeVersion: Text | None = None
+    region: Text | None = None
+    hosting: Text | None = None
+    started: datetime | None = None
+    latencyUpstream: UpstreamLatency | None = None
+    requestsSinceLastReport: NonNegativeInt | None = None
+    connectedStreamingClients: NonNegativeInt = 0
+    connectedEdges: Annotated[list[EdgeInstanceData], Field(max_length=MAX_LIST)] = []
+    # ours: a relay's buffer and how its flushes fare
+    bufferedEntries: NonNegativeInt | None = None
+    oldestBufferedAgeSeconds: NonNegativeFloat | None = None
+    outboxBatches: NonNegativeInt | None = None
+    deadLetters: NonNegativeInt | None = None
+    lastFlush: LastFlush | None = None
+
+
+class ConnectedEdge(EdgeInstanceData):
+    """A relay as the central service knows it: its latest report (without the reports of
+    the relays below it, which are listed on their own), when that came, and through which
+    relay (``connectedVia``, its identifier; none when it reports directly)."""
+
+    model_config = ConfigDict(title="connectedEdgeSchema", extra="forbid")
+
+    instanceId: str
+    reportedAt: datetime
+    connectedVia: str | None = None
+    stale: bool = Field(description="No report for 3 report intervals (3 minutes)")
+
+
+class ConnectedEdges(RootModel[list[ConnectedEdge]]):
+    model_config = ConfigDict(title="connectedEdgesSchema")

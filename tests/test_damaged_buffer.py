@@ -1,0 +1,103 @@
+"""Issue 13, item 5: a damaged or missing buffer file is noticed at start, said so in the
+log and counted; what SQLite can still read of it is salvaged and flushed.
+
+Real processes on real files: the relay is stopped, its file damaged as a disk or an
+operator would, and started again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from conftest import DEV_KEY, auth, bulk
+from fake_upstream import FakeUpstream
+from service import drained, free_port, running, scrape, start, stored
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
+
+UNREACHABLE = "http://127.0.0.1:9"  # nothing is flushed while the relay fills
+
+
+def fill(workdir: Path, data_dir: Path, batches: int = 10) -> int:
+    """Start a relay that cannot flush, post ``batches`` x 500 entries, stop it cleanly."""
+    env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data_dir), RELAY_FINAL_FLUSH_TIMEOUT="1")
+    relay = start(workdir, env=env)
+    for batch in range(batches):
+        assert post(relay, entries(batch))[0] == 202
+    assert relay.stop() == 0
+    return batches * 500
+
+
+def damaged_gauge(url: str) -> float:
+    return scrape(url, "relay_buffer_damaged_files")
+
+
+def test_a_buffer_truncated_to_nothing_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    fill(tmp_path / "relay", data)
+    os.truncate(data / "buffer.db", 0)
+    env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
+    with running(tmp_path / "relay", env=env) as relay:
+        assert post(relay, entries(99, 10))[0] == 202  # it works on a new file
+        assert damaged_gauge(relay.url) == 1
+    log = relay.logs()
+    assert "buffer file damaged" in log and "the file is empty" in log
+    assert len(list(data.glob("buffer.db.damaged-*"))) == 1
+
+
+def test_a_missing_buffer_next_to_its_instance_id_is_an_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    fill(tmp_path / "relay", data)
+    (data / "buffer.db").unlink()
+    env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
+    with running(tmp_path / "relay", env=env) as relay:
+        assert post(relay, entries(99, 10))[0] == 202
+    assert "buffer file missing although this relay ran here before" in relay.logs()
+
+
+def test_a_damaged_page_is_found_at_start_and_the_rest_is_salvaged(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    posted = fill(tmp_path / "relay", data, batches=20)
+    buffer = data / "buffer.db"
+    page = 4096
+    pages = buffer.stat().st_size // page
+    with buffer.open("r+b") as file:  # one page in the middle of the file overwritten
+        file.seek((pages // 2) * page)
+        file.write(os.urandom(page))
+    with running(tmp_path / "central", env=CENTRAL_ENV) as central:
+        port = free_port()
+        env = relay_env(central.url, RELAY_DATA_DIR=str(data))
+        relay = start(tmp_path / "relay", env=env, port=port)
+        try:
+            assert damaged_gauge(relay.url) == 1
+            drained(central, ADMIN, relay, CLIENT)
+            delivered = stored(central.url, ADMIN, "disk")
+        finally:
+            assert relay.stop(signal.SIGTERM) == 0
+    log = relay.logs()
+    assert "buffer file damaged" in log and "salvaged from the damaged buffer file" in log
+    # what was under the damaged page is lost (a whole subtree if it was an inner page of a
+    # b-tree), the rest is delivered, and nothing is counted twice
+    assert posted / 2 <= delivered <= posted, (delivered, posted)
+
+
+async def test_an_instance_id_file_that_is_no_valid_id_is_replaced(
+    make_relay: Any, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """An empty id would make every registration's connectVia one the upstream refuses."""
+    data = tmp_path / "relay"
+    data.mkdir()
+    (data / "instance-id").write_text("\n")
+    client = await make_relay(instance_id=None, flush_interval=3600)
+    registration = {"appName": "app", "environment": "development", "instanceId": "i1"}
+    response = await client.post(
+        "/api/client/metrics/bulk", json=bulk(applications=[registration]), headers=auth(DEV_KEY)
+    )
+    assert response.status == 202
+    await client.close()
+    [app] = upstream.accepted_bulks()[0].json()["applications"]
+    generated = (data / "instance-id").read_text().strip()
+    assert generated.startswith("relay-")
+    assert app["connectVia"] == [{"appName": "relay", "instanceId": generated}]

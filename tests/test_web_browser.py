@@ -1,0 +1,299 @@
+"""The web page in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+driven by Selenium), against real processes: a standalone and a relay in front of it.
+
+A screenshot of every page is saved under the test's tmp dir, and copied to
+``tests/artifacts/`` when ``SAVE_TEST_ARTIFACTS`` is set. Without Chromium and its driver
+the tests are skipped, except under CI=true (``.ci/run`` installs them), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from service import Service, get_json, relay_env, running, stored, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.process]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+ADMIN = "*:*.browser-admin-secret-0123456789abcdef"
+CLIENT = "default:development.browser-client-secret-0123456789"
+
+
+def _browser_or_skip() -> None:
+    missing = [p for p in (CHROMIUM, DRIVER) if not os.access(p, os.X_OK)]
+    if not missing:
+        return
+    reason = f"no {' or '.join(missing)}: apt-get install chromium chromium-driver"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    _browser_or_skip()
+    os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager: no calls out
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as DriverService
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=DriverService(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Visit:
+    """Every page seen: its source and address kept (to look for the key), a screenshot of
+    the whole page saved."""
+
+    def __init__(self, driver: Any, base: str, shots: Path) -> None:
+        self.driver, self.base, self.shots = driver, base, shots
+        self.sources: list[str] = []
+        self.urls: list[str] = []
+        shots.mkdir(parents=True, exist_ok=True)
+
+    def go(self, path: str) -> None:
+        self.driver.get(f"{self.base}{path}")
+
+    def seen(self, name: str, width: int = 1280) -> str:
+        self.urls.append(self.driver.current_url)
+        source: str = self.driver.page_source
+        self.sources.append(source)
+        self.screenshot(self.shots / f"{name}.png", width)
+        return source
+
+    def screenshot(self, path: Path, width: int) -> None:
+        """The whole page (not only the window), ``width`` pixels wide."""
+        import base64
+
+        cdp = self.driver.execute_cdp_cmd
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        size = {
+            "width": width,
+            "height": min(int(height), 6000),
+            "deviceScaleFactor": 1,
+            "mobile": False,
+        }
+        cdp("Emulation.setDeviceMetricsOverride", size)
+        clip = {"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1}
+        shot = cdp(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+        )
+        cdp("Emulation.clearDeviceMetricsOverride", {})
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def find(self, css: str) -> Any:
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def click(self, css: str) -> None:
+        """Click, and wait for the page the click leads to (forms and links here all load
+        a new page)."""
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.wait import WebDriverWait
+
+        old = self.find("html")
+        self.find(css).click()
+        WebDriverWait(self.driver, 30).until(expected_conditions.staleness_of(old))
+
+
+def call(url: str, key: str, body: Any = None, method: str | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method or ("POST" if data is not None else "GET"),
+        headers={"Authorization": key, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+def features(central: Service) -> dict[str, bool]:
+    body = get_json(f"{central.url}/api/client/features", CLIENT)
+    return {f["name"]: f["enabled"] for f in body["features"]}
+
+
+def prepare(central: Service, relay: Service) -> None:
+    """A flag on in development, counts and a registration that came through the relay,
+    a name no flag has, and the relay's report."""
+    admin = f"{central.url}/api/admin/projects/default/features"
+    assert call(admin, ADMIN, {"name": "checkout", "description": "New checkout"})[0] == 201
+    assert call(f"{admin}/checkout/environments/development/on", ADMIN, {})[0] == 200
+    assert call(admin, ADMIN, {"name": "search-v2", "type": "experiment"})[0] == 201
+    registration = {
+        "appName": "shop",
+        "instanceId": "shop-1",
+        "sdkVersion": "unleash-client-python:6.9.1",
+        "strategies": ["default"],
+        "started": datetime.now(UTC).isoformat(),
+        "interval": 15,
+    }
+    assert call(f"{relay.url}/api/client/register", CLIENT, registration)[0] == 202
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
+    entries = [
+        {
+            "featureName": "checkout",
+            "appName": "shop",
+            "environment": "development",
+            "timestamp": hour,
+            "yes": 30,
+            "no": 12,
+            "variants": {"blue": 20, "green": 10},
+        },
+        {"featureName": "chekout", "appName": "shop", "environment": "development", "yes": 1},
+    ]
+    assert (
+        call(
+            f"{relay.url}/api/client/metrics/bulk", CLIENT, {"applications": [], "metrics": entries}
+        )[0]
+        == 202
+    )
+    wait_until(lambda: stored(central.url, ADMIN, "checkout") == 30, "the counts stored")
+    wait_until(
+        lambda: get_json(f"{central.url}/api/admin/metrics/edges", ADMIN), "the relay reported"
+    )
+    wait_until(
+        lambda: get_json(f"{central.url}/api/admin/metrics/applications", ADMIN)["applications"],
+        "the registration stored",
+    )
+
+
+def test_an_operator_uses_the_web_page(browser: Any, tmp_path: Path) -> None:
+    central_env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+    with running(tmp_path / "central", env=central_env, name="central") as central:
+        env = relay_env(
+            central.url,
+            CLIENT,
+            RELAY_INSTANCE_ID="edge-relay-1",
+            RELAY_CLIENT_TOKENS=CLIENT,
+            RELAY_REPORT_INTERVAL="0.3",
+        )
+        with running(tmp_path / "relay", env=env, name="relay") as relay:
+            prepare(central, relay)
+            visit = Visit(browser, central.url, tmp_path / "screenshots")
+            operate(visit, central)
+            logs = central.logs() + relay.logs()
+    for text in (*visit.sources, *visit.urls, logs):
+        assert ADMIN not in text and ADMIN.split(".", 1)[1] not in text
+    if os.environ.get("SAVE_TEST_ARTIFACTS"):
+        shutil.copytree(visit.shots, ARTIFACTS / "web", dirs_exist_ok=True)
+
+
+def operate(visit: Visit, central: Service) -> None:
+    # signing in: the form, then the flags
+    visit.go("/")
+    assert "/login" in visit.driver.current_url
+    visit.seen("01-sign-in")
+    visit.find("#key").send_keys(ADMIN)
+    visit.click("form[action='/login'] button")
+    assert visit.driver.current_url == f"{central.url}/"
+    home = visit.seen("02-flags")
+    assert "checkout" in home and "search-v2" in home
+
+    # finding a flag, and its usage: the counts posted, charted and tabled
+    visit.find("#q").send_keys("check")
+    visit.click("form.search button")
+    visit.click("a[href='/flags/checkout']")
+    usage = visit.seen("03-flag-usage")
+    assert visit.driver.current_url == f"{central.url}/flags/checkout"
+    totals = visit.find("dl.totals").text
+    assert "42" in totals and "30" in totals and "12" in totals
+    assert len(visit.driver.find_elements("css selector", "figure.chart svg rect")) >= 4
+    assert "Variants of checkout" in usage and "blue: 20" in usage
+
+    # turning it off in development: the client API follows
+    assert features(central)["checkout"] is True
+    visit.click("button[aria-label^='checkout in development is on']")
+    assert visit.driver.current_url == f"{central.url}/flags/checkout"
+    wait_until(lambda: features(central)["checkout"] is False, "the SDKs see it off")
+    visit.seen("04-flag-off")
+
+    # applications: the path through the relay; relays: the one that reported
+    visit.go("/applications")
+    apps = visit.seen("05-applications")
+    path = visit.find("ol.path").text.split("\n")
+    assert path[0] == "SDK" and path[-1] == "here" and "relay" in path[1], path
+    assert "unleash-client-python:6.9.1" in apps
+    visit.go("/relays")
+    relays = visit.seen("06-relays")
+    assert "edge-relay-1" in relays and "stale" not in visit.find("table tbody").text
+
+    visit.go("/unknown-flags")
+    assert "chekout" in visit.seen("07-unknown-flags")
+
+    # a key made, used, revoked, refused
+    visit.go("/keys")
+    visit.seen("08-keys")
+    visit.find("#name").send_keys("browser-made")
+    visit.click("form[action='/keys'] button")
+    visit.seen("09-key-created")
+    secret = visit.find("#secret").get_attribute("value")
+    ingest = f"{central.url}/api/client/metrics/bulk"
+    empty = {"applications": [], "metrics": []}
+    assert call(ingest, secret, empty)[0] == 202
+    visit.go("/keys")
+    visit.click("button[aria-label='Revoke key browser-made']")
+    assert "Revoke this key?" in visit.seen("10-key-revoke-confirm")
+    assert call(ingest, secret, empty)[0] == 202  # only asked so far
+    visit.click("input[name='confirm'] ~ button")
+    assert "browser-made" not in visit.seen("11-key-revoked")
+    assert call(ingest, secret, empty)[0] == 401
+
+    # the API's page, and the flags in a narrow window
+    visit.go("/docs")
+    wait_until(
+        lambda: (
+            "bulk" in visit.driver.page_source.lower()
+            and visit.driver.find_elements("css selector", "h1, h2")
+        ),
+        "Redoc drew the API",
+    )
+    visit.seen("12-api-docs")
+    visit.go("/")
+    visit.seen("13-flags-narrow", width=420)
+
+    # signing out: the session is over
+    visit.click("form.signout button")
+    assert visit.driver.current_url.endswith("/login")
+    visit.go("/keys")
+    assert "/login" in visit.driver.current_url
+    visit.seen("14-signed-out")
