@@ -2,7 +2,8 @@
 # The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings").
 #   docker build -t relay:0.1.0 .
 #   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0
-# tests/test_deploy.py lints this file with hadolint and runs its pip steps in a virtualenv.
+# tests/test_deploy_dockerfile.py lints this file with hadolint; tests/test_deploy_image.py runs
+# its pip steps in a virtualenv.
 
 # Stage 1: wheels of the project and every dependency, built where a compiler may be needed.
 FROM python:3.11.11-slim-bookworm AS build

@@ -6,7 +6,7 @@
     python bench/hostile.py --code /tmp/old       # the same against another checkout's code
     python bench/hostile.py --smoke               # tiny sizes, for CI (no figure asserted)
 
-Scenarios, each on fresh ``relay serve`` processes (``bench/run.py`` starts them):
+Scenarios, each on fresh ``relay serve`` processes (``bench/servers.py`` starts them):
 
 - ``gzip``: 100 bodies labelled gzip that are not, to ``/edge/validate`` without a key, at
   log level INFO: the answers' statuses and the bytes they add to the log.
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from run import ADMIN, CLIENT, Server, scrape, start
+from servers import ADMIN, CLIENT, Server, scrape, start
 
 RAW = "/api/admin/client-metrics/features/hot/raw?hoursBack=744"
 

@@ -4,38 +4,31 @@
     python bench/run.py --smoke             # tiny sizes, for CI (no figure is asserted)
     python bench/run.py relay standalone --duration 30
 
-Load comes from ``wrk`` (Debian package) when installed, else from a small aiohttp load
-generator in this file (its own CPU use is printed, so you can tell when it is the
-bottleneck). Figures: requests/s, entries/s, p50/p99 latency, non-2xx count, peak RSS.
+This file holds the bodies and the scenarios; the services are started by ``servers.py``
+and driven by ``wrk.py`` (``wrk`` when installed, else a small aiohttp load generator whose
+own CPU use is printed, so you can tell when it is the bottleneck). Figures: requests/s,
+entries/s, p50/p99 latency, non-2xx count, peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import re
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# the tests' helpers (tests/service.py): free ports, services as subprocesses, waiting
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from service import RELAY, Service, free_port, scrape, wait_until
-from service import start as start_service
+# bench/features.py imports ADMIN, CLIENT, Server and start from here
+from servers import ADMIN as ADMIN
+from servers import CLIENT, Server, relay, scrape, standalone, start, wait_until
+from wrk import Load, drive, report
 
 ROOT = Path(__file__).resolve().parent.parent
-ADMIN = "*:*.bench-admin-secret-0123456789abcdef"
-CLIENT = "default:development.bench-client-secret-0123456789abcdef"
 BULK = "/api/client/metrics/bulk"
 
 
@@ -103,222 +96,7 @@ def sdk_body(toggles: int = 20) -> bytes:
     )
 
 
-# --- processes ---
-
-
-@dataclass
-class Server:
-    """A service started by ``tests/service.py``, with its memory figures."""
-
-    name: str
-    service: Service
-
-    @property
-    def url(self) -> str:
-        return self.service.url
-
-    def peak_rss_mb(self) -> float:
-        """Summed over the process and its children (``workers`` > 1)."""
-        return self._memory("status", "VmHWM")
-
-    def rss_mb(self) -> float:
-        return self._memory("status", "VmRSS")
-
-    def pss_mb(self) -> float:
-        """Proportional set size, summed: shared pages (the interpreter, libraries) counted
-        once over the processes, as the node's memory accounting sees them."""
-        return self._memory("smaps_rollup", "Pss")
-
-    def _memory(self, source: str, field: str) -> float:
-        total = 0
-        pids = [self.service.process.pid]
-        while pids:
-            pid = pids.pop()
-            try:
-                text = Path(f"/proc/{pid}/{source}").read_text()
-                pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
-            except OSError:
-                continue
-            match = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
-            total += int(match.group(1)) if match else 0
-        return total / 1024
-
-    def stop(self) -> None:
-        self.service.close(timeout=60)
-
-
-def start(
-    name: str, workdir: Path, env: dict[str, str], program: list[str] | None = None
-) -> Server:
-    """Start ``relay serve`` (or ``program``, given the port as its argument) and wait until it
-    answers ``/ready``; its output goes to ``workdir/name.log`` and ``name.out``."""
-    port = free_port()
-    command = RELAY if program is None else [*program, str(port)]
-    env = {"RELAY_LOG_LEVEL": "WARNING", **env}
-    service = start_service(workdir, env=env, port=port, name=name, program=command)
-    return Server(name, service)
-
-
-def standalone(workdir: Path, workers: int) -> Server:
-    return start(
-        "standalone",
-        workdir / "standalone",
-        {
-            "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
-            "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
-            "RELAY_WORKERS": str(workers),
-            "RELAY_SQLITE_SYNCHRONOUS": "FULL",  # 202 means durable, as deployed
-        },
-    )
-
-
-def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "10") -> Server:
-    return start(
-        "relay",
-        workdir / "relay",
-        {
-            "RELAY_MODE": "relay",
-            "RELAY_UPSTREAM_URL": upstream.url,
-            "RELAY_UPSTREAM_TOKENS": CLIENT,
-            "RELAY_CLIENT_TOKENS": CLIENT,
-            "RELAY_FLUSH_INTERVAL": flush_interval,
-            "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
-            "RELAY_WORKERS": str(workers),
-        },
-    )
-
-
-# --- load ---
-
-
-@dataclass
-class Load:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    non_2xx: int
-    generator: str
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds
-
-
-def drive(url: str, body: bytes, connections: int, seconds: float, workdir: Path) -> Load:
-    if shutil.which("wrk"):
-        return _wrk(url, body, connections, seconds, workdir)
-    return asyncio.run(_aiohttp_load(url, body, connections, seconds))
-
-
-def _wrk(url: str, body: bytes, connections: int, seconds: float, workdir: Path) -> Load:
-    body_file = workdir / "body.json"
-    body_file.write_bytes(body)
-    script = workdir / "post.lua"
-    script.write_text(
-        'local f = io.open("' + str(body_file) + '", "rb")\n'
-        "wrk.body = f:read('*a')\nf:close()\n"
-        'wrk.method = "POST"\n'
-        f'wrk.headers["Authorization"] = "{CLIENT}"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-    )
-    threads = min(2, connections)
-    out = subprocess.run(
-        [
-            "wrk",
-            "-t",
-            str(threads),
-            "-c",
-            str(connections),
-            "-d",
-            f"{max(1, round(seconds))}s",
-            "--latency",
-            "-s",
-            str(script),
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    duration = re.search(r"requests in ([\d.]+)(\w+),", out)
-    assert duration is not None
-    secs = float(duration.group(1)) * {"s": 1, "ms": 0.001, "m": 60}[duration.group(2)]
-    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return Load(
-        requests,
-        secs,
-        _wrk_ms(out, "50%"),
-        _wrk_ms(out, "99%"),
-        int(non_2xx.group(1)) if non_2xx else 0,
-        "wrk",
-    )
-
-
-def _wrk_ms(out: str, pct: str) -> float:
-    match = re.search(rf"{re.escape(pct)}\s+([\d.]+)(us|ms|s)", out)
-    assert match is not None
-    return float(match.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[match.group(2)]
-
-
-async def _aiohttp_load(url: str, body: bytes, connections: int, seconds: float) -> Load:
-    import aiohttp
-
-    latencies: list[float] = []
-    non_2xx = 0
-    cpu0 = time.process_time()
-    deadline = time.monotonic() + seconds
-    headers = {"Authorization": CLIENT, "Content-Type": "application/json"}
-
-    async def worker(session: aiohttp.ClientSession) -> None:
-        nonlocal non_2xx
-        while time.monotonic() < deadline:
-            t0 = time.perf_counter()
-            async with session.post(url, data=body, headers=headers) as response:
-                await response.read()
-                if response.status >= 300:
-                    non_2xx += 1
-            latencies.append(time.perf_counter() - t0)
-
-    start_time = time.monotonic()
-    connector = aiohttp.TCPConnector(limit=connections)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(worker(session) for _ in range(connections)))
-    elapsed = time.monotonic() - start_time
-    latencies.sort()
-    cpu = (time.process_time() - cpu0) / elapsed
-    print(f"    (load generator: aiohttp, used {cpu:.0%} of a core)")
-    return Load(
-        len(latencies),
-        elapsed,
-        latencies[len(latencies) // 2] * 1000,
-        latencies[int(len(latencies) * 0.99)] * 1000,
-        non_2xx,
-        "aiohttp",
-    )
-
-
 # --- scenarios ---
-
-
-def report(name: str, load: Load, entries_per_request: int, server: Server) -> dict[str, Any]:
-    row = {
-        "scenario": name,
-        "requests_per_s": round(load.rps),
-        "entries_per_s": round(load.rps * entries_per_request),
-        "p50_ms": round(load.p50_ms, 2),
-        "p99_ms": round(load.p99_ms, 2),
-        "non_2xx": load.non_2xx,
-        "peak_rss_mb": round(server.peak_rss_mb(), 1),
-        "pss_mb": round(server.pss_mb(), 1),
-        "generator": load.generator,
-    }
-    print(json.dumps(row))
-    if load.non_2xx:
-        # A figure made of error answers measures nothing: fail the run (and the CI smoke).
-        raise SystemExit(f"{name}: {load.non_2xx} answers were not 2xx")
-    return row
 
 
 def drive_bulk(server: Server, args: argparse.Namespace, workdir: Path) -> Load:

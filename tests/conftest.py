@@ -122,6 +122,15 @@ def node_sdk() -> Path:
     return found
 
 
+@pytest.fixture(scope="module")
+def app_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example application chart (helm/examples/app-with-sidecar) with its file://
+    dependency resolved, in a copy of helm/, once per test module (tests/deploy.py)."""
+    import deploy  # Helm's Go library: only for the tests that render charts
+
+    return deploy.resolved_app_chart(tmp_path_factory.mktemp("helm"))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -1,4 +1,4 @@
-"""The shared test helpers, also imported by ``bench/run.py``: free ports, the real ``relay``
+"""The shared test helpers, also imported by ``bench/servers.py``: free ports, the real ``relay``
 program as a subprocess on one, waiting until a condition holds, and reading what a running
 service reports (its Prometheus metrics, the counts a standalone stored).
 

@@ -1,0 +1,115 @@
+"""The services under benchmark, as subprocesses, with their memory figures.
+
+Every benchmark starts its services here (``run.py``, ``hostile.py``, ``features.py``). The
+work is done by the tests' helpers (``tests/service.py``: free ports, the real ``relay
+serve``, waiting, scraping), which this module puts on the import path and passes on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# the tests' helpers (tests/service.py): free ports, services as subprocesses, waiting
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from service import RELAY, Service, free_port, scrape, wait_until
+from service import start as start_service
+
+__all__ = [
+    "ADMIN",
+    "CLIENT",
+    "Server",
+    "relay",
+    "scrape",
+    "standalone",
+    "start",
+    "wait_until",
+]
+
+ADMIN = "*:*.bench-admin-secret-0123456789abcdef"
+CLIENT = "default:development.bench-client-secret-0123456789abcdef"
+
+
+@dataclass
+class Server:
+    """A service started by ``tests/service.py``, with its memory figures."""
+
+    name: str
+    service: Service
+
+    @property
+    def url(self) -> str:
+        return self.service.url
+
+    def peak_rss_mb(self) -> float:
+        """Summed over the process and its children (``workers`` > 1)."""
+        return self._memory("status", "VmHWM")
+
+    def rss_mb(self) -> float:
+        return self._memory("status", "VmRSS")
+
+    def pss_mb(self) -> float:
+        """Proportional set size, summed: shared pages (the interpreter, libraries) counted
+        once over the processes, as the node's memory accounting sees them."""
+        return self._memory("smaps_rollup", "Pss")
+
+    def _memory(self, source: str, field: str) -> float:
+        total = 0
+        pids = [self.service.process.pid]
+        while pids:
+            pid = pids.pop()
+            try:
+                text = Path(f"/proc/{pid}/{source}").read_text()
+                pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+            except OSError:
+                continue
+            match = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+            total += int(match.group(1)) if match else 0
+        return total / 1024
+
+    def stop(self) -> None:
+        self.service.close(timeout=60)
+
+
+def start(
+    name: str, workdir: Path, env: dict[str, str], program: list[str] | None = None
+) -> Server:
+    """Start ``relay serve`` (or ``program``, given the port as its argument) and wait until it
+    answers ``/ready``; its output goes to ``workdir/name.log`` and ``name.out``."""
+    port = free_port()
+    command = RELAY if program is None else [*program, str(port)]
+    env = {"RELAY_LOG_LEVEL": "WARNING", **env}
+    service = start_service(workdir, env=env, port=port, name=name, program=command)
+    return Server(name, service)
+
+
+def standalone(workdir: Path, workers: int) -> Server:
+    return start(
+        "standalone",
+        workdir / "standalone",
+        {
+            "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
+            "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+            "RELAY_WORKERS": str(workers),
+            "RELAY_SQLITE_SYNCHRONOUS": "FULL",  # 202 means durable, as deployed
+        },
+    )
+
+
+def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "10") -> Server:
+    return start(
+        "relay",
+        workdir / "relay",
+        {
+            "RELAY_MODE": "relay",
+            "RELAY_UPSTREAM_URL": upstream.url,
+            "RELAY_UPSTREAM_TOKENS": CLIENT,
+            "RELAY_CLIENT_TOKENS": CLIENT,
+            "RELAY_FLUSH_INTERVAL": flush_interval,
+            "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
+            "RELAY_WORKERS": str(workers),
+        },
+    )
