@@ -20,14 +20,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from run import ADMIN, CLIENT, Server, start
+from servers import ADMIN, CLIENT, Server, start
+from wrk import run_wrk
 
 FLAGS = 100
 SPEC = "5.2.0"
@@ -131,7 +131,6 @@ def fetch(url: str, key: str) -> tuple[bytes, str]:
 def wrk(
     url: str, key: str, etag: str | None, connections: int, seconds: float, workdir: Path
 ) -> dict[str, Any]:
-    script = workdir / "get.lua"
     lines = [
         'wrk.method = "GET"',
         f'wrk.headers["Authorization"] = "{key}"',
@@ -139,36 +138,12 @@ def wrk(
     ]
     if etag is not None:
         lines.append(f"wrk.headers[\"If-None-Match\"] = '{etag}'")
-    lines.append(
-        "done = function(summary, latency, requests)\n"
-        '  io.write(string.format("RESULT %d %f %f %f %d\\n", summary.requests, summary.duration,'
-        " latency:percentile(50), latency:percentile(99), summary.errors.status))\nend"
-    )
-    script.write_text("\n".join(lines) + "\n")
-    out = subprocess.run(
-        [
-            "wrk",
-            "-t",
-            str(min(2, connections)),
-            "-c",
-            str(connections),
-            "-d",
-            f"{max(1, round(seconds))}s",
-            "-s",
-            str(script),
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    result = next(line for line in out.splitlines() if line.startswith("RESULT")).split()
-    requests, duration_us, p50_us, p99_us, errors = result[1:]
+    load = run_wrk(url, "\n".join(lines) + "\n", connections, seconds, workdir)
     return {
-        "requests_per_s": round(int(requests) / (float(duration_us) / 1e6)),
-        "p50_ms": round(float(p50_us) / 1000, 2),
-        "p99_ms": round(float(p99_us) / 1000, 2),
-        "errors": int(errors),
+        "requests_per_s": round(load.rps),
+        "p50_ms": round(load.p50_ms, 2),
+        "p99_ms": round(load.p99_ms, 2),
+        "errors": load.non_2xx,
     }
 
 

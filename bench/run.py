@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# bench/features.py imports ADMIN, CLIENT, Server and start from here
-from servers import ADMIN as ADMIN
 from servers import CLIENT, Server, relay, scrape, standalone, start, wait_until
 from wrk import Load, drive, report
 

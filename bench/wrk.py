@@ -44,27 +44,32 @@ def drive(url: str, body: bytes, connections: int, seconds: float, workdir: Path
 def _wrk(url: str, body: bytes, connections: int, seconds: float, workdir: Path) -> Load:
     body_file = workdir / "body.json"
     body_file.write_bytes(body)
-    script = workdir / "post.lua"
-    script.write_text(
+    script = (
         'local f = io.open("' + str(body_file) + '", "rb")\n'
         "wrk.body = f:read('*a')\nf:close()\n"
         'wrk.method = "POST"\n'
         f'wrk.headers["Authorization"] = "{CLIENT}"\n'
         'wrk.headers["Content-Type"] = "application/json"\n'
     )
-    threads = min(2, connections)
+    return run_wrk(url, script, connections, seconds, workdir)
+
+
+def run_wrk(url: str, script: str, connections: int, seconds: float, workdir: Path) -> Load:
+    """``wrk`` against ``url`` with a Lua ``script`` setting the method, headers and body."""
+    script_file = workdir / "load.lua"
+    script_file.write_text(script)
     out = subprocess.run(
         [
             "wrk",
             "-t",
-            str(threads),
+            str(min(2, connections)),
             "-c",
             str(connections),
             "-d",
             f"{max(1, round(seconds))}s",
             "--latency",
             "-s",
-            str(script),
+            str(script_file),
             url,
         ],
         capture_output=True,

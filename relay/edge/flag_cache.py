@@ -1,26 +1,21 @@
 """The relay's flag cache: SDKs get their flags from memory, the upstream sees one request per
 scope per ``features_refresh_interval``, and a copy outlives the upstream's outages and the
-relay's restarts.
+relay's restarts (README, "Flags at a relay", for what callers see).
 
-- **Scopes.** Keys with the same projects and environment (``FlagScope``) share one copy
-  and one fetch. The relay fetches ``{upstream}/api/client/features`` with a key of the
-  scope that asked for it (the one the upstream last answered), with
-  no query (``relay.edge.flag_fetch``), and renders every query and SDK version from that
-  copy (``relay.edge.flag_entries``).
+- **Scopes.** Keys with the same projects and environment (``FlagScope``) share one copy,
+  fetched without a query with the key the upstream last answered (``flag_fetch``), from
+  which every query and SDK version is rendered (``flag_entries``).
 - **First use.** A scope nobody asked for yet is fetched on its first request; concurrent
-  requests share that fetch. A copy another worker stored is taken instead when it is
-  fresh.
-- **Refreshes.** Every ``TICK`` each worker loads what other workers wrote to the file and
-  claims the scopes it holds keys for that are due (``relay.edge.flag_store``): one worker
-  revalidates each scope per interval, with ``If-None-Match``.
-- **Refusals.** A key the upstream refuses (401/403) leaves its scope, and gets that
-  status from the relay for ``REFUSED_TTL`` seconds; a scope whose every key was refused
-  loses its copy.
+  requests share that fetch, or take a fresh copy another worker stored.
+- **Refreshes.** Every ``TICK`` each worker loads what other workers wrote and claims the
+  due scopes it holds keys for (``flag_store``): one worker revalidates each scope per
+  interval, with ``If-None-Match``.
+- **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
+  ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
-  gets 503 (SDKs retry), at once for ``HOLD_OFF`` seconds after a failed fetch.
-- **Durable.** Copies (the upstream's body, ETag, when it was confirmed) and the hashes of
-  the keys that read them are written to ``buffer.db`` within a ``TICK`` and loaded at
-  start, so a relay restarted while the upstream is down serves at once.
+  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch.
+- **Durable.** Copies and the hashes of the keys that read them reach ``buffer.db`` within
+  a ``TICK`` and are loaded at start.
 """
 
 from __future__ import annotations
