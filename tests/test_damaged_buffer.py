@@ -18,12 +18,13 @@ from service import drained, free_port, running, scrape, start, stored
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing is flushed while the relay fills
+HEALTH = "/health"  # without its upstream, a relay has no flags and is not ready
 
 
 def fill(workdir: Path, data_dir: Path, batches: int = 10) -> int:
     """Start a relay that cannot flush, post ``batches`` x 500 entries, stop it cleanly."""
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data_dir), RELAY_FINAL_FLUSH_TIMEOUT="1")
-    relay = start(workdir, env=env)
+    relay = start(workdir, env=env, wait_for=HEALTH)
     for batch in range(batches):
         assert post(relay, entries(batch))[0] == 202
     assert relay.stop() == 0
@@ -39,7 +40,7 @@ def test_a_buffer_truncated_to_nothing_is_an_error_not_a_fresh_start(tmp_path: P
     fill(tmp_path / "relay", data)
     os.truncate(data / "buffer.db", 0)
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
-    with running(tmp_path / "relay", env=env) as relay:
+    with running(tmp_path / "relay", env=env, wait_for=HEALTH) as relay:
         assert post(relay, entries(99, 10))[0] == 202  # it works on a new file
         assert damaged_gauge(relay.url) == 1
     log = relay.logs()
@@ -52,7 +53,7 @@ def test_a_missing_buffer_next_to_its_instance_id_is_an_error(tmp_path: Path) ->
     fill(tmp_path / "relay", data)
     (data / "buffer.db").unlink()
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
-    with running(tmp_path / "relay", env=env) as relay:
+    with running(tmp_path / "relay", env=env, wait_for=HEALTH) as relay:
         assert post(relay, entries(99, 10))[0] == 202
     assert "buffer file missing although this relay ran here before" in relay.logs()
 
