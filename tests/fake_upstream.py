@@ -139,8 +139,10 @@ class FakeUpstream:
         answer = self.features_answer
         if answer is not None:
             await asyncio.sleep(answer.delay)
-            if answer.status != 200:
-                return web.Response(status=answer.status, body=answer.body or None)
+            if answer.status != 200 or answer.body:
+                return web.Response(
+                    status=answer.status, body=answer.body or None, headers=answer.headers
+                )
         key = request.headers.get("Authorization", "")
         if key in self.refused or key not in self.valid_keys:
             return web.Response(status=self.refused.get(key, 401))

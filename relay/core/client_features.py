@@ -118,7 +118,7 @@ def read(body: bytes) -> Answer:
     """An answer of this format (an upstream's), checked for what rendering relies on:
     ``ValueError`` when it is not one. Everything else in it is kept as it is, so fields
     this service does not know (``dependencies``...) reach SDKs all the same."""
-    content = json.loads(body)
+    content = json.loads(body, parse_constant=_no_constant)
     if not isinstance(content, dict):
         raise ValueError("not a client features answer")
     features = _list(content, "features", required=True)
@@ -255,6 +255,11 @@ def _query(scope: Scope) -> dict[str, Any]:
 
 def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are not JSON: passed on, SDKs could not parse the answer."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _digest(value: Any) -> str:

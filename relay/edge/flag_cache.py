@@ -21,19 +21,16 @@ relay's restarts (README, "Flags at a relay", for what callers see).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from prometheus_client import Gauge
-
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flag_entries import Entry, Refusals, Views
+from relay.edge.flag_entries import Entry, Refusals, Views, forget, report
 from relay.edge.flag_fetch import Fetch, Fetcher
 from relay.edge.flag_store import (
     MAX_STORED_KEYS,
@@ -57,21 +54,6 @@ MAX_KEYS_PER_SCOPE = 16
 MAX_SCOPE_KEYS = 10_000  # keys whose scope is remembered
 CONCURRENT_FETCHES = 8
 RETENTION = 7 * 86400.0  # a stored scope nobody refreshed for this long is deleted
-
-AGE = Gauge(
-    "relay_flag_cache_age_seconds",
-    "Seconds since the upstream last confirmed the flags of a scope in use (200 or 304)",
-    ["environment", "projects"],
-    multiprocess_mode="livemax",
-)
-SCOPES = Gauge(
-    "relay_flag_cache_scopes", "Scopes with a copy of their flags", multiprocess_mode="livemax"
-)
-HELD = Gauge(
-    "relay_flag_cache_bytes",
-    "Bytes of flag answers held: each scope's, and those derived for queries",
-    multiprocess_mode="livesum",
-)
 
 
 class FlagCache:
@@ -112,8 +94,10 @@ class FlagCache:
         return self._views.feature(entry, rendered, scope, name)
 
     async def _entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
-        self._refused.check(key)
+        expired = self._refused.check(key)
         scope = self._scope_of(key, principal)
+        if expired is not None:
+            await self._recheck(scope, key, expired)
         entry = self._entries.get(scope)
         if entry is not None and entry.rendered is not None:
             self._entries.move_to_end(scope)
@@ -156,9 +140,21 @@ class FlagCache:
                 raise _no_copy()
             # another key of the scope was refused: this one is tried next
 
+    async def _recheck(self, scope: FlagScope, key: str, status: int) -> None:
+        """A key the upstream refused is served again only once the upstream answers for
+        it: its refusal stands while it cannot say."""
+        entry = self._entries.get(scope) or self._add(scope)
+        async with self._fetching:
+            await self._fetch_with(entry, key)
+        if entry.fetch_key != key:  # refused again, or no answer
+            raise self._refused.error(key, status)
+        self._refused.clear(key)
+
     def _refuse(self, entry: Entry, key: str, status: int) -> None:
         self._refused.add(key, status)
         entry.keys.pop(key, None)
+        if entry.fetch_key == key:
+            entry.fetch_key = None
         if key in self._configured:
             self._settled.add(key)
         log.warning(
@@ -263,19 +259,14 @@ class FlagCache:
             pinned = {self._scope_of(k, p) for k, p in self._configured.items()}
             for old in list(self._entries)[: len(self._entries) - MAX_SCOPES]:
                 if old not in pinned and old != scope and self._entries[old].task is None:
-                    self._forget(self._entries.pop(old))
+                    forget(self._entries.pop(old))
         return entry
 
     def _drop(self, entry: Entry) -> None:
         """Every key of the scope was refused: its copy goes, here and in the file."""
-        self._forget(self._entries.pop(entry.scope))
+        forget(self._entries.pop(entry.scope))
         if entry.rendered is not None:
             self._pending.queue(Dropped(entry.scope))
-
-    @staticmethod
-    def _forget(entry: Entry) -> None:
-        with contextlib.suppress(KeyError):  # never reported
-            AGE.remove(entry.scope.environment, entry.scope.label)
 
     # --- the file ---
 
@@ -300,7 +291,7 @@ class FlagCache:
             self._storage_failing = True
         else:
             self._storage_failing = False
-        self._report()
+        report(self._entries.values(), self._views)
 
     async def _sync(self) -> None:
         for head in await self._store.heads(self._changed):
@@ -345,6 +336,9 @@ class FlagCache:
             # each worker refreshes what it holds rather than none doing it.
             self._pending.restore(writes)
             claimed, failure = set(due), exc
+        except BaseException:
+            self._pending.restore(writes)  # never lost to a bug: written next tick
+            raise
         for scope in due:
             entry = self._entries.get(scope)
             if entry is None:
@@ -383,17 +377,6 @@ class FlagCache:
                 return
         self._on_ready()
         self._on_ready = None
-
-    def _report(self) -> None:
-        now = time.time()
-        held = self._views.bytes
-        for entry in self._entries.values():
-            if entry.rendered is not None:
-                held += len(entry.rendered.body)
-            if entry.keys and entry.fetched_at is not None:
-                AGE.labels(entry.scope.environment, entry.scope.label).set(now - entry.fetched_at)
-        SCOPES.set(sum(1 for e in self._entries.values() if e.rendered is not None))
-        HELD.set(held)
 
 
 def _no_copy() -> Unavailable:

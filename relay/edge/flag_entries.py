@@ -12,9 +12,13 @@ bytes when first asked, kept in a bounded least-recently-used set (``MAX_VIEWS``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
+
+from prometheus_client import Gauge
 
 from relay.core.client_features import Rendered, Scope, document, narrowed, read
 from relay.core.errors import Forbidden, Unauthorized
@@ -25,6 +29,21 @@ MAX_VIEWS = 1_000
 MAX_VIEW_BYTES = 64 * 1024 * 1024
 REFUSED_TTL = 60.0
 MAX_REFUSED = 10_000
+
+AGE = Gauge(
+    "relay_flag_cache_age_seconds",
+    "Seconds since the upstream last confirmed the flags of a scope in use (200 or 304)",
+    ["environment", "projects"],
+    multiprocess_mode="livemax",
+)
+SCOPES = Gauge(
+    "relay_flag_cache_scopes", "Scopes with a copy of their flags", multiprocess_mode="livemax"
+)
+HELD = Gauge(
+    "relay_flag_cache_bytes",
+    "Bytes of flag answers held: each scope's, and those derived for queries",
+    multiprocess_mode="livesum",
+)
 
 
 class Entry:
@@ -117,7 +136,8 @@ class Views:
 
 class Refusals:
     """Keys the upstream refused for flags (by hash), with its status, for ``REFUSED_TTL``
-    seconds (then the upstream is asked again); at most ``MAX_REFUSED``."""
+    seconds; then the upstream is asked again before the key is served. At most
+    ``MAX_REFUSED``."""
 
     def __init__(self) -> None:
         self._refused: OrderedDict[str, tuple[int, float]] = OrderedDict()
@@ -127,18 +147,46 @@ class Refusals:
         while len(self._refused) > MAX_REFUSED:
             self._refused.popitem(last=False)
 
-    def check(self, key: str) -> None:
-        """Raises the refusal of ``key``, if it has a standing one."""
+    def clear(self, key: str) -> None:
+        self._refused.pop(hash_key(key), None)
+
+    def check(self, key: str) -> int | None:
+        """Raises the standing refusal of ``key``. One that has run out is returned (its
+        status) for the caller to ask the upstream, and stands meanwhile for the others."""
         if not self._refused:
-            return
-        digest = hash_key(key)
-        refused = self._refused.get(digest)
+            return None
+        refused = self._refused.get(hash_key(key))
         if refused is None:
-            return
+            return None
         status, until = refused
         if until <= time.monotonic():
-            del self._refused[digest]
-            return
+            self.add(key, status)
+            return status
+        raise self.error(key, status)
+
+    def error(self, key: str, status: int) -> Forbidden | Unauthorized:
+        """The refusal standing for ``key``, else one of ``status``."""
+        status = self._refused.get(hash_key(key), (status, 0.0))[0]
         if status == 403:
-            raise Forbidden("The upstream refuses this API token access to the flags")
-        raise Unauthorized("The provided API token is invalid or has expired")
+            return Forbidden("The upstream refuses this API token access to the flags")
+        return Unauthorized("The provided API token is invalid or has expired")
+
+
+def report(entries: Iterable[Entry], views: Views) -> None:
+    """The gauges of what is held: each scope's age, the scopes with a copy, the bytes."""
+    now = time.time()
+    held, scopes = views.bytes, 0
+    for entry in entries:
+        if entry.rendered is not None:
+            held += len(entry.rendered.body)
+            scopes += 1
+        if entry.keys and entry.fetched_at is not None:
+            AGE.labels(entry.scope.environment, entry.scope.label).set(now - entry.fetched_at)
+    SCOPES.set(scopes)
+    HELD.set(held)
+
+
+def forget(entry: Entry) -> None:
+    """A scope no longer held leaves the age gauge."""
+    with contextlib.suppress(KeyError):  # never reported
+        AGE.remove(entry.scope.environment, entry.scope.label)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
 
 UPSTREAM_SPEC = "5.2.0"
+MAX_ETAG = 1024
 
 
 class Fetch(enum.Enum):
@@ -53,9 +54,15 @@ class Fetcher:
         except UpstreamUnavailable as exc:
             return Fetched(Fetch.FAILED, error=str(exc))
         if got.status == 200:
-            return Fetched(Fetch.NEW, 200, got.body, got.headers.get("ETag", ""))
+            return Fetched(Fetch.NEW, 200, got.body, _etag(got.headers.get("ETag", "")))
         if got.status == 304 and etag:
             return Fetched(Fetch.SAME, 304)
         if got.status in (401, 403):
             return Fetched(Fetch.REFUSED, got.status)
         return Fetched(Fetch.FAILED, got.status, error=f"the upstream answered {got.status}")
+
+
+def _etag(etag: str) -> str:
+    """The upstream's ETag if it can be one (printable ASCII, as RFC 9110 has it, and short
+    enough to store and send back); else none, and each refresh is a full answer."""
+    return etag if len(etag) <= MAX_ETAG and etag.isascii() and etag.isprintable() else ""

@@ -10,7 +10,9 @@ write, so a worker loads only the rows written since it last looked.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -44,8 +46,19 @@ class FlagScope:
         return f"{projects}#{self.own}" if self.own else projects
 
     @classmethod
-    def from_id(cls, scope_id: str) -> FlagScope:
-        environment, projects, own = json.loads(scope_id)
+    def from_id(cls, scope_id: object) -> FlagScope:
+        """``ValueError`` for anything ``id`` cannot have written (a row damaged by hand)."""
+        try:
+            environment, projects, own = json.loads(scope_id)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError("not a scope") from None
+        if not (
+            isinstance(environment, str)
+            and isinstance(projects, list)
+            and all(isinstance(p, str) for p in projects)
+            and (own is None or isinstance(own, str))
+        ):
+            raise ValueError("not a scope")
         return cls(environment, tuple(projects), own)
 
 
@@ -164,22 +177,44 @@ class FlagStore:
             " ORDER BY changed",
             (since,),
         )
-        return [Head(FlagScope.from_id(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        heads = []
+        for scope_id, etag, fetched_at, due_at, changed in rows:
+            with contextlib.suppress(ValueError, TypeError):  # a damaged row: skipped, pruned
+                heads.append(
+                    Head(
+                        FlagScope.from_id(scope_id),
+                        etag if isinstance(etag, str) else None,
+                        _number(fetched_at) if fetched_at is not None else None,
+                        _number(due_at),
+                        int(changed),
+                    )
+                )
+        return heads
 
     async def copy(self, scope: FlagScope) -> Copy | None:
         row = await self._db.fetch_one(
             "SELECT body, etag, fetched_at FROM flag_scopes WHERE scope = ? AND body IS NOT NULL",
             (scope.id,),
         )
-        return None if row is None else Copy(bytes(row[0]), row[1] or "", row[2] or 0.0)
+        if row is None or not isinstance(row[0], bytes):
+            return None  # none yet, or a body damaged by hand: the upstream is asked
+        etag, fetched_at = row[1], row[2]
+        try:
+            return Copy(row[0], etag if isinstance(etag, str) else "", _number(fetched_at or 0))
+        except ValueError:
+            return None
 
     async def keys(self) -> dict[str, Principal]:
         """Key hash -> what the key was for, of the keys that read flags here."""
         rows = await self._db.fetch_all("SELECT key_hash, scope, display FROM flag_keys")
         found = {}
         for key_hash, scope_id, display in rows:
-            scope = FlagScope.from_id(scope_id)
-            found[key_hash] = Principal(KeyType.CLIENT, scope.environment, scope.projects, display)
+            with contextlib.suppress(ValueError):  # a damaged row: that key is asked upstream
+                scope = FlagScope.from_id(scope_id)
+                if isinstance(key_hash, str) and isinstance(display, str):
+                    found[key_hash] = Principal(
+                        KeyType.CLIENT, scope.environment, scope.projects, display
+                    )
         return found
 
     async def write(
@@ -259,3 +294,10 @@ async def _apply(tx: Transaction, write: Write, changed: int, interval: float) -
                 " display = excluded.display, seen_at = excluded.seen_at",
                 (key_hash, scope.id, display, at),
             )
+
+
+def _number(value: object) -> float:
+    """A time read back from the file: ``ValueError`` unless a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError("not a time")
+    return float(value)

@@ -18,6 +18,11 @@ from relay.core.keys import Principal, redact
 from relay.wire.common import KeyType
 from relay.wire.validate import ValidateKeys
 
+# The most of an upstream's answer read, decoded: flags for thousands of features fit; a
+# larger answer (or a gzip bomb) is an error, and what the relay holds stays.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+
 UPSTREAM_LATENCY = Histogram(
     "relay_upstream_request_duration_seconds",
     "Latency of calls to the upstream, by operation and outcome",
@@ -179,7 +184,7 @@ class UpstreamClient:
                 data=body,
                 allow_redirects=False,
             ) as response:
-                payload = await response.read()
+                payload = await _read_capped(response)
                 outcome = str(response.status)
                 # a case-insensitive copy: aiohttp reads `ETag` as `Etag`, and a plain dict
                 # would then lose it for the passthrough's `ETag` lookup
@@ -191,6 +196,19 @@ class UpstreamClient:
             raise UpstreamUnavailable(f"upstream unreachable: {exc}", timed_out=False) from None
         finally:
             UPSTREAM_LATENCY.labels(operation, outcome).observe(time.perf_counter() - started)
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, at most ``MAX_ANSWER_BYTES`` once decoded."""
+    if (response.content_length or 0) > MAX_ANSWER_BYTES:
+        raise UpstreamUnavailable("upstream answer too large", timed_out=False)
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(READ_CHUNK):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise UpstreamUnavailable("upstream answer too large", timed_out=False)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _environment_of(key: str) -> str:
