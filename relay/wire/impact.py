@@ -85,7 +85,13 @@ class ImpactCarrier(Wire):
     ``impactMetrics`` is then None and ``impactInvalid`` the pydantic error type of its first
     fault (a bounded set of words, fit for a metric's label) and where it is."""
 
-    impactMetrics: ImpactMetrics | None = None
+    impactMetrics: ImpactMetrics | None = Field(
+        None,
+        description="Impact metrics (Node SDK 6.7+, Unleash Edge 20), kept per series. An"
+        " invalid list is dropped and counted in relay_impact_metrics_invalid_total, never a"
+        " reason to refuse the body: its counts and registrations are kept (202), as Unleash"
+        " does; a 4xx would make the Node SDK stop sending metrics.",
+    )
     impactInvalid: SkipJsonSchema[tuple[str, str] | None] = None
 
     @model_validator(mode="before")
