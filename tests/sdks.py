@@ -81,6 +81,21 @@ def node_evaluate(
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def node_impact(modules: Path, url: str, key: str, rounds: int, app: str) -> None:
+    """The Node SDK sends impact metrics ``rounds`` times (``sdk_impact.js``)."""
+    job = {"url": f"{url}/api", "key": key, "appName": app, "rounds": rounds}
+    done = subprocess.run(
+        ["node", str(HERE / "sdk_impact.js")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        check=False,
+    )
+    assert done.returncode == 0, f"node exited {done.returncode}: {done.stderr}"
+
+
 def python_evaluate(
     url: str, key: str, checks: list[Check], cache_dir: Path, app: str = "python-sdk-test"
 ) -> list[Any]:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric, raw
-from service import sample
 
 
 def hour_iso(moment: datetime) -> str:
@@ -340,25 +339,3 @@ async def test_long_or_odd_idempotency_keys_are_400(client: Any) -> None:
         error = await response.json()
         assert_error(error, "BadDataError")
         assert error["details"][0]["path"] == "/header/Idempotency-Key"
-
-
-async def test_impact_metrics_are_accepted_and_counted_as_dropped(client: Any) -> None:
-    """Not kept yet (README): never a reason to refuse the counts that come with them (a
-    4xx makes the Node SDK stop sending metrics for good)."""
-    impact = [
-        {"name": "checkouts", "help": "", "type": "counter", "samples": [{"value": 3}]},
-        {"name": "odd", "type": "made-up", "samples": "not a list"},
-    ]
-    before = await dropped(client)
-    body = {**bulk([metric(yes=1)]), "impactMetrics": impact}
-    assert (await post_bulk(client, body)).status == 202
-    sdk = {"appName": "shop", "bucket": None, "impactMetrics": impact[:1]}
-    response = await client.post("/api/client/metrics", json=sdk, headers=auth(DEV_KEY))
-    assert response.status == 202
-    assert await dropped(client) == before + 3
-    assert sum(row["yes"] for row in await raw(client, "f1")) == 1
-
-
-async def dropped(client: Any) -> float:
-    text = await (await client.get("/internal-backstage/metrics")).text()
-    return sample(text, "relay_impact_metrics_dropped_total")

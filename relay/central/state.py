@@ -12,6 +12,7 @@ from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.usage import UsageReader
 from relay.store.edge_reports import EdgeReportStore
+from relay.store.impact import ImpactStore
 
 PROJECTS = web.AppKey("projects", ProjectStore)
 KEYS = web.AppKey("keys", KeyService)
@@ -21,3 +22,4 @@ STRATEGIES = web.AppKey("strategies", StrategyService)
 SEGMENTS = web.AppKey("segments", SegmentService)
 CLIENT_FEATURES = web.AppKey("client_features", ClientFeaturesCache)
 EDGES = web.AppKey("edges", EdgeReportStore)
+IMPACT = web.AppKey("impact", ImpactStore)

@@ -18,7 +18,7 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import INGEST, KEY_RESOLVER, READY
-from relay.central import admin, edges
+from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
@@ -33,6 +33,7 @@ from relay.central.state import (
     CLIENT_FEATURES,
     EDGES,
     FLAGS,
+    IMPACT,
     KEYS,
     PROJECTS,
     SEGMENTS,
@@ -46,6 +47,7 @@ from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
 from relay.store.edge_reports import EdgeReportStore
+from relay.store.impact import ImpactStore
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
@@ -110,6 +112,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
     app[EDGES] = EdgeReportStore(db)
+    app[IMPACT] = ImpactStore(db)
 
     async def prepare() -> None:
         await db.open()
@@ -158,9 +161,12 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
         forget = functools.partial(edges.forget_old, app[EDGES])
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
+        bound = functools.partial(impact.forget_old, app[IMPACT])
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, bound, "prune-impact"))
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
+    routes += impact.ROUTES
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 

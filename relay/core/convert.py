@@ -27,8 +27,10 @@ from relay.core.domain import (
     through,
 )
 from relay.core.errors import InvalidInput
+from relay.core.impact import series_of
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration, ToggleCounts
 from relay.wire.common import MAX_LIST, MAX_NAME_BYTES, parse_time
+from relay.wire.impact import ImpactCarrier
 
 
 def _hour(moment: datetime, path: str) -> int:
@@ -63,6 +65,15 @@ class Conversion:
     batch: IngestBatch = field(default_factory=IngestBatch)
     accepted: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
+    impact_samples: int = 0
+
+
+def _add_impact(result: Conversion, body: ImpactCarrier, environment: str, app_name: str) -> None:
+    """The body's impact metrics, under the caller's environment (as its counts)."""
+    for metric in body.impactMetrics or ():
+        for key, state in series_of(metric, environment, app_name):
+            result.batch.add_impact(key, state)
+            result.impact_samples += 1
 
 
 def from_bulk(
@@ -108,6 +119,7 @@ def from_bulk(
         if app.environment == environment:
             path = f"/body/applications/{index}"
             result.batch.add_registration(_registration(app, environment, now, hop, path))
+    _add_impact(result, body, environment, "")
     return result
 
 
@@ -124,6 +136,7 @@ def _check_bulk_names(body: BulkMetrics, environment: str) -> None:
 def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) -> Conversion:
     """An SDK's own metrics post: one app, one time window, environment from its key."""
     result = Conversion()
+    _add_impact(result, body, environment, body.appName)
     bucket = body.bucket
     if bucket is None:
         return result

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+from relay.core.impact import ImpactKey, ImpactState
+
 HOUR = 3600
 
 
@@ -116,10 +118,12 @@ class IdempotencyKey(NamedTuple):
 
 @dataclass(slots=True)
 class IngestBatch:
-    """Counts summed per key and registrations deduplicated per instance (latest wins)."""
+    """Counts summed per key, registrations deduplicated per instance (latest wins), impact
+    metrics folded per series (``relay.core.impact``)."""
 
     counts: dict[MetricKey, Counts] = field(default_factory=dict)
     registrations: dict[RegistrationKey, Registration] = field(default_factory=dict)
+    impact: dict[ImpactKey, ImpactState] = field(default_factory=dict)
 
     def add_count(self, key: MetricKey, yes: int, no: int, variants: dict[str, int]) -> None:
         counts = self.counts.get(key)
@@ -131,10 +135,16 @@ class IngestBatch:
     def add_registration(self, registration: Registration) -> None:
         self.registrations[registration.key] = registration
 
+    def add_impact(self, key: ImpactKey, state: ImpactState) -> None:
+        older = self.impact.get(key)
+        self.impact[key] = state if older is None else older.then(key.kind, state)
+
     def merge(self, other: IngestBatch) -> None:
         for key, counts in other.counts.items():
             self.add_count(key, counts.yes, counts.no, counts.variants)
         self.registrations.update(other.registrations)
+        for impact_key, state in other.impact.items():
+            self.add_impact(impact_key, state)
 
     def is_empty(self) -> bool:
-        return not self.counts and not self.registrations
+        return not self.counts and not self.registrations and not self.impact

@@ -7,6 +7,8 @@ accepted/dropped entries cannot differ between them.
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -16,16 +18,25 @@ from relay.core import convert
 from relay.core.convert import Conversion
 from relay.core.domain import Hop, IdempotencyKey, IngestBatch
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
+from relay.wire.impact import ImpactCarrier
+
+log = logging.getLogger(__name__)
 
 ENTRIES = Counter("relay_metric_entries_total", "Metric entries received, by outcome", ["outcome"])
 REGISTRATIONS = Counter("relay_registrations_total", "Application registrations accepted")
 REPLAYS = Counter(
     "relay_idempotent_replays_total", "Requests answered from an already-seen Idempotency-Key"
 )
-IMPACT_DROPPED = Counter(
-    "relay_impact_metrics_dropped_total",
-    "Impact metrics received (impactMetrics) and not kept: not carried yet (README)",
+IMPACT_SAMPLES = Counter(
+    "relay_impact_samples_total", "Impact metric samples (impactMetrics) accepted and kept"
 )
+IMPACT_INVALID = Counter(
+    "relay_impact_metrics_invalid_total",
+    "Bodies whose impactMetrics list was invalid and dropped (the rest of the body is kept),"
+    " by the first fault's pydantic error type",
+    ["reason"],
+)
+LOG_EVERY = 1.0  # seconds: invalid impact metrics are logged at most this often
 
 
 class MetricsSink(Protocol):
@@ -47,15 +58,13 @@ class Ingest:
         self, body: BulkMetrics, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_bulk(body, environment, datetime.now(UTC), self._hop)
-        await self._write(conversion, idempotency_key)
-        _drop_impact(body.impactMetrics)
+        await self._write(conversion, idempotency_key, body)
 
     async def client_metrics(
         self, body: ClientMetrics, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_client_metrics(body, environment, datetime.now(UTC))
-        await self._write(conversion, idempotency_key)
-        _drop_impact(body.impactMetrics)
+        await self._write(conversion, idempotency_key, body)
 
     async def register(
         self, body: ClientRegistration, environment: str, idempotency_key: IdempotencyKey | None
@@ -65,7 +74,12 @@ class Ingest:
         )
         await self._write(conversion, idempotency_key)
 
-    async def _write(self, conversion: Conversion, idempotency_key: IdempotencyKey | None) -> None:
+    async def _write(
+        self,
+        conversion: Conversion,
+        idempotency_key: IdempotencyKey | None,
+        body: ImpactCarrier | None = None,
+    ) -> None:
         applied = await self._sink.write(conversion.batch, idempotency_key)
         if not applied:
             REPLAYS.inc()
@@ -74,10 +88,23 @@ class Ingest:
         for reason, count in conversion.dropped.items():
             ENTRIES.labels(f"dropped_{reason}").inc(count)
         REGISTRATIONS.inc(len(conversion.batch.registrations))
+        IMPACT_SAMPLES.inc(conversion.impact_samples)
+        if body is not None and body.impactInvalid is not None:
+            _invalid_impact(*body.impactInvalid)
 
 
-def _drop_impact(impact: object) -> None:
-    """Impact metrics are not kept yet (README, "Flags at a relay"): counted, so what is lost
-    shows."""
-    if impact is not None:
-        IMPACT_DROPPED.inc(len(impact) if isinstance(impact, list) else 1)
+_last_logged = 0.0
+
+
+def _invalid_impact(reason: str, where: str) -> None:
+    """Counted always, logged at most every ``LOG_EVERY`` seconds: a fleet of SDKs sending
+    the same bad list must not flood the log."""
+    global _last_logged
+    IMPACT_INVALID.labels(reason).inc()
+    now = time.monotonic()
+    if now - _last_logged >= LOG_EVERY:
+        _last_logged = now
+        log.warning(
+            "invalid impactMetrics dropped; the rest of the body was kept",
+            extra={"reason": reason, "path": where},
+        )

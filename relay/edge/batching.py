@@ -1,21 +1,24 @@
 """Pure: buffered counts -> bulk bodies the upstream accepts.
 
 Bodies are ``bulkMetricsSchema`` JSON within every limit the upstream checks: at most
-``max_bytes`` (a single larger entry travels alone), at most 1,000 registrations and 10,000
-metric entries, and entries within the limits of one entry. A buffered total is a sum over
+``max_bytes`` (a single larger entry travels alone), at most 1,000 registrations, 10,000
+metric entries and 1,000 impact metric samples in at most 100 impact metrics, and entries
+within the limits of one entry. A buffered total is a sum over
 many requests, so it may pass an entry's limits (a count above 2^31-1, more than 100
 variants): it then goes out as several entries for the same key, which the upstream adds
-up again. Registrations always carry ``started`` and ``interval``: a real Unleash answers
-400 to a bulk registration without them.
+up again. Impact metrics are cut one sample at a time (an entry), and the samples of one
+metric in a body are sent together under it. Registrations always carry ``started`` and
+``interval``: a real Unleash answers 400 to a bulk registration without them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from relay.wire.common import MAX_APPLICATIONS, MAX_COUNT, MAX_METRICS, MAX_VARIANTS
+from relay.wire.impact import MAX_IMPACT_METRICS, MAX_IMPACT_SAMPLES
 
 Entry = dict[str, Any]
 Piece = tuple[int, int, dict[str, int]]
@@ -86,40 +89,85 @@ def _encode(entry: Entry) -> bytes:
     return json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def body(applications: list[Entry], metrics: list[Entry]) -> bytes:
-    return json.dumps(
-        {"applications": applications, "metrics": metrics},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
+def body(applications: list[Entry], metrics: list[Entry], impact: Sequence[Entry] = ()) -> bytes:
+    """``impact``: metrics of one sample each, grouped here by metric; ``impactMetrics`` is
+    left out when there are none, for an upstream that knows nothing of them."""
+    document: Entry = {"applications": applications, "metrics": metrics}
+    if impact:
+        document["impactMetrics"] = _grouped(impact)
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _metric_of(entry: Entry) -> str:
+    return _encode({k: v for k, v in entry.items() if k != "samples"}).decode()
+
+
+def _grouped(impact: Sequence[Entry]) -> list[Entry]:
+    metrics: dict[str, Entry] = {}
+    for entry in impact:
+        metric = metrics.setdefault(_metric_of(entry), {**entry, "samples": []})
+        metric["samples"] += entry["samples"]
+    return list(metrics.values())
+
+
+class _Body:
+    """A body being filled: its entries by kind, its size, the impact metrics it names."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[Entry]] = {"a": [], "m": [], "i": []}
+        self.size = _EMPTY
+        self.metrics: set[str] = set()
+
+    def full_for(self, kind: str, entry: Entry, grows: int, max_bytes: int) -> bool:
+        if not any(self.entries.values()):
+            return False
+        if kind == "i":
+            named = len(self.metrics | {_metric_of(entry)})
+            full = len(self.entries["i"]) >= MAX_IMPACT_SAMPLES or named > MAX_IMPACT_METRICS
+        else:
+            full = len(self.entries[kind]) >= (MAX_APPLICATIONS if kind == "a" else MAX_METRICS)
+        return full or self.size + grows > max_bytes
+
+    def add(self, kind: str, entry: Entry, grows: int) -> None:
+        self.entries[kind].append(entry)
+        self.size += grows
+        if kind == "i":
+            self.metrics.add(_metric_of(entry))
+
+    def done(self) -> tuple[bytes, int]:
+        e = self.entries
+        return body(e["a"], e["m"], e["i"]), sum(map(len, e.values()))
 
 
 def cut(
-    applications: Iterable[Entry], metrics: Iterable[Entry], max_bytes: int
+    applications: Iterable[Entry],
+    metrics: Iterable[Entry],
+    max_bytes: int,
+    impact: Iterable[Entry] = (),
 ) -> Iterator[tuple[bytes, int]]:
-    """Bodies of at most ``max_bytes`` (a single larger entry travels alone), 1,000
-    registrations and 10,000 metric entries, with their entry counts. Registrations come
-    first, so a small flush is one request."""
-    apps: list[Entry] = []
-    mets: list[Entry] = []
-    size = _EMPTY
-    for kind, entry in _tagged(applications, metrics):
+    """Bodies of at most ``max_bytes`` (a single larger entry travels alone) within the
+    module docstring's limits, with their entry counts. Registrations come first, so a small
+    flush is one request."""
+    current = _Body()
+    for kind, entry in _tagged(applications, metrics, impact):
         grows = len(_encode(entry)) + 1
-        full = len(apps) >= MAX_APPLICATIONS if kind == "a" else len(mets) >= MAX_METRICS
-        if (apps or mets) and (full or size + grows > max_bytes):
-            yield body(apps, mets), len(apps) + len(mets)
-            apps, mets, size = [], [], _EMPTY
-        (apps if kind == "a" else mets).append(entry)
-        size += grows
-    if apps or mets:
-        yield body(apps, mets), len(apps) + len(mets)
+        if current.full_for(kind, entry, grows, max_bytes):
+            yield current.done()
+            current = _Body()
+        current.add(kind, entry, grows)
+    if any(current.entries.values()):
+        yield current.done()
 
 
-def _tagged(applications: Iterable[Entry], metrics: Iterable[Entry]) -> Iterator[tuple[str, Entry]]:
+def _tagged(
+    applications: Iterable[Entry], metrics: Iterable[Entry], impact: Iterable[Entry]
+) -> Iterator[tuple[str, Entry]]:
     for entry in applications:
         yield "a", entry
     for entry in metrics:
         yield "m", entry
+    for entry in impact:
+        yield "i", entry
 
 
 def halves(payload: bytes) -> tuple[tuple[bytes, int], tuple[bytes, int]] | None:
@@ -127,12 +175,16 @@ def halves(payload: bytes) -> tuple[tuple[bytes, int], tuple[bytes, int]] | None
     refused); None for one entry."""
     decoded = json.loads(payload)
     entries = [("a", e) for e in decoded["applications"]] + [("m", e) for e in decoded["metrics"]]
+    entries += [
+        ("i", {**metric, "samples": [sample]})
+        for metric in decoded.get("impactMetrics", ())
+        for sample in metric["samples"]
+    ]
     if len(entries) < 2:
         return None
     middle = len(entries) // 2
     parts = []
     for part in (entries[:middle], entries[middle:]):
-        apps = [e for kind, e in part if kind == "a"]
-        mets = [e for kind, e in part if kind == "m"]
-        parts.append((body(apps, mets), len(part)))
+        apps, mets, impact = ([e for kind, e in part if kind == k] for k in "ami")
+        parts.append((body(apps, mets, impact), len(part)))
     return parts[0], parts[1]

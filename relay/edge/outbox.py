@@ -1,6 +1,7 @@
 """The relay's outbox: buffered counts cut into upstream batches, and batches' fates.
 
-Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registrations``) into
+Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registrations``,
+``impact_metrics``) into
 outbox rows in one transaction, under the same write lock as ingest, so a count is always in
 exactly one place: the buffer (where new counts for its key are added to it) or one outbox
 batch (whose body is fixed). A batch leaves the outbox only when the upstream has taken it
@@ -16,6 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from relay.core.domain import from_epoch
+from relay.core.impact import ImpactState
 from relay.edge import batching
 from relay.edge.batching import Entry
 from relay.store.sql import Row, Transaction
@@ -72,9 +74,14 @@ class SqliteOutbox:
             " ORDER BY m.hour, m.app_name, m.feature_name LIMIT ?",
             (environment, max(0, budget - len(registrations))),
         )
-        if not rows and not registrations:
+        series = await tx.fetch_all(
+            "SELECT series, name, kind, labels, help, state FROM impact_metrics"
+            " WHERE environment = ? ORDER BY updated_at, series LIMIT ?",
+            (environment, max(0, budget - len(registrations) - len(rows))),
+        )
+        if not rows and not registrations and not series:
             return False
-        left = len(registrations) + len(rows) >= budget
+        left = len(registrations) + len(rows) + len(series) >= budget
         metrics: list[Entry] = []
         claimed: list[tuple[str, str, str, int]] = []
         rest: batching.Piece = _NOTHING
@@ -99,14 +106,20 @@ class SqliteOutbox:
             )
         if rest != _NOTHING:
             await _leave(tx, claimed[-1], rest)
+        await tx.executemany(
+            "DELETE FROM impact_metrics WHERE series = ?", [(row["series"],) for row in series]
+        )
         applications = [_application(environment, row) for row in registrations]
+        impact = [_impact(row) for row in series]
         now = time.time()
         await tx.executemany(
             "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
             [
                 (environment, str(uuid.uuid4()), payload, entries, now)
-                for payload, entries in batching.cut(applications, metrics, self._max_batch_bytes)
+                for payload, entries in batching.cut(
+                    applications, metrics, self._max_batch_bytes, impact
+                )
             ],
         )
         await tx.executemany(
@@ -191,6 +204,7 @@ class SqliteOutbox:
             " FROM envs WHERE e IS NOT NULL)"
             " SELECT e FROM envs WHERE e IS NOT NULL"
             " UNION SELECT environment FROM registrations UNION SELECT environment FROM outbox"
+            " UNION SELECT environment FROM impact_metrics"
         )
         return {row[0] for row in rows}
 
@@ -225,6 +239,20 @@ def _metric(key: tuple[str, str, str, int], piece: batching.Piece) -> Entry:
         "no": no,
         "variants": variants,
     }
+
+
+def _impact(row: Row) -> Entry:
+    """A buffered series as a metric of one sample (``batching.body`` groups them)."""
+    state = ImpactState.loads(row["help"], row["state"])
+    entry: Entry = {
+        "name": row["name"],
+        "help": row["help"],
+        "type": row["kind"],
+        "samples": [state.sample(row["kind"], json.loads(row["labels"]))],
+    }
+    if row["kind"] == "histogram":
+        entry["buckets"] = [le for le, _ in state.buckets if le != float("inf")]
+    return entry
 
 
 def _application(environment: str, row: Row) -> Entry:

@@ -1,12 +1,14 @@
 """What the relay's buffer file holds, measured and bounded: every table counts (buffered
-counts, registrations, outbox batches, dead letters, idempotency keys) and the WAL.
+counts, registrations, impact metric series, outbox batches, dead letters, idempotency keys)
+and the WAL.
 
 Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`` rows
 (ingest goes on between them), and never what was written after it began: dead letters
 (refused for good already), then idempotency keys (an old key only matters if its request
 is retried after it is gone, and a caller flooding keys must not push counts out), then
 outbox batches (cut from the oldest counts), then counts by hour and by when they were
-last written, then registrations by when they were last seen.
+last written, then impact metric series by when they were last updated, then registrations
+by when they were last seen.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from relay.store.impact import SERIES_BYTES
 from relay.store.metrics import REGISTRATION_BYTES, ROW_BYTES
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
@@ -38,6 +41,10 @@ _VARIANT = f"{_COUNT} + length(variant)"
 _REGISTRATION = (
     "length(app_name) + length(instance_id) + length(connect_via) + length(strategies)"
     f" + {REGISTRATION_BYTES}"
+)
+_SERIES = (
+    "length(series) + length(environment) + length(app_name) + length(name) + length(kind)"
+    f" + length(labels) + length(help) + {SERIES_BYTES}"
 )
 _BATCH = f"length(body) + {REGISTRATION_BYTES}"
 _DEAD = f"length(body) + length(reason) + {REGISTRATION_BYTES}"
@@ -127,6 +134,7 @@ class BufferSpace:
             ("idempotency_keys", self._in_writer(self._keys)),
             ("outbox", self._in_writer(self._batches)),
             ("metrics", self._in_writer(self._counts)),
+            ("impact_metrics", self._in_writer(self._series)),
             ("registrations", self._in_writer(self._registrations)),
         )
         for table, step in steps:
@@ -227,6 +235,16 @@ class BufferSpace:
         )
         into.entries += len(counts)
         return sum(int(row[0]) for row in [*variants, *counts]), len(counts)
+
+    @staticmethod
+    async def _series(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
+        rows = await tx.fetch_all(
+            "DELETE FROM impact_metrics WHERE series IN (SELECT series FROM impact_metrics"
+            f" WHERE updated_at < ? ORDER BY updated_at LIMIT ?) RETURNING {_SERIES}",
+            (before, limit),
+        )
+        into.entries += len(rows)
+        return sum(int(row[0]) for row in rows), len(rows)
 
     @staticmethod
     async def _registrations(

@@ -1,6 +1,7 @@
-"""Ingested counts and registrations, written by group commit: the central service's records
-(SQLite or PostgreSQL) and the relay's hour-window buffer (same tables, same code). What the
-central service reads of them is ``relay.central.usage``.
+"""Ingested counts, registrations and impact metrics, written by group commit: the central
+service's records (SQLite or PostgreSQL) and the relay's hour-window buffer (same tables, same
+code). What the central service reads of them is ``relay.central.usage`` and
+``relay.central.impact``.
 
 Each ``write`` is one request's aggregated batch. Requests that arrive together share one
 transaction: their batches are summed in memory first, so a hot key costs one upsert per
@@ -20,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from relay.core.domain import IdempotencyKey, IngestBatch, epoch
-from relay.store import idempotency
+from relay.store import idempotency, impact
 from relay.store.groupcommit import GroupCommitter
 from relay.store.sql import Database, Transaction, upsert
 
@@ -113,6 +114,7 @@ class _Planned(NamedTuple):
     metrics: list[tuple[Any, ...]]
     variants: list[tuple[Any, ...]]
     registrations: list[tuple[Any, ...]]
+    impact: list[impact.SeriesRow]
     outcomes: list[idempotency.Outcome]
     touched: bool
 
@@ -134,6 +136,7 @@ class _Planned(NamedTuple):
             metrics=[(*key, c.yes, c.no, *when) for key, c in counts],
             variants=variants,
             registrations=registrations,
+            impact=impact.rows(batch.impact),
             outcomes=outcomes,
             touched=touched is not None,
         )
@@ -148,10 +151,11 @@ class _Planned(NamedTuple):
                 len(r[0]) + len(r[2]) + len(r[3]) + len(r[5]) + REGISTRATION_BYTES
                 for r in self.registrations
             )
+            + sum(series.size for series in self.impact)
         )
 
     async def write(self, tx: Transaction) -> None:
-        """Add the counts and store the registrations."""
+        """Add the counts, store the registrations, fold the impact metrics."""
         touched = ", touched" if self.touched else ""
         await upsert(
             tx,
@@ -180,6 +184,7 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+        await impact.write(tx, self.impact, time.time())
 
 
 MAX_TOTAL = 2**63 - 1

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
@@ -20,6 +20,7 @@ from relay.wire.common import (
     Timestamp,
     Wire,
 )
+from relay.wire.impact import ImpactCarrier
 
 Variants = Annotated[dict[KeyName, Count], Field(max_length=MAX_VARIANTS)]
 
@@ -56,16 +57,7 @@ class MetricsBucket(Wire):
     toggles: Annotated[dict[KeyName, ToggleCounts], Field(max_length=MAX_METRICS)] = {}
 
 
-ImpactMetrics = Annotated[
-    Any,
-    Field(
-        description="Impact metrics (Node SDK 6.7+, Unleash Edge 20): accepted, counted in"
-        " relay_impact_metrics_dropped_total and not kept yet; never a reason to refuse a body"
-    ),
-]
-
-
-class ClientMetrics(Wire):
+class ClientMetrics(ImpactCarrier):
     """``clientMetricsSchema``: an SDK's ``/api/client/metrics`` body; environment comes from
     the key, never from the body."""
 
@@ -74,7 +66,6 @@ class ClientMetrics(Wire):
     appName: KeyName
     instanceId: Text = "default"
     bucket: MetricsBucket | None = None
-    impactMetrics: ImpactMetrics = None
 
 
 class ClientRegistration(Wire):
@@ -104,11 +95,10 @@ class ClientApplication(ClientRegistration):
     instanceId: KeyName
 
 
-class BulkMetrics(Wire):
+class BulkMetrics(ImpactCarrier):
     """``bulkMetricsSchema``: what relays (and our relay) post to ``/api/client/metrics/bulk``."""
 
     model_config = ConfigDict(title="bulkMetricsSchema")
 
     applications: Annotated[list[ClientApplication], Field(max_length=MAX_APPLICATIONS)]
     metrics: Annotated[list[ClientMetricsEnv], Field(max_length=MAX_METRICS)]
-    impactMetrics: ImpactMetrics = None

@@ -1,0 +1,159 @@
+"""Impact metrics (``impactMetrics``) at the standalone, on SQLite and PostgreSQL: kept per
+series, served at ``GET /api/admin/metrics/impact``; an invalid list is dropped and counted,
+the rest of its body kept; and the relay's batching of them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric, raw
+from service import sample
+
+from relay.edge import batching
+from relay.wire.client import BulkMetrics
+
+LABELS = {"appName": "shop", "environment": "development", "featureName": "f1"}
+
+
+def impact(counter: float, gauge: float, observed: list[float]) -> list[dict[str, Any]]:
+    bounds = [0.1, 0.5, 1]
+    buckets = [{"le": b, "count": sum(1 for o in observed if o <= b)} for b in bounds]
+    return [
+        {
+            "name": "checkouts",
+            "help": "Checkouts",
+            "type": "counter",
+            "samples": [{"labels": LABELS, "value": counter}],
+        },
+        {
+            "name": "cart",
+            "help": "Cart size",
+            "type": "gauge",
+            "samples": [{"labels": LABELS, "value": gauge}],
+        },
+        {
+            "name": "latency",
+            "help": "Latency",
+            "type": "histogram",
+            "buckets": bounds,
+            "samples": [
+                {
+                    "labels": LABELS,
+                    "count": len(observed),
+                    "sum": sum(observed),
+                    "buckets": [*buckets, {"le": "+Inf", "count": len(observed)}],
+                }
+            ],
+        },
+    ]
+
+
+async def series(client: Any, query: str = "") -> dict[str, dict[str, Any]]:
+    response = await client.get(f"/api/admin/metrics/impact{query}", headers=auth(ADMIN_KEY))
+    assert response.status == 200
+    return {s["name"]: s for s in (await response.json())["series"]}
+
+
+async def test_both_endpoints_fold_series_and_serve_them(client: Any) -> None:
+    body = {**bulk([metric(yes=1)]), "impactMetrics": impact(2, 5, [0.3])}
+    response = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    assert response.status == 202
+    sdk_labels = {k: v for k, v in LABELS.items() if k != "appName"}  # appName from the body
+    sdk = {"appName": "shop", "impactMetrics": impact(3, 7, [0.05, 2])}
+    for m in sdk["impactMetrics"]:
+        m["samples"][0]["labels"] = sdk_labels
+    response = await client.post("/api/client/metrics", json=sdk, headers=auth(DEV_KEY))
+    assert response.status == 202
+    found = await series(client, "?appName=shop&environment=development")
+    assert found["checkouts"]["value"] == 5
+    assert found["checkouts"]["labels"] == LABELS
+    assert found["cart"]["value"] == 7
+    latency = found["latency"]
+    assert latency["count"] == 3 and abs(latency["sum"] - 2.35) < 1e-9
+    assert [(b["le"], b["count"]) for b in latency["buckets"]] == [
+        (0.1, 1),
+        (0.5, 2),
+        (1, 2),
+        ("+Inf", 3),
+    ]
+    assert await series(client, "?appName=other") == {}
+    # a histogram whose bounds changed starts again from the newest sample
+    changed = impact(0, 0, [0.2])[2]
+    changed["samples"][0]["buckets"] = [{"le": 0.25, "count": 1}, {"le": "+Inf", "count": 1}]
+    body = {**bulk([]), "impactMetrics": [changed]}
+    assert (
+        await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    ).status == 202
+    latency = (await series(client))["latency"]
+    assert latency["count"] == 1 and [b["le"] for b in latency["buckets"]] == [0.25, "+Inf"]
+
+
+async def test_the_read_is_paged(client: Any) -> None:
+    samples = [{"labels": {**LABELS, "n": str(i)}, "value": 1} for i in range(5)]
+    body = {
+        **bulk([]),
+        "impactMetrics": [{"name": "c", "help": "", "type": "counter", "samples": samples}],
+    }
+    assert (
+        await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    ).status == 202
+    seen, page = [], "/api/admin/metrics/impact?limit=2"
+    while page:
+        answer = await (await client.get(page, headers=auth(ADMIN_KEY))).json()
+        seen += [s["labels"]["n"] for s in answer["series"]]
+        page = answer["next"]
+    assert sorted(seen) == ["0", "1", "2", "3", "4"]
+    for bad in ("limit=0", "limit=x", "after=nonsense"):
+        response = await client.get(f"/api/admin/metrics/impact?{bad}", headers=auth(ADMIN_KEY))
+        assert response.status == 400
+    assert (await client.get("/api/admin/metrics/impact", headers=auth(DEV_KEY))).status == 403
+
+
+async def test_an_invalid_list_is_dropped_and_counted_and_the_counts_kept(client: Any) -> None:
+    """Unleash's choice: a 4xx would make the Node SDK stop sending metrics for good."""
+    bad_lists: list[Any] = [
+        "not a list",
+        [{"name": "c", "type": "made-up", "samples": []}],
+        [{"name": "c", "type": "counter", "samples": [{"value": -1}]}],
+        [{"name": "c", "type": "gauge", "samples": [{"value": "NaN"}]}],
+        [{"name": "h", "type": "histogram", "samples": [{"count": 1}]}],
+        [{"name": "c", "type": "counter", "samples": [{"value": 1}] * 1001}],
+    ]
+    before = await invalid(client)
+    for bad in bad_lists:
+        body = {**bulk([metric(yes=1)]), "impactMetrics": bad}
+        response = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+        assert response.status == 202
+    sdk = {"appName": "shop", "bucket": None, "impactMetrics": bad_lists[0]}
+    assert (await client.post("/api/client/metrics", json=sdk, headers=auth(DEV_KEY))).status == 202
+    assert await invalid(client) == before + len(bad_lists) + 1
+    assert sum(row["yes"] for row in await raw(client, "f1")) == len(bad_lists)
+    assert await series(client) == {}
+
+
+async def invalid(client: Any) -> float:
+    text = await (await client.get("/internal-backstage/metrics")).text()
+    return sample(text, "relay_impact_metrics_invalid_total")
+
+
+def test_batches_carry_impact_within_limits_and_halves_keep_every_sample() -> None:
+    entries = [
+        {
+            "name": f"m{i % 150}",
+            "help": "",
+            "type": "counter",
+            "samples": [{"labels": {"n": str(i)}, "value": 1}],
+        }
+        for i in range(2500)
+    ]
+    bodies = list(batching.cut([], [], 10**9, entries))
+    assert sum(n for _, n in bodies) == 2500
+    for payload, _ in bodies:
+        parsed = BulkMetrics.model_validate_json(payload)
+        assert parsed.impactInvalid is None and parsed.impactMetrics is not None
+    halves = batching.halves(bodies[0][0])
+    assert halves is not None
+    total = sum(len(m["samples"]) for part, _ in halves for m in json.loads(part)["impactMetrics"])
+    assert total == bodies[0][1]
+    assert b"impactMetrics" not in batching.body([], [])  # for an upstream that knows none
