@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,10 @@ from conftest import DEV_KEY, auth, bulk
 from fake_upstream import FakeUpstream
 from service import drained, free_port, running, scrape, start, stored
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
+
+from relay.edge.salvage import _salvage
+from relay.store.sql import BUFFER_SCHEMA
+from relay.store.sqlite import SqliteDatabase
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing is flushed while the relay fills
 HEALTH = "/health"  # without its upstream, a relay has no flags and is not ready
@@ -102,3 +107,22 @@ async def test_an_instance_id_file_that_is_no_valid_id_is_replaced(
     generated = (data / "instance-id").read_text().strip()
     assert generated.startswith("relay-")
     assert app["connectVia"] == [{"appName": "relay", "instanceId": generated}]
+
+
+async def test_impact_series_are_salvaged_with_the_counts(tmp_path: Path) -> None:
+    """Every table of the buffer is read back from a damaged file, impact series too."""
+    damaged, fresh = tmp_path / "damaged.db", tmp_path / "buffer.db"
+    for path in (damaged, fresh):
+        db = SqliteDatabase(path, BUFFER_SCHEMA)
+        await db.open()
+        await db.close()
+    row = ("s1", "development", "shop", "checkouts", "counter", "{}", "help", '{"value":3}', 1.0)
+    with sqlite3.connect(damaged) as conn:
+        conn.execute(f"INSERT INTO impact_metrics ({IMPACT_COLUMNS}) VALUES ({MARKS})", row)
+    assert _salvage(damaged, fresh)["impact_metrics"] == 1
+    with sqlite3.connect(fresh) as conn:
+        assert conn.execute(f"SELECT {IMPACT_COLUMNS} FROM impact_metrics").fetchall() == [row]
+
+
+IMPACT_COLUMNS = "series, environment, app_name, name, kind, labels, help, state, updated_at"
+MARKS = ", ".join("?" * 9)

@@ -57,6 +57,10 @@ _TABLES: dict[str, tuple[str, str]] = {
         "id",
     ),
     "idempotency_keys": ("key, seen_at, fingerprint", "key"),
+    "impact_metrics": (
+        "series, environment, app_name, name, kind, labels, help, state, updated_at",
+        "series",
+    ),
 }
 # How salvaged rows join the new file: counts add up, the rest is kept as it was.
 _CONFLICTS = {
@@ -68,6 +72,7 @@ _CONFLICTS = {
     "outbox": "ON CONFLICT DO NOTHING",
     "dead_letters": "",
     "idempotency_keys": "ON CONFLICT DO NOTHING",
+    "impact_metrics": "ON CONFLICT DO NOTHING",  # salvaged at start, into a file without them
 }
 
 
