@@ -202,6 +202,8 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     """The answer's body, at most ``MAX_ANSWER_BYTES`` once decoded."""
     if (response.content_length or 0) > MAX_ANSWER_BYTES:
         raise UpstreamUnavailable("upstream answer too large", timed_out=False)
+    if response.content_length is not None and "Content-Encoding" not in response.headers:
+        return await response.read()  # its length known and bounded: read whole, at once
     chunks, size = [], 0
     async for chunk in response.content.iter_chunked(READ_CHUNK):
         size += len(chunk)
