@@ -1,6 +1,7 @@
 """The real SDKs as test clients: Python's ``UnleashClient`` in this process, and Node's
-``unleash-client`` through ``sdk_eval.js``, each fetching flags from a server and answering
-a list of checks (``isEnabled``, or ``getVariant`` when ``variant`` is set).
+``unleash-client`` through ``sdk_eval.js`` (both Node scripts start the SDK with
+``sdk_node.js``), each fetching flags from a server and answering a list of checks
+(``isEnabled``, or ``getVariant`` when ``variant`` is set).
 
 The Node packages come from npm, pinned, installed once into ``tests/.node`` (ignored by
 git): ``node_modules()`` installs them, or says why it could not.
@@ -67,26 +68,20 @@ def node_modules(packages: dict[str, str] = PACKAGES, directory: Path = NODE_DIR
 def node_evaluate(
     modules: Path, url: str, key: str, checks: list[Check], app: str = "node-sdk-test"
 ) -> list[Any]:
-    job = {"url": f"{url}/api", "key": key, "appName": app, "checks": [c.job() for c in checks]}
-    done = subprocess.run(
-        ["node", str(HERE / "sdk_eval.js")],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "NODE_PATH": str(modules)},
-        check=False,
-    )
-    assert done.returncode == 0, f"node exited {done.returncode}: {done.stderr}"
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    out = _node("sdk_eval.js", modules, url, key, app, checks=[c.job() for c in checks])
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def node_impact(modules: Path, url: str, key: str, rounds: int, app: str) -> None:
     """The Node SDK sends impact metrics ``rounds`` times (``sdk_impact.js``)."""
-    job = {"url": f"{url}/api", "key": key, "appName": app, "rounds": rounds}
+    _node("sdk_impact.js", modules, url, key, app, rounds=rounds)
+
+
+def _node(script: str, modules: Path, url: str, key: str, app: str, **job: Any) -> str:
+    """Runs one of the Node SDK scripts (``sdk_node.js``) on a job; its stdout."""
     done = subprocess.run(
-        ["node", str(HERE / "sdk_impact.js")],
-        input=json.dumps(job),
+        ["node", str(HERE / script)],
+        input=json.dumps({"url": f"{url}/api", "key": key, "appName": app, **job}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -94,6 +89,7 @@ def node_impact(modules: Path, url: str, key: str, rounds: int, app: str) -> Non
         check=False,
     )
     assert done.returncode == 0, f"node exited {done.returncode}: {done.stderr}"
+    return done.stdout
 
 
 def python_evaluate(
