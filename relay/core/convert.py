@@ -66,10 +66,12 @@ class Conversion:
     accepted: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     impact_samples: int = 0
+    impact_invalid: tuple[str, str] | None = None  # an invalid list set aside: why, where
 
 
 def _add_impact(result: Conversion, body: ImpactCarrier, environment: str, app_name: str) -> None:
     """The body's impact metrics, under the caller's environment (as its counts)."""
+    result.impact_invalid = body.impactInvalid
     for metric in body.impactMetrics or ():
         for key, state in series_of(metric, environment, app_name):
             result.batch.add_impact(key, state)

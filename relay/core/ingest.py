@@ -18,7 +18,6 @@ from relay.core import convert
 from relay.core.convert import Conversion
 from relay.core.domain import Hop, IdempotencyKey, IngestBatch
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
-from relay.wire.impact import ImpactCarrier
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +57,13 @@ class Ingest:
         self, body: BulkMetrics, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_bulk(body, environment, datetime.now(UTC), self._hop)
-        await self._write(conversion, idempotency_key, body)
+        await self._write(conversion, idempotency_key)
 
     async def client_metrics(
         self, body: ClientMetrics, environment: str, idempotency_key: IdempotencyKey | None
     ) -> None:
         conversion = convert.from_client_metrics(body, environment, datetime.now(UTC))
-        await self._write(conversion, idempotency_key, body)
+        await self._write(conversion, idempotency_key)
 
     async def register(
         self, body: ClientRegistration, environment: str, idempotency_key: IdempotencyKey | None
@@ -74,12 +73,7 @@ class Ingest:
         )
         await self._write(conversion, idempotency_key)
 
-    async def _write(
-        self,
-        conversion: Conversion,
-        idempotency_key: IdempotencyKey | None,
-        body: ImpactCarrier | None = None,
-    ) -> None:
+    async def _write(self, conversion: Conversion, idempotency_key: IdempotencyKey | None) -> None:
         applied = await self._sink.write(conversion.batch, idempotency_key)
         if not applied:
             REPLAYS.inc()
@@ -89,8 +83,8 @@ class Ingest:
             ENTRIES.labels(f"dropped_{reason}").inc(count)
         REGISTRATIONS.inc(len(conversion.batch.registrations))
         IMPACT_SAMPLES.inc(conversion.impact_samples)
-        if body is not None and body.impactInvalid is not None:
-            _invalid_impact(*body.impactInvalid)
+        if conversion.impact_invalid is not None:
+            _invalid_impact(*conversion.impact_invalid)
 
 
 _last_logged = 0.0
