@@ -18,6 +18,7 @@ from service import eventually
 
 from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.reserve import Reserve
+from relay.edge.space import BufferSpace
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -130,5 +131,36 @@ async def test_dead_letters_are_pruned_by_age_and_size(tmp_path: Path) -> None:
         assert pruned == 200 - left
         [(oldest,)] = await db.fetch_all("SELECT min(created_at) FROM dead_letters")
         assert oldest == now  # the week-old ones went first
+    finally:
+        await db.close()
+
+
+async def test_impact_series_are_evicted_before_counts(
+    make_relay: Any, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """Impact series, as many as SDKs' labels make, go before counts, older or not: a
+    flood of series cannot push acknowledged counts out while older series remain."""
+    upstream.default = Answer(503)  # nothing leaves the buffer
+    client = await make_relay(flush_interval=3600, final_flush_timeout=0.1)
+    kept = bulk([metric("kept", yes=1)])
+    response = await client.post("/api/client/metrics/bulk", json=kept, headers=auth(DEV_KEY))
+    assert response.status == 202
+    for n in range(5):
+        samples = [
+            {"labels": {"user": f"{n}-{i:04}-{'u' * 100}"}, "value": 1} for i in range(1_000)
+        ]
+        metric_ = {"name": "c", "help": "", "type": "counter", "samples": samples}
+        flood = {**bulk(), "impactMetrics": [metric_]}
+        response = await client.post("/api/client/metrics/bulk", json=flood, headers=auth(DEV_KEY))
+        assert response.status == 202
+    await client.close()
+    db = SqliteDatabase(tmp_path / "relay" / "buffer.db", BUFFER_SCHEMA)
+    await db.open()
+    try:
+        space = BufferSpace(db)
+        gone = await space.evict(await space.pages_bytes() - 256 * 1024, time.time())
+        assert gone.tables == {"impact_metrics"}
+        rows = await db.fetch_all("SELECT feature_name, yes FROM metrics")
+        assert [tuple(row) for row in rows] == [("kept", 1)]
     finally:
         await db.close()

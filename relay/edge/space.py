@@ -6,9 +6,9 @@ Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`
 (ingest goes on between them), and never what was written after it began: dead letters
 (refused for good already), then idempotency keys (an old key only matters if its request
 is retried after it is gone, and a caller flooding keys must not push counts out), then
-outbox batches (cut from the oldest counts), then counts by hour and by when they were
-last written, then impact metric series by when they were last updated, then registrations
-by when they were last seen.
+outbox batches (cut from the oldest counts), then impact metric series by when they were
+last updated (before counts: their number is what SDKs' labels make it), then counts by hour
+and by when they were last written, then registrations by when they were last seen.
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ class BufferSpace:
             ("dead_letters", self._in_writer(self._dead_letters)),
             ("idempotency_keys", self._in_writer(self._keys)),
             ("outbox", self._in_writer(self._batches)),
-            ("metrics", self._in_writer(self._counts)),
             ("impact_metrics", self._in_writer(self._series)),
+            ("metrics", self._in_writer(self._counts)),
             ("registrations", self._in_writer(self._registrations)),
         )
         for table, step in steps:
