@@ -72,7 +72,7 @@ class Conversion:
 def _add_impact(result: Conversion, body: ImpactCarrier, environment: str, app_name: str) -> None:
     """The body's impact metrics, under the caller's environment (as its counts)."""
     result.impact_invalid = body.impactInvalid
-    for metric in body.impactMetrics or ():
+    for metric in body.impact:
         for key, state in series_of(metric, environment, app_name):
             result.batch.add_impact(key, state)
             result.impact_samples += 1
