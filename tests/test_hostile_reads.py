@@ -150,6 +150,8 @@ async def test_raw_pages_of_any_size_read_every_row_once(client: Any) -> None:
         "limit=0",
         f"limit={PAGE_ROWS + 1}",
         "limit=%EF%BC%91",  # a full-width 1: a digit to str.isdigit, not to this API
+        "limit=%C2%B2",  # a superscript 2: a digit to str.isdigit, refused by int()
+        f"limit={'9' * 5000}",
         "hoursBack=%D9%A3",
         "after=nope",
         "after=WzEsImEiLCJiIl0",
@@ -157,11 +159,15 @@ async def test_raw_pages_of_any_size_read_every_row_once(client: Any) -> None:
         "after=WzEwMDAwMDAwMDAwMDAwMDAwMDAwMDBd",
     ],
 )
-async def test_odd_raw_queries_are_400(client: Any, query: str) -> None:
-    """A cursor is checked like any input: not a 503 from the database (NUL, huge numbers)."""
-    response = await client.get(
-        f"/api/admin/client-metrics/features/f/raw?{query}", headers=auth(ADMIN_KEY)
-    )
+@pytest.mark.parametrize(
+    "path", ["/api/admin/client-metrics/features/f/raw", "/api/admin/metrics/impact"]
+)
+async def test_odd_paged_queries_are_400(client: Any, path: str, query: str) -> None:
+    """A cursor is checked like any input: not a 503 from the database (NUL, huge numbers),
+    on every paged read."""
+    if path.endswith("impact") and query.startswith("hoursBack"):
+        query = "limit=-1"  # the impact read has no period
+    response = await client.get(f"{path}?{query}", headers=auth(ADMIN_KEY))
     assert response.status == 400, query
     assert_error(await response.json(), "BadDataError")
 

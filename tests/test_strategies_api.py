@@ -283,6 +283,10 @@ async def test_put_patch_and_delete_of_strategies(client: Any) -> None:
         [{"op": "replace", "path": "/constraints", "value": [{"operator": "IN"}]}],
     )
     assert status == 400 and error["details"][0]["path"].startswith("/body/constraints/0"), error
+    for index in ("\u00b2", "9" * 5000, "00", "1"):  # not digits to int, too long, not one
+        patch = [{"op": "replace", "path": f"/constraints/{index}", "value": {}}]
+        status, error = await call(client, "PATCH", one, patch)
+        assert status == 400, (index[:10], error)
     # disabling the only strategy turns the flag off there, as deleting it does
     await ok(client, "PATCH", one, [{"op": "replace", "path": "/disabled", "value": True}])
     feature = (await served(client))["checkout"]

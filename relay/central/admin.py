@@ -3,17 +3,17 @@ Flags have theirs in ``relay.central.flags.admin_api``."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from aiohttp import web
-from pydantic import BaseModel, Field, StrictInt, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, StrictInt, TypeAdapter
 
 from relay.api.body import read_json
-from relay.api.errors import BadDataError, NotFoundError
+from relay.api.errors import NotFoundError
+from relay.api.paging import next_url, position, whole
 from relay.api.responses import model_response, streamed
 from relay.api.routing import Handler, Route
 from relay.central.key_store import KeyRecord
@@ -32,7 +32,8 @@ CHUNK_ROWS = 200
 _ROWS = TypeAdapter(list[wire.RawMetric])
 _Int = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]  # what the columns hold
 _Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
-_CURSOR = TypeAdapter(tuple[_Int, tuple[_Name, _Name, _Int] | None])
+# the period's start, then the last row sent (app, environment, hour) once there is one
+_CURSOR = TypeAdapter(tuple[_Int] | tuple[_Int, _Name, _Name, _Int])
 
 
 async def add_environment(request: web.Request) -> web.Response:
@@ -110,11 +111,15 @@ async def raw_feature_metrics(request: web.Request) -> web.StreamResponse:
     reads every row once. Rows are read ``CHUNK_ROWS`` at a time and streamed: neither the
     memory used nor the time the event loop is held grows with the feature's history."""
     query = request.query
-    limit = _whole(query.get("limit"), "limit", PAGE_ROWS, PAGE_ROWS)
+    limit = whole(query.get("limit"), "limit", PAGE_ROWS, PAGE_ROWS)
+    after: Position | None = None
     if "after" in query:
-        since, after = _position(query["after"])
+        cursor = position(query["after"], _CURSOR)
+        since = cursor[0]
+        if len(cursor) == 4:
+            after = (cursor[1], cursor[2], cursor[3])
     else:
-        hours = _whole(query.get("hoursBack"), "hoursBack", MAX_HOURS_BACK, DEFAULT_HOURS_BACK)
+        hours = whole(query.get("hoursBack"), "hoursBack", MAX_HOURS_BACK, DEFAULT_HOURS_BACK)
         since, after = hour_start(datetime.now(UTC) - timedelta(hours=hours)), None
     feature, usage = request.match_info["featureName"], request.app[USAGE]
 
@@ -131,36 +136,13 @@ async def raw_feature_metrics(request: web.Request) -> web.StreamResponse:
                 position = (last.appName, last.environment, int(last.timestamp.timestamp()))
                 left, sent = left - len(rows), sent + len(rows)
             if more or len(rows) < wanted:
-                url = _cursor(request, limit, since, position) if more else None
+                url = next_url(request, limit, [since, *(position or ())]) if more else None
                 yield head + b'],"next":' + json.dumps(url).encode() + b"}"
                 return
             yield head
             head = b""
 
     return await streamed(request, parts())
-
-
-def _whole(value: str | None, name: str, most: int, default: int) -> int:
-    if value is None:
-        return default
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= most:
-        raise BadDataError(f"{name} must be a whole number from 1 to {most}")
-    return int(value)
-
-
-def _cursor(request: web.Request, limit: int, since: int, position: Position | None) -> str:
-    raw = json.dumps([since, *(position or ())], separators=(",", ":")).encode()
-    after = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-    return str(request.rel_url.with_query(limit=str(limit), after=after))
-
-
-def _position(after: str) -> tuple[int, Position | None]:
-    """The period's start and the last row sent, from a ``next`` URL's ``after``."""
-    try:
-        since, *position = json.loads(base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)))
-        return _CURSOR.validate_python([since, tuple(position) or None])
-    except (ValueError, TypeError, RecursionError, ValidationError):
-        raise BadDataError("after must be the cursor of a page's next URL") from None
 
 
 async def applications(request: web.Request) -> web.Response:

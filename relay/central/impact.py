@@ -8,21 +8,20 @@ series per environment."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from typing import Annotated
 
 from aiohttp import web
-from pydantic import Field, StrictStr, TypeAdapter, ValidationError
+from pydantic import Field, StrictStr, TypeAdapter
 
-from relay.api.errors import BadDataError
+from relay.api.paging import next_url, position, whole
 from relay.api.responses import model_response
 from relay.central.admin import admin_route
 from relay.central.state import IMPACT
 from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
-from relay.store.impact import ImpactStore, Position
+from relay.store.impact import ImpactStore
 from relay.store.sql import Row
 from relay.wire.impact import ImpactMetricsOut, ImpactSeriesOut
 
@@ -38,8 +37,8 @@ async def impact_metrics(request: web.Request) -> web.Response:
     """The series of ``appName`` and ``environment`` (each optional), ``limit`` (at most
     ``PAGE_SERIES``) a page, ``next`` the URL of the following page."""
     query = request.query
-    limit = _limit(query.get("limit"))
-    after = _position(query["after"]) if "after" in query else None
+    limit = whole(query.get("limit"), "limit", PAGE_SERIES, PAGE_SERIES)
+    after = position(query["after"], _CURSOR) if "after" in query else None
     rows = await request.app[IMPACT].page(
         query.get("appName"), query.get("environment"), after, limit
     )
@@ -47,26 +46,9 @@ async def impact_metrics(request: web.Request) -> web.Response:
     more = None
     if len(rows) == limit:
         last = rows[-1]
-        cursor = json.dumps([last["app_name"], last["environment"], last["name"], last["series"]])
-        token = base64.urlsafe_b64encode(cursor.encode()).decode().rstrip("=")
-        more = str(request.rel_url.update_query(limit=str(limit), after=token))
+        at = [last["app_name"], last["environment"], last["name"], last["series"]]
+        more = next_url(request, limit, at)
     return model_response(ImpactMetricsOut(series=series, next=more))
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return PAGE_SERIES
-    if not raw.isdigit() or not 1 <= int(raw) <= PAGE_SERIES:
-        raise BadDataError(f"limit must be a whole number from 1 to {PAGE_SERIES}")
-    return int(raw)
-
-
-def _position(after: str) -> Position:
-    try:
-        raw = base64.urlsafe_b64decode(after + "=" * (-len(after) % 4))
-        return _CURSOR.validate_python(json.loads(raw))
-    except (ValueError, TypeError, RecursionError, ValidationError):
-        raise BadDataError("after must be the cursor of a page's next URL") from None
 
 
 def _series(row: Row) -> ImpactSeriesOut:

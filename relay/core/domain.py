@@ -25,6 +25,16 @@ class OutOfRange(ValueError):
     back as a datetime or flushed (9999-12-31T23:00-05:00 is in year 10000)."""
 
 
+def whole_number(text: str, most: int) -> int | None:
+    """``text`` as a whole number from 0 to ``most``, or None. ASCII digits only:
+    ``str.isdigit`` alone takes ``²``, which ``int`` refuses, and a string of thousands of
+    digits costs ``int`` time before it refuses it."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(most)):
+        return None
+    value = int(text)
+    return value if value <= most else None
+
+
 def epoch(moment: datetime) -> float:
     """Epoch seconds; a timestamp without an offset is UTC (never the machine's zone)."""
     if moment.tzinfo is None:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from relay.core.domain import whole_number
 from relay.core.errors import InvalidInput
 from relay.wire.flags import PatchOp, PatchOperation
 
@@ -126,11 +127,11 @@ def _child(node: Any, part: str) -> Any:
 def _index(items: list[Any], part: str, allow_end: bool) -> int:
     if part == "-" and allow_end:
         return len(items)
-    if not part.isdigit() or (len(part) > 1 and part.startswith("0")):
+    if not (part.isascii() and part.isdigit()) or (len(part) > 1 and part.startswith("0")):
         raise _Refused(f"{part!r} is not an array index")
-    index = int(part)
-    if index > len(items) or (index == len(items) and not allow_end):
-        raise _Refused(f"index {index} is out of range")
+    index = whole_number(part, len(items) if allow_end else len(items) - 1)
+    if index is None:
+        raise _Refused(f"index {part[:20]} is out of range")
     return index
 
 

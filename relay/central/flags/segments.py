@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from relay.central.flags.records import Reads, load_segments
 from relay.central.flags.writes import FlagWrite, Writer
+from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import SegmentRecord
 from relay.wire.flags import SegmentOut, UpsertSegment
@@ -22,9 +23,10 @@ MAX_ID = 2**31 - 1
 
 def segment_id(text: str) -> int:
     """A segment id from a path; anything that cannot be one is an unknown segment."""
-    if not (text.isascii() and text.isdigit() and len(text) <= 10 and 1 <= int(text) <= MAX_ID):
+    number = whole_number(text, MAX_ID)
+    if not number:
         raise NotFound(f"Could not find segment with id {text}")
-    return int(text)
+    return number
 
 
 class SegmentService:
