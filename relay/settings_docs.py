@@ -53,8 +53,7 @@ CHART_RULES: dict[str, dict[str, Any]] = {
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "enum", "items")
 
 SUMMARY = {
-    Mode.CENTRAL: "relay in standalone mode: the central feature-flag service on embedded"
-    " SQLite.",
+    Mode.CENTRAL: "relay in standalone mode: the central feature-flag service on embedded SQLite.",
     Mode.EDGE: "relay in relay mode: an edge sidecar buffering SDK metrics and flushing them"
     " upstream.",
 }

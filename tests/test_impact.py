@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric, raw
+from conftest import ADMIN_KEY, DEV_KEY, MakeClient, auth, bulk, metric, raw
+from fake_upstream import FakeUpstream
 from service import sample
 
 from relay.edge import batching
-from relay.wire.client import BulkMetrics
+from relay.wire.client import BulkMetrics, ClientMetrics
+from relay.wire.impact import MAX_IMPACT_BUCKETS, MAX_IMPACT_LABELS, MAX_IMPACT_VALUE
 
 LABELS = {"appName": "shop", "environment": "development", "featureName": "f1"}
 
@@ -157,3 +159,50 @@ def test_batches_carry_impact_within_limits_and_halves_keep_every_sample() -> No
     total = sum(len(m["samples"]) for part, _ in halves for m in json.loads(part)["impactMetrics"])
     assert total == bodies[0][1]
     assert b"impactMetrics" not in batching.body([], [])  # for an upstream that knows none
+
+
+async def test_what_a_relay_sends_on_is_what_an_upstream_with_the_same_rules_takes(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """At every bound, twice: the relay adds appName and +Inf, and sums; none of it may make
+    a series an upstream refuses (it would set the whole list aside, other apps' with it)."""
+    labels = {f"l{i:02}": "v" for i in range(MAX_IMPACT_LABELS)}  # appName added to them
+    bounds = [{"le": float(i), "count": MAX_IMPACT_VALUE} for i in range(MAX_IMPACT_BUCKETS)]
+    top = MAX_IMPACT_VALUE
+    observed = {"labels": labels, "count": top, "sum": top, "buckets": bounds}  # no +Inf
+    hostile = [
+        {"name": "h", "help": "", "type": "histogram", "samples": [observed]},
+        {"name": "c", "help": "", "type": "counter", "samples": [{"labels": labels, "value": top}]},
+    ]
+    relay = await make_relay(flush_interval=3600)
+    for _ in range(2):
+        body = {"appName": "shop", "impactMetrics": hostile}
+        response = await relay.post("/api/client/metrics", json=body, headers=auth(DEV_KEY))
+        assert response.status == 202
+    await relay.close()
+    [sent] = upstream.accepted_bulks()
+    parsed = BulkMetrics.model_validate_json(sent.body)
+    assert parsed.impactInvalid is None
+    assert {m.name: m.samples[0].value or m.samples[0].count for m in parsed.impact} == {
+        "h": top,  # saturated, not 2e15
+        "c": top,
+    }
+
+
+def test_label_values_and_sample_counts_are_bounded() -> None:
+    """A label value is stored in an index: a number is a bounded one (not a bool, not
+    thousands of digits); a body carries at most MAX_IMPACT_SAMPLES samples in all."""
+
+    def body(labels: dict[str, Any], metrics: int = 1, samples: int = 1) -> str:
+        one = {"labels": labels, "value": 1}
+        many = [
+            {"name": f"c{m}", "type": "counter", "samples": [one] * samples} for m in range(metrics)
+        ]
+        return json.dumps({"appName": "a", "impactMetrics": many})
+
+    assert ClientMetrics.model_validate_json(body({"n": 7, "x": 0.5})).impactInvalid is None
+    for labels in ({"n": True}, {"n": 10**20}, {"n": 1e300}):
+        invalid = ClientMetrics.model_validate_json(body(labels)).impactInvalid
+        assert invalid is not None and invalid[1].startswith("/impactMetrics/0/samples/0/labels")
+    assert ClientMetrics.model_validate_json(body({}, 2, 500)).impactInvalid is None
+    assert ClientMetrics.model_validate_json(body({}, 3, 400)).impactInvalid is not None

@@ -2,7 +2,8 @@
 
 A series is (environment, application, metric name, type, labels). Samples of a series are
 folded as Unleash registers them: a counter's increases are summed, a gauge keeps the latest
-value, a histogram's count, sum and bucket counts are summed per bound. A histogram whose
+value, a histogram's count, sum and bucket counts are summed per bound; sums saturate at
+``MAX_IMPACT_VALUE``. A histogram whose
 bounds changed (the SDK was redeployed with others) starts again from the newest sample:
 counts under other bounds cannot be added up.
 """
@@ -14,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from relay.wire.impact import ImpactMetric, ImpactSample
+from relay.wire.impact import MAX_IMPACT_VALUE, ImpactMetric, ImpactSample
 
 INF = float("inf")
 
@@ -47,13 +48,15 @@ class ImpactState:
         if kind == "gauge":
             return newer
         if kind == "counter":
-            return ImpactState(newer.help, self.value + newer.value)
+            return ImpactState(newer.help, _sum(self.value, newer.value))
         if [le for le, _ in self.buckets] != [le for le, _ in newer.buckets]:
             return newer
         buckets = tuple(
-            (le, a + b) for (le, a), (_, b) in zip(self.buckets, newer.buckets, strict=True)
+            (le, _sum(a, b)) for (le, a), (_, b) in zip(self.buckets, newer.buckets, strict=True)
         )
-        return ImpactState(newer.help, self.value + newer.value, self.count + newer.count, buckets)
+        return ImpactState(
+            newer.help, _sum(self.value, newer.value), _sum(self.count, newer.count), buckets
+        )
 
     def dumps(self) -> str:
         """The state as stored: JSON, +Inf as Prometheus writes it."""
@@ -79,6 +82,12 @@ class ImpactState:
             "sum": self.value,
             "buckets": [{"le": _bound(le), "count": count} for le, count in self.buckets],
         }
+
+
+def _sum(a: float, b: float) -> float:
+    """Sums saturate at the wire's bound of a value: a series past it stays at it rather
+    than become one an upstream with the same rules refuses."""
+    return max(-MAX_IMPACT_VALUE, min(MAX_IMPACT_VALUE, a + b))
 
 
 def _bound(le: float) -> float | str:
@@ -114,7 +123,7 @@ def _state(metric: ImpactMetric, sample: ImpactSample) -> ImpactState:
     bounds = sorted((INF if b.le == "+Inf" else b.le, b.count) for b in sample.buckets)
     merged: dict[float, float] = {}
     for le, count in bounds:  # a bound sent twice: its counts add up
-        merged[le] = merged.get(le, 0.0) + count
+        merged[le] = _sum(merged.get(le, 0.0), count)
     if INF not in merged:
         merged[INF] = sample.count
     return ImpactState(metric.help, sample.sum, sample.count, tuple(merged.items()))

@@ -14,10 +14,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     InstanceOf,
+    StrictFloat,
     StrictInt,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -29,15 +31,20 @@ from pydantic.json_schema import SkipJsonSchema
 from relay.wire.common import Name, Text, Wire
 
 MAX_IMPACT_METRICS = 100  # metrics in one body
-MAX_IMPACT_SAMPLES = 1_000  # samples of one metric (one per label set)
-MAX_IMPACT_LABELS = 16  # labels of one sample (the Node SDK sends 3 plus one per flag asked)
-MAX_IMPACT_BUCKETS = 64  # bounds of one histogram (the Node SDK's default is 11)
-MAX_IMPACT_VALUE = 1e15  # magnitude of a value: sums of them stay finite and exact enough
+MAX_IMPACT_SAMPLES = 1_000  # samples of one body, all metrics together (one per label set)
+MAX_IMPACT_LABELS = 16  # labels of one sample besides appName, which the service may add
+MAX_IMPACT_BUCKETS = 64  # finite bounds of one histogram (the Node SDK's default is 11)
+MAX_IMPACT_VALUE = 1e15  # magnitude of a value, and of what sums saturate at (core.impact)
 
 Number = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_IMPACT_VALUE, le=MAX_IMPACT_VALUE)]
 Amount = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_IMPACT_VALUE)]
-LabelValue = Text | StrictInt | Number
-Labels = Annotated[dict[Name, LabelValue], Field(max_length=MAX_IMPACT_LABELS)]
+# strict: true is no number; bounded: a label value is stored in an index on PostgreSQL
+LabelValue = (
+    Text
+    | Annotated[StrictInt, Field(ge=-MAX_IMPACT_VALUE, le=MAX_IMPACT_VALUE)]
+    | Annotated[StrictFloat, Field(allow_inf_nan=False, ge=-MAX_IMPACT_VALUE, le=MAX_IMPACT_VALUE)]
+)
+Labels = Annotated[dict[Name, LabelValue], Field(max_length=MAX_IMPACT_LABELS + 1)]
 Kind = Literal["counter", "gauge", "histogram"]
 
 
@@ -50,13 +57,25 @@ class ImpactBucket(Wire):
 
 class ImpactSample(Wire):
     """A counter's increase since the last send or a gauge's latest ``value``; or what a
-    histogram observed since the last send (``count``, ``sum``, ``buckets``)."""
+    histogram observed since the last send (``count``, ``sum``, ``buckets``).
+
+    The bounds leave room for what the service adds before sending a series on (an
+    ``appName`` label, a ``+Inf`` bucket), so that it never builds what an upstream with
+    the same rules would refuse."""
 
     labels: Labels = {}
     value: Number | None = None
     count: Amount | None = None
     sum: Number | None = None
-    buckets: Annotated[list[ImpactBucket], Field(max_length=MAX_IMPACT_BUCKETS)] | None = None
+    buckets: Annotated[list[ImpactBucket], Field(max_length=MAX_IMPACT_BUCKETS + 1)] | None = None
+
+    @model_validator(mode="after")
+    def _room_for_what_is_added(self) -> ImpactSample:
+        if len(self.labels) - ("appName" in self.labels) > MAX_IMPACT_LABELS:
+            raise ValueError(f"at most {MAX_IMPACT_LABELS} labels besides appName")
+        if len({b.le for b in self.buckets or () if b.le != "+Inf"}) > MAX_IMPACT_BUCKETS:
+            raise ValueError(f"at most {MAX_IMPACT_BUCKETS} bounds besides +Inf")
+        return self
 
 
 class ImpactMetric(Wire):
@@ -79,7 +98,15 @@ class ImpactMetric(Wire):
         return self
 
 
-ImpactMetrics = Annotated[list[ImpactMetric], Field(max_length=MAX_IMPACT_METRICS)]
+def _samples_in_all(metrics: list[ImpactMetric]) -> list[ImpactMetric]:
+    if sum(len(m.samples) for m in metrics) > MAX_IMPACT_SAMPLES:
+        raise ValueError(f"at most {MAX_IMPACT_SAMPLES} samples in all")
+    return metrics
+
+
+ImpactMetrics = Annotated[
+    list[ImpactMetric], Field(max_length=MAX_IMPACT_METRICS), AfterValidator(_samples_in_all)
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +124,10 @@ def _set_aside(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return handler(value)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "/".join(["/impactMetrics", *(str(part) for part in first["loc"])])
+        # the path in the body: indexes and names, not pydantic's names of validators and
+        # union members ("function-after[...]", "constrained-str")
+        parts = [str(p) for p in first["loc"] if isinstance(p, int) or p.isidentifier()]
+        where = "/".join(["/impactMetrics", *parts])
         return SetAside(first["type"], where)
 
 
