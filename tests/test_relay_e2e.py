@@ -6,6 +6,7 @@ import json
 import signal
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +79,14 @@ def test_sdk_formats_through_a_chain_of_two_relays(tmp_path: Path) -> None:
             "started": "2026-01-01T00:00:00Z",
         }
         assert call(f"{b.url}/api/client/register", registration)[0] == 202
+        now = datetime.now(UTC)
         metrics = {
             "appName": "shop",
             "instanceId": "sdk-1",
             "bucket": {
-                "start": "2026-11-21T05:00:01Z",
-                "stop": "2026-11-21T05:01:00Z",
+                # an SDK's bucket of the last minute: stored and read back relative to now
+                "start": (now - timedelta(minutes=1)).isoformat(),
+                "stop": now.isoformat(),
                 "toggles": {"checkout": {"yes": 3, "no": 1, "variants": {"blue": 2}}},
             },
         }
