@@ -35,6 +35,8 @@ from relay.store.sqlite import SqliteDatabase
 log = logging.getLogger(__name__)
 
 DAMAGED = "damaged"
+# Rows read per query while salvaging; one at a time once a page fails.
+_SALVAGE_PAGE = 1000
 
 # Each table, its columns and primary key (the order it is read in both directions).
 _TABLES: dict[str, tuple[str, str]] = {
@@ -161,19 +163,52 @@ def _salvage(damaged: Path, into: Path) -> dict[str, int]:
 
 def _readable(conn: sqlite3.Connection, table: str, columns: str, key: str) -> Iterator[Any]:
     """The rows of ``table`` that can be read: forwards until a damaged page, then backwards
-    from the end until one (each row once)."""
+    from the end until one (each row once).
+
+    Read in pages by key, and one row at a time near the damage: Python's sqlite3 steps to
+    the next row before it hands over the current one, so a plain scan loses the last row
+    before a damaged page in each direction, whole outbox batches among them.
+    """
     seen: set[tuple[Any, ...]] = set()
     width = len(key.split(","))
     for order in ("ASC", "DESC"):
-        ordering = ", ".join(f"{column} {order}" for column in key.split(","))
-        try:
-            for row in conn.execute(f"SELECT {key}, {columns} FROM {table} ORDER BY {ordering}"):
+        after: tuple[Any, ...] | None = None
+        limit = _SALVAGE_PAGE
+        while True:
+            try:
+                rows = _rows(conn, table, f"{key}, {columns}", key, order, after, limit)
+            except sqlite3.DatabaseError:
+                if limit == 1:
+                    break  # the next row is behind the damaged page: read from the other end
+                limit = 1
+                continue
+            if not rows:
+                break
+            for row in rows:
                 if row[:width] in seen:
-                    return
+                    return  # the two directions met
                 seen.add(row[:width])
                 yield row[width:]
-        except sqlite3.DatabaseError:
-            continue
+            after = rows[-1][:width]
+
+
+def _rows(
+    conn: sqlite3.Connection,
+    table: str,
+    selected: str,
+    key: str,
+    order: str,
+    after: tuple[Any, ...] | None,
+    limit: int,
+) -> list[Any]:
+    """Up to ``limit`` rows of ``table`` past ``after`` in key ``order``."""
+    ordering = ", ".join(f"{column} {order}" for column in key.split(","))
+    where, parameters = "", ()
+    if after is not None:
+        marks = ", ".join("?" * len(after))
+        where, parameters = f"WHERE ({key}) {'>' if order == 'ASC' else '<'} ({marks})", after
+    sql = f"SELECT {selected} FROM {table} {where} ORDER BY {ordering} LIMIT {limit}"
+    return conn.execute(sql, parameters).fetchall()
 
 
 def _wal(path: Path) -> Path:
