@@ -5,16 +5,20 @@ Redoc's standalone bundle (MIT, Rebilly) is vendored from npm (``redoc`` 2.5.1) 
 ``static/`` with its licence files, and served from here: the page needs no CDN and works
 offline. Redoc renders with script and injects its own styles, so this page's
 Content-Security-Policy allows this site's scripts, inline styles and blob workers (its
-search), and nothing from elsewhere."""
+search), and nothing from elsewhere.
+
+Each file is read once and its bytes served to every request (1,000 connections that never
+read the 911 kB bundle pinned 870 MB when each read its own copy)."""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from aiohttp import web
 
 from relay.api.routing import Route
-from relay.api.state import OPENAPI
+from relay.api.state import OPENAPI_BODY
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -44,7 +48,7 @@ FILES = {
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(request.app[OPENAPI])
+    return web.Response(body=request.app[OPENAPI_BODY], content_type="application/json")
 
 
 async def page(request: web.Request) -> web.Response:
@@ -54,9 +58,13 @@ async def page(request: web.Request) -> web.Response:
 
 async def asset(request: web.Request) -> web.Response:
     name = request.path.removeprefix("/docs/")
-    body = resources.files("relay.api").joinpath("static", name).read_bytes()
     headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
-    return web.Response(body=body, content_type=FILES[name], headers=headers)
+    return web.Response(body=_file(name), content_type=FILES[name], headers=headers)
+
+
+@functools.cache
+def _file(name: str) -> bytes:
+    return resources.files("relay.api").joinpath("static", name).read_bytes()
 
 
 ROUTES = [
