@@ -19,7 +19,7 @@ from aiohttp.typedefs import Middleware
 from relay.api import backstage, docs
 from relay.api.connections import count_accept_errors, write_in_slices
 from relay.api.cors import cors_middleware
-from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, observe
+from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
 from relay.api.state import AUTH_FAILURES, OPENAPI, OPENAPI_BODY, READY, SETTINGS
@@ -43,6 +43,7 @@ def new_application(settings: Settings) -> web.Application:
     app[READY] = [False]
     app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
     app[STORAGE_TROUBLE] = OncePerSecond()
+    app.on_response_prepare.append(common_headers)
     app.on_response_prepare.append(write_in_slices)
     app.on_startup.append(count_accept_errors)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
