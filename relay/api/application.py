@@ -17,7 +17,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
-from relay.api.connections import count_accept_errors, write_in_slices
+from relay.api.connections import open_files, write_in_slices
 from relay.api.cors import cors_middleware
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
@@ -45,7 +45,7 @@ def new_application(settings: Settings) -> web.Application:
     app[STORAGE_TROUBLE] = OncePerSecond()
     app.on_response_prepare.append(common_headers)
     app.on_response_prepare.append(write_in_slices)
-    app.on_startup.append(count_accept_errors)
+    app.on_startup.append(open_files)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     return app
 

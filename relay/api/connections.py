@@ -12,15 +12,18 @@ about two slices, whatever the answer's size. A client that leaves that room unr
 ``write_timeout`` seconds has its connection closed (as nginx's ``send_timeout``: between
 two writes, not for the whole answer).
 
-When the process runs out of file descriptors, asyncio reports every failed ``accept`` with
-a traceback, many times a second for as long as it lasts (14,787 times in 20 s, 7.6 MB of
-log). They are counted, and logged once per ``ACCEPT_LOG_INTERVAL`` with their number.
+Every connection holds a file descriptor, and the usual soft limit (1,024) refuses
+connections long before memory or the hard limit would: it is raised to the hard limit.
+When the process runs out of them all the same, asyncio reports every failed ``accept``
+with a traceback, many times a second for as long as it lasts (14,787 times in 20 s, 7.6 MB
+of log). They are counted, and logged once per ``ACCEPT_LOG_INTERVAL`` with their number.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import socket
 import struct
 import time
@@ -139,6 +142,14 @@ class AcceptErrors:
         self._next, self._count = now + self._interval, 0
 
 
-async def count_accept_errors(app: web.Application) -> None:
-    """``on_startup``: the handler installed on the loop that serves ``app``."""
+async def open_files(app: web.Application) -> None:
+    """``on_startup``, after the mode's resources opened (an error there is one line): the
+    open-file limit raised, failed accepts counted on the loop that serves ``app``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            log.info("open files", extra={"limit": hard, "was": soft})
+        except (ValueError, OSError):  # an unlimited hard limit: more than the kernel allows
+            log.info("open files", extra={"limit": soft, "hard": "unlimited"})
     asyncio.get_running_loop().set_exception_handler(AcceptErrors())

@@ -30,9 +30,7 @@ socket as an inherited file descriptor.
 from __future__ import annotations
 
 import gc
-import logging
 import os
-import resource
 import signal
 import socket
 import sys
@@ -51,12 +49,9 @@ GC_GEN0_THRESHOLD = 50_000
 _PR_SET_PDEATHSIG = 1
 EXIT_CONFIG = 2
 
-log = logging.getLogger(__name__)
-
 
 def serve(settings: Settings) -> int:
     logs.configure(settings.log_level, settings.log_format)
-    _raise_file_limit()
     if settings.workers == 1:
         _run(settings, worker=0, sock=None, name="")
         return 0
@@ -65,18 +60,6 @@ def serve(settings: Settings) -> int:
         return initialised.returncode  # it has said why on stderr
     sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
     supervisor.start(settings, sockets)
-
-
-def _raise_file_limit() -> None:
-    """Every connection holds a file descriptor, and the usual soft limit (1,024) refuses
-    connections long before memory or the hard limit would: the soft limit is raised to the
-    hard one, for this process and the workers it starts."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (ValueError, OSError):  # an unlimited hard limit is more than the kernel allows
-        hard = soft
-    log.info("open files", extra={"limit": hard, "was": soft})
 
 
 def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str) -> None:
