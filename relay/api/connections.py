@@ -5,10 +5,10 @@ than open files.
 A body handed to the transport whole is copied whole: aiohttp joins it to the headers and
 asyncio keeps what the socket did not take in a buffer of its own. A client that asked for
 a large answer and never read it pinned a copy: 300 such connections took a standalone from
-254 MB to 1.6 GB. Every answer larger than ``SLICE`` is therefore written from its one bytes
-object (shared by every connection that asks for it) a slice at a time, each once the
-transport is back under its high-water mark (asyncio's 64 kiB): a connection holds at most
-about two slices, whatever the answer's size. A client that leaves that room unread for
+254 MB to 1.6 GB. Every answer is therefore written from its one bytes object (shared by
+every connection that asks for it) ``SLICE`` bytes at a time, each once the transport is
+back under its high-water mark (asyncio's 64 KiB): a connection holds at most about two
+slices, whatever the answer's size. A client that leaves that room unread for
 ``write_timeout`` seconds has its connection closed (as nginx's ``send_timeout``: between
 two writes, not for the whole answer).
 
@@ -118,13 +118,12 @@ async def _within(
         raise ConnectionResetError("the client read nothing within write_timeout") from None
 
 
-class AcceptErrors:
+class _AcceptErrors:
     """The event loop's exception handler: failed accepts counted and logged once per
-    interval, with how many there were since the last line; anything else as asyncio
-    would."""
+    interval, with how many there were since the last line (the connections wait in the
+    listen queue meanwhile); anything else as asyncio would."""
 
-    def __init__(self, interval: float = ACCEPT_LOG_INTERVAL) -> None:
-        self._interval = interval
+    def __init__(self) -> None:
         self._next = 0.0
         self._count = 0
 
@@ -138,8 +137,8 @@ class AcceptErrors:
         if now < self._next:
             return
         extra = {"error": str(context.get("exception")), "count": self._count}
-        log.error("connections refused: %s", _ACCEPT_FAILED, extra=extra)
-        self._next, self._count = now + self._interval, 0
+        log.error("connections not accepted: %s", _ACCEPT_FAILED, extra=extra)
+        self._next, self._count = now + ACCEPT_LOG_INTERVAL, 0
 
 
 async def open_files(app: web.Application) -> None:
@@ -152,4 +151,4 @@ async def open_files(app: web.Application) -> None:
             log.info("open files", extra={"limit": hard, "was": soft})
         except (ValueError, OSError):  # an unlimited hard limit: more than the kernel allows
             log.info("open files", extra={"limit": soft, "hard": "unlimited"})
-    asyncio.get_running_loop().set_exception_handler(AcceptErrors())
+    asyncio.get_running_loop().set_exception_handler(_AcceptErrors())
