@@ -183,10 +183,7 @@ class Settings(BaseSettings):
     app_name: Annotated[str, Usage(Mode.EDGE)] = Field(
         "relay", min_length=1, max_length=255, description="Relay: appName in connectVia"
     )
-    instance_id: Annotated[
-        str | None,
-        Usage(Mode.EDGE, example="relay-1"),
-    ] = Field(
+    instance_id: Annotated[str | None, Usage(Mode.EDGE, example="relay-1")] = Field(
         None,
         min_length=1,
         max_length=255,
@@ -258,6 +255,9 @@ class Settings(BaseSettings):
     )
     body_timeout: float = Field(
         30.0, gt=0, description="Seconds a client may take to send a request body (then 408)"
+    )
+    write_timeout: float = Field(
+        30.0, gt=0, description="Seconds a client may stop reading an answer (then it is cut off)"
     )
     auth_failure_limit: int = Field(
         100,

@@ -63,6 +63,8 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         "--window-size=1280,900",
     ):
         options.add_argument(flag)
+    # every request the pages make, and the console (CSP refusals), kept for the checks
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=DriverService(DRIVER), options=options)
     driver.set_page_load_timeout(60)
     try:
@@ -114,6 +116,26 @@ class Visit:
         )
         cdp("Emulation.clearDeviceMetricsOverride", {})
         path.write_bytes(base64.b64decode(shot["data"]))
+
+    def requests_elsewhere(self) -> list[str]:
+        """What the pages asked of another origin since the last call: requests sent (not
+        the browser's own, chrome://), and those the Content-Security-Policy refused (which
+        the console reports)."""
+        sent = (
+            json.loads(entry["message"])["message"] for entry in self.driver.get_log("performance")
+        )
+        urls = [
+            m["params"]["request"]["url"]
+            for m in sent
+            if m["method"] == "Network.requestWillBeSent"
+        ]
+        refused = [
+            e["message"]
+            for e in self.driver.get_log("browser")
+            if "Content Security Policy" in e["message"]
+        ]
+        web = [url for url in urls if url.startswith(("http:", "https:", "ws:", "wss:"))]
+        return [url for url in web if not url.startswith(f"{self.base}/")] + refused
 
     def find(self, css: str) -> Any:
         from selenium.webdriver.common.by import By
@@ -278,16 +300,20 @@ def operate(visit: Visit, central: Service) -> None:
     assert "browser-made" not in visit.seen("11-key-revoked")
     assert call(ingest, secret, empty)[0] == 401
 
-    # the API's page, and the flags in a narrow window
+    # the API's page, drawn from this origin alone, and the flags in a narrow window
+    elsewhere = visit.requests_elsewhere()
     visit.go("/docs")
     wait_until(
         lambda: (
             "bulk" in visit.driver.page_source.lower()
             and visit.driver.find_elements("css selector", "h1, h2")
+            # the menu's footer, rendered with the logo Redoc loads
+            and visit.driver.find_elements("css selector", "a[href='https://redocly.com/redoc/']")
         ),
         "Redoc drew the API",
     )
     visit.seen("12-api-docs")
+    assert elsewhere == [] and visit.requests_elsewhere() == []
     visit.go("/")
     visit.seen("13-flags-narrow", width=420)
 

@@ -7,6 +7,7 @@ state and ``cleanup_ctx`` resources; ``relay.app`` picks the mode.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -16,11 +17,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
+from relay.api.connections import open_files, write_in_slices
 from relay.api.cors import cors_middleware
-from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, observe
+from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
-from relay.api.state import AUTH_FAILURES, OPENAPI, READY, SETTINGS
+from relay.api.state import AUTH_FAILURES, OPENAPI, OPENAPI_BODY, READY, SETTINGS
 from relay.api.throttle import FailureLimit
 from relay.settings import Settings
 
@@ -41,6 +43,9 @@ def new_application(settings: Settings) -> web.Application:
     app[READY] = [False]
     app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
     app[STORAGE_TROUBLE] = OncePerSecond()
+    app.on_response_prepare.append(common_headers)
+    app.on_response_prepare.append(write_in_slices)
+    app.on_startup.append(open_files)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     return app
 
@@ -50,6 +55,7 @@ def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
     every = [*routes, *backstage.ROUTES, *docs.ROUTES]
     add_routes(app, every)
     app[OPENAPI] = document(every, version("relay"))
+    app[OPENAPI_BODY] = json.dumps(app[OPENAPI]).encode()
 
 
 class _ClientFaults(logging.Filter):

@@ -5,16 +5,22 @@ Redoc's standalone bundle (MIT, Rebilly) is vendored from npm (``redoc`` 2.5.1) 
 ``static/`` with its licence files, and served from here: the page needs no CDN and works
 offline. Redoc renders with script and injects its own styles, so this page's
 Content-Security-Policy allows this site's scripts, inline styles and blob workers (its
-search), and nothing from elsewhere."""
+search), and nothing from elsewhere. The one address elsewhere the bundle loads, the logo
+of its "API docs by Redocly" link, is replaced as the file is read (the vendored file stays
+as published): an image that does not load, which Redoc then leaves out.
+
+Each file is read once and its bytes served to every request (1,000 connections that never
+read the 911 kB bundle pinned 870 MB when each read its own copy)."""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from aiohttp import web
 
 from relay.api.routing import Route
-from relay.api.state import OPENAPI
+from relay.api.state import OPENAPI_BODY
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -36,6 +42,8 @@ _CSP = (
     " img-src 'self' data:; font-src 'self' data:; connect-src 'self';"
     " worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'"
 )
+_ELSEWHERE = {b"https://cdn.redoc.ly/redoc/logo-mini.svg": b"data:,"}
+"""What the bundle would load from another origin, and what it loads instead."""
 FILES = {
     "redoc.standalone.js": "application/javascript",
     "redoc.standalone.js.LICENSE.txt": "text/plain",
@@ -44,19 +52,26 @@ FILES = {
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(request.app[OPENAPI])
+    return web.Response(body=request.app[OPENAPI_BODY], content_type="application/json")
 
 
 async def page(request: web.Request) -> web.Response:
-    headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
+    headers = {"Content-Security-Policy": _CSP}
     return web.Response(text=_PAGE, content_type="text/html", charset="utf-8", headers=headers)
 
 
 async def asset(request: web.Request) -> web.Response:
     name = request.path.removeprefix("/docs/")
+    headers = {"Cache-Control": "public, max-age=86400"}
+    return web.Response(body=_file(name), content_type=FILES[name], headers=headers)
+
+
+@functools.cache
+def _file(name: str) -> bytes:
     body = resources.files("relay.api").joinpath("static", name).read_bytes()
-    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
-    return web.Response(body=body, content_type=FILES[name], headers=headers)
+    for elsewhere, instead in _ELSEWHERE.items():
+        body = body.replace(elsewhere, instead)
+    return body
 
 
 ROUTES = [

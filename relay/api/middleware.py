@@ -64,6 +64,17 @@ class OncePerSecond:
 STORAGE_TROUBLE = web.AppKey("storage_trouble", OncePerSecond)
 
 
+_EVERY_ANSWER = {"X-Content-Type-Options": "nosniff"}
+"""A browser never takes an answer for another type than it says (JSON bodies echo names
+that callers chose) and runs it as HTML or script."""
+
+
+async def common_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: the headers every answer carries, errors and pages too."""
+    for name, value in _EVERY_ANSWER.items():
+        response.headers.setdefault(name, value)
+
+
 def error_response(error: errors.ApiError) -> web.Response:
     return web.json_response(
         error.body().model_dump(mode="json", exclude_none=True),

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from pydantic import BaseModel
 
+from relay.api.connections import write_part
+
 log = logging.getLogger(__name__)
 
 
@@ -21,15 +23,16 @@ async def streamed(request: web.Request, parts: AsyncIterator[bytes]) -> web.Str
     """A 200 JSON answer sent part by part as ``parts`` produces them, so a large one is never
     whole in memory. The first part is produced before anything is sent: an error until then
     is still an error answer. A failure later can only cut the connection, logged: the
-    client sees an incomplete body (its chunked encoding never ends), never a whole one."""
+    client sees an incomplete body (its chunked encoding never ends), never a whole one.
+    Each part waits for the client to read the previous ones (``write_timeout``)."""
     first = await anext(parts)
     response = web.StreamResponse()
     response.content_type = "application/json"
     await response.prepare(request)
     try:
-        await response.write(first)
+        await write_part(request, response, first)
         async for part in parts:
-            await response.write(part)
+            await write_part(request, response, part)
     except ConnectionError:
         log.debug("client closed the connection mid-answer", extra={"path": request.path})
     except Exception as exc:

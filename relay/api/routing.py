@@ -1,11 +1,12 @@
 """Routes as data: the app registers them and the OpenAPI document describes them, from
 the same table, so the documentation cannot drift from what is served.
 
-Every route is registered through ``add_routes``, which checks, before its handler runs,
-the key (routes with ``auth``) and then the path parameters, by the rules of names in
-bodies (``relay.wire.common.Name``: 1..255 characters, no NUL, which PostgreSQL text cannot
-hold). Its expect handler sends nothing: ``100 Continue`` comes from ``relay.api.body``
-once those checks passed and the body is about to be read.
+Every route is registered through ``add_routes`` (a GET route answers HEAD too), which
+checks, before its handler runs, the key (routes with ``auth``) and then the path
+parameters, by the rules of names in bodies (``relay.wire.common.Name``: 1..255
+characters, no NUL, which PostgreSQL text cannot hold). Its expect handler sends nothing:
+``100 Continue`` comes from ``relay.api.body`` once those checks passed and the body is
+about to be read.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
         # aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}``
         # (valid, 1..255 characters of anything) could be written but never read back (404).
         path = _PARAMETER.sub(r"{\1:[^/]+}", route.path)
-        app.router.add_route(route.method, path, _checked(route), expect_handler=_later)
+        if route.method == "GET":  # and HEAD, as every HTTP server must (RFC 9110, 9.1)
+            app.router.add_get(path, _checked(route), expect_handler=_later)
+        else:
+            app.router.add_route(route.method, path, _checked(route), expect_handler=_later)
 
 
 def _checked(route: Route) -> Handler:

@@ -16,3 +16,5 @@ AUTH_FAILURES = web.AppKey("auth_failures", FailureLimit)
 INGEST = web.AppKey("ingest", Ingest)
 READY = web.AppKey("ready", list[bool])
 OPENAPI = web.AppKey("openapi", dict[str, object])
+OPENAPI_BODY = web.AppKey("openapi_body", bytes)
+"""The document as JSON, encoded once and shared by every request for it."""
