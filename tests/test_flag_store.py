@@ -16,7 +16,8 @@ from fake_upstream import Answer, FakeUpstream
 from service import eventually
 
 from relay.core.keys import hash_key
-from relay.edge.flag_store import FlagScope
+from relay.edge.cache_file import cache_file
+from relay.edge.flag_store import Copy, FlagScope, FlagStore, Saved
 from relay.store.sql import BUFFER_SCHEMA, migration_scripts
 
 SPEC = {"Authorization": DEV_KEY, "Unleash-Client-Spec": "5.2.0"}
@@ -112,3 +113,18 @@ async def test_a_relay_upgraded_in_place_keeps_the_flag_copies_of_its_buffer_fil
     with sqlite3.connect(data_dir / "buffer.db") as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert not tables & {"flag_scopes", "flag_keys"}  # only counts are left there
+
+
+async def test_stored_answers_are_bounded_by_bytes_the_latest_kept(tmp_path: Path) -> None:
+    db = cache_file(tmp_path, "NORMAL")
+    await db.open()
+    try:
+        store = FlagStore(db, most_bytes=2_500_000)
+        scopes = [FlagScope("development", (f"p{n}",)) for n in range(3)]
+        for n, scope in enumerate(scopes):
+            copy = Copy(bytes([n]) * 1_000_000, f'"{n}"', 1000.0 + n)
+            await store.write([Saved(scope, copy)], [], 1000.0 + n, 10.0)
+        kept = [scope for scope in scopes if await store.copy(scope) is not None]
+        assert kept == scopes[1:]  # the oldest answer went when the third came
+    finally:
+        await db.close()
