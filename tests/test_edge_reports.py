@@ -92,7 +92,8 @@ async def test_a_stored_record_that_does_not_read_never_fails_a_read(
     assert [e["instanceId"] for e in await listed.json()] == ["good"]
     assert unreadable() - before == 3
     await sign_in(client)
-    assert "good" in await page(client, "/relays")
+    html = await page(client, "/relays")
+    assert 'id="relay-development-good"' in html and "Reported with a key of" in html
 
 
 async def test_a_relay_skips_a_record_that_does_not_read_and_goes_on_reporting(
