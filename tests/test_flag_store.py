@@ -128,3 +128,14 @@ async def test_stored_answers_are_bounded_by_bytes_the_latest_kept(tmp_path: Pat
         assert kept == scopes[1:]  # the oldest answer went when the third came
     finally:
         await db.close()
+
+
+async def test_a_damaged_cache_file_is_moved_aside_and_the_relay_starts(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "relay"
+    data_dir.mkdir()
+    (data_dir / "cache.db").write_bytes(b"not a database, " * 512)
+    relay = await make_relay()
+    assert await served(relay) == 200  # fetched again
+    assert len(list(data_dir.glob("cache.db.damaged-*"))) == 1

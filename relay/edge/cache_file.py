@@ -4,6 +4,9 @@ its own, nothing there counts toward ``buffer_max_bytes`` or can make its evicti
 count; each kind holds bounds of its own (``relay.edge.flag_store``,
 ``relay.store.edge_reports``), since on a shared disk it still takes room.
 
+A damaged ``cache.db`` is moved aside at start (``cache.db.damaged-<UTC time>``, logged as
+an error) and a new one begun: its flags are fetched again, never a reason not to start.
+
 A relay upgraded in place finds its flag copies and key hashes in ``buffer.db`` (buffer
 migration 0002): ``adopt`` copies them here before ``buffer.db`` is opened (whose
 migration 0003 then drops them), so it goes on serving flags while the upstream is down.
@@ -11,11 +14,13 @@ migration 0003 then drops them), so it goes on serving flags while the upstream 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from functools import partial
 from pathlib import Path
 
+from relay.edge.salvage import damage, move_aside
 from relay.store.sql import CACHE_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -28,6 +33,21 @@ WAL_BYTES = 4 * 1024 * 1024
 
 def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:
     return SqliteDatabase(data_dir / CACHE_FILE, CACHE_SCHEMA, synchronous, WAL_BYTES)
+
+
+async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
+    """``cache`` opened (a damaged file moved aside first), with the flag copies ``buffer``
+    holds from an older version: called before ``buffer`` is opened (its migration drops
+    them)."""
+    problem = await asyncio.to_thread(damage, cache.path)
+    if problem is not None:
+        aside = await asyncio.to_thread(move_aside, cache.path)
+        log.error(
+            "cache file damaged: moved aside, flags are fetched again",
+            extra={"path": str(cache.path), "moved_to": str(aside), "problem": problem[:500]},
+        )
+    await cache.open()
+    await adopt(cache, buffer)
 
 
 async def adopt(cache: SqliteDatabase, buffer: Path) -> None:

@@ -22,7 +22,7 @@ from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import flag_api, passthrough
 from relay.edge.buffer_monitor import BufferMonitor
-from relay.edge.cache_file import adopt, cache_file
+from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flag_cache import TICK, FlagCache
 from relay.edge.flag_store import FlagStore
 from relay.edge.flusher import Flusher
@@ -55,7 +55,7 @@ async def initialise(settings: Settings) -> None:
     workers start."""
     await _check_buffers(settings, ran_before=_ran_before(settings))
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
-    await _open_cache(cache, settings)
+    await open_cache(cache, settings.buffer_path)
     await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
@@ -141,7 +141,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         try:
             if settings.workers == 1:  # else done once by ``initialise``
                 await _check_buffers(settings, ran_before)
-                await _open_cache(cache, settings)
+                await open_cache(cache, settings.buffer_path)
             else:
                 await cache.open()
             for database, store in opened:
@@ -215,13 +215,6 @@ def build(settings: Settings, worker: int) -> web.Application:
 async def _check_buffers(settings: Settings, ran_before: bool) -> None:
     wal = reserve_bytes(settings.buffer_max_bytes)
     await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
-
-
-async def _open_cache(cache: SqliteDatabase, settings: Settings) -> None:
-    """``cache.db`` opened, with the flag copies an older ``buffer.db`` holds (before that
-    file is opened: its migration drops them)."""
-    await cache.open()
-    await adopt(cache, settings.buffer_path)
 
 
 def _ran_before(settings: Settings) -> bool:
