@@ -20,9 +20,12 @@ from test_edges import EDGES_PATH, report
 from test_web import page, sign_in
 
 from relay.app import build_app
+from relay.core.edges import ReportScope, flatten
+from relay.edge.cache_file import cache_file
 from relay.edge.reporter import REPORT_BOUNDS
 from relay.edge.wiring import MONITOR_INTERVAL
-from relay.wire.edges import MAX_REPORT_BYTES
+from relay.store.edge_reports import EdgeReportStore, ReportBounds
+from relay.wire.edges import MAX_REPORT_BYTES, EdgeInstanceData
 
 REPORT_PATH = "/api/client/metrics/edge"
 # what an older version stored for a report with avg = 1e999: pydantic wrote +inf as null
@@ -49,15 +52,13 @@ def wide(identifier: str, below: int = 0) -> dict[str, Any]:
     )
 
 
-async def test_non_finite_numbers_are_refused_in_both_modes(
-    client: Any, make_relay: Any
-) -> None:
+async def test_non_finite_numbers_are_refused_in_both_modes(client: Any, make_relay: Any) -> None:
     relay = await make_relay()
     for service in (client, relay):
         for number in ("1e999", "-1e999", "NaN", "Infinity"):
             body = json.dumps(report("a")).replace(
-                '"connectedEdges"', f'"latencyUpstream": {{"metrics": {{"avg": {number}}}}},'
-                ' "connectedEdges"'
+                '"connectedEdges"',
+                f'"latencyUpstream": {{"metrics": {{"avg": {number}}}}}, "connectedEdges"',
             )
             answer = await service.post(
                 REPORT_PATH,
@@ -184,3 +185,26 @@ async def test_reports_and_flag_copies_never_evict_counts(
     assert copies == 2
     assert sorted(kept) == [f"reporter-{n:03}" for n in range(100, 150)]  # the newest 50
     assert len(kept) == REPORT_BOUNDS.per_scope
+
+
+async def test_reports_are_bounded_per_scope_and_in_all_the_oldest_out(tmp_path: Path) -> None:
+    db = cache_file(tmp_path, "NORMAL")
+    await db.open()
+    try:
+        store = EdgeReportStore(db, ReportBounds(per_scope=3, total=5))
+        one, other = ReportScope("development", ("a",)), ReportScope("development", ("b",))
+        for n in range(4):  # the fourth of one scope replaces its oldest
+            await store.save(one, flatten(EdgeInstanceData.model_validate(report(f"a{n}"))), n)
+        for n in range(3):  # then the other scope's push the oldest of all out
+            made = EdgeInstanceData.model_validate(report(f"b{n}"))
+            await store.save(other, flatten(made), 10 + n)
+        kept = {(r.scope.projects, r.identifier) for r in await store.latest()}
+        assert kept == {
+            (("a",), "a3"),
+            (("b",), "b0"),
+            (("b",), "b1"),
+            (("b",), "b2"),
+            (("a",), "a2"),
+        }
+    finally:
+        await db.close()

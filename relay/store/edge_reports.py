@@ -95,12 +95,14 @@ class EdgeReportStore:
             " AND projects = ? ORDER BY reported_at DESC, identifier LIMIT ?)",
             (environment, projects, environment, projects, self._bounds.per_scope),
         )
-        await tx.execute(
-            "DELETE FROM edge_reports WHERE (environment, projects, identifier) NOT IN"
-            " (SELECT environment, projects, identifier FROM edge_reports"
-            " ORDER BY reported_at DESC, identifier LIMIT ?)",
-            (self._bounds.total,),
-        )
+        [(held,)] = await tx.fetch_all("SELECT count(*) FROM edge_reports")
+        if held > self._bounds.total:  # the oldest, through the index on reported_at
+            await tx.execute(
+                "DELETE FROM edge_reports WHERE (environment, projects, identifier) IN"
+                " (SELECT environment, projects, identifier FROM edge_reports"
+                " ORDER BY reported_at LIMIT ?)",
+                (held - self._bounds.total,),
+            )
 
     async def latest(self, since: float = 0.0, limit: int = 1000) -> list[StoredReport]:
         """Reports received since ``since``, the newest first; records that do not read
@@ -154,7 +156,5 @@ def _read(row: Sequence[object]) -> StoredReport:
 
 def _short(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3]
-        )
+        return "; ".join(f"{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
     return str(exc)[:200]
