@@ -95,7 +95,8 @@ class EdgeReportStore:
             " AND projects = ? ORDER BY reported_at DESC, identifier LIMIT ?)",
             (environment, projects, environment, projects, self._bounds.per_scope),
         )
-        [(held,)] = await tx.fetch_all("SELECT count(*) FROM edge_reports")
+        [row] = await tx.fetch_all("SELECT count(*) FROM edge_reports")
+        held = int(row[0])
         if held > self._bounds.total:  # the oldest, through the index on reported_at
             await tx.execute(
                 "DELETE FROM edge_reports WHERE (environment, projects, identifier) IN"
