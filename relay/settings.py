@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         description="Server processes sharing the port and the database (about one per core)",
     )
     data_dir: Annotated[
-        Path, Usage(note="Its files: relay.db (standalone) or buffer.db (relay)")
+        Path, Usage(note="Its files: relay.db (standalone) or buffer.db and cache.db (relay)")
     ] = Field(Path("data"), description="Directory for the SQLite database/buffer")
     database_url: Annotated[
         str | None,

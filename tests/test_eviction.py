@@ -39,6 +39,10 @@ def evicted() -> float:
     return REGISTRY.get_sample_value("relay_evicted_entries_total") or 0.0
 
 
+def evaluations() -> float:
+    return REGISTRY.get_sample_value("relay_evicted_evaluations_total") or 0.0
+
+
 async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newest(
     make_relay: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
@@ -48,11 +52,11 @@ async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newe
     upstream.default = Answer(503)
     client = await make_relay(buffer_max_bytes=CAP, backoff_max=60)
     data_dir = tmp_path / "relay"
-    before = evicted()
+    before, evaluations_before = evicted(), evaluations()
     largest = 0
     posts = 50
     for n in range(posts):
-        entries = [metric(f"f-{n:03}-{i:05}", yes=1) for i in range(PER_POST)]
+        entries = [metric(f"f-{n:03}-{i:05}", yes=1, no=2) for i in range(PER_POST)]
         response = await client.post(
             "/api/client/metrics/bulk",
             data=io.BytesIO(json.dumps(bulk(entries)).encode()),
@@ -72,6 +76,8 @@ async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newe
     # the oldest went first, in steps: no request older than the last evicted one was kept
     assert 0 < len(sent) < posts * PER_POST
     assert len(sent) + (evicted() - before) == posts * PER_POST
+    # and what they held: 3 evaluations each (yes 1, no 2)
+    assert evaluations() - evaluations_before == 3 * (evicted() - before)
 
 
 async def test_idempotency_keys_count_against_the_bound(

@@ -1,7 +1,7 @@
 """Relay mode serves flags from its cache: one upstream fetch per scope (keys of one projects
 and environment), first requests coalesced, revalidated with ``If-None-Match`` every
 ``features_refresh_interval``, filtered and shaped locally, kept through upstream outages and
-restarts (``buffer.db``), refusals passed on. A real app on a real socket, a real SQLite
+restarts (``cache.db``), refusals passed on. A real app on a real socket, a real SQLite
 file, the fake upstream on another socket."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def fetches(upstream: FakeUpstream, key: str = DEV_KEY) -> list[Received]:
 
 def stored_scopes(data_dir: Path) -> list[FlagScope]:
     """The scopes of the copies in a relay's file."""
-    with sqlite3.connect(data_dir / "buffer.db") as conn:
+    with sqlite3.connect(data_dir / "cache.db") as conn:
         rows = conn.execute("SELECT scope FROM flag_scopes WHERE body IS NOT NULL").fetchall()
     return [FlagScope.from_id(scope) for (scope,) in rows]
 

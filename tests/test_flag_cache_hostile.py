@@ -113,7 +113,7 @@ async def test_an_etag_that_is_no_text_is_not_kept_and_the_copy_is_stored(
     relay = await aiohttp_client(build_app(settings))
     assert (await get(relay))[0] == 200
     await eventually(lambda: SCOPE in stored_scopes(tmp_path / "relay"), "the copy stored")
-    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as conn:
+    with sqlite3.connect(tmp_path / "relay" / "cache.db") as conn:
         assert {etag for (etag,) in conn.execute("SELECT etag FROM flag_scopes")} == {""}
 
 
@@ -135,7 +135,7 @@ async def test_a_damaged_row_of_the_cache_does_not_stop_a_start(
     relay = await make_relay(client_tokens=[DEV_KEY])
     assert (await get(relay, key=validated))[0] == 200
     await relay.close()
-    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as conn:
+    with sqlite3.connect(tmp_path / "relay" / "cache.db") as conn:
         assert conn.execute("SELECT count(*) FROM flag_keys").fetchone() == (1,)
         conn.execute(damage)
     again = await make_relay(client_tokens=[DEV_KEY])

@@ -88,7 +88,7 @@ def ours() -> int:
 
 
 def stored(data_dir: Path) -> int:
-    with sqlite3.connect(data_dir / "buffer.db") as conn:
+    with sqlite3.connect(data_dir / "cache.db") as conn:
         return int(conn.execute("SELECT count(body) FROM flag_scopes").fetchone()[0])
 
 

@@ -73,6 +73,16 @@ async def read_json(request: web.Request, model: type[Model]) -> Model:
     return parsed
 
 
+async def read_kept(request: web.Request, model: type[Model], limit: int) -> Model:
+    """``read_json`` for a body kept as a record: 413 unless what is kept of it (its JSON
+    without the fields the model ignores) fits ``limit`` bytes, so a stranger's record is
+    bounded by what the service keeps, whatever else the body carried."""
+    parsed = await read_json(request, model)
+    if len(parsed.model_dump_json().encode()) > limit:
+        raise ContentTooLarge(f"The body as kept is larger than the limit of {limit} bytes")
+    return parsed
+
+
 async def read_body(request: web.Request) -> bytes:
     """The whole body, decoded: at most ``max_body_bytes`` before and after decoding (413, at
     once when ``Content-Length`` says so), within ``body_timeout`` (408)."""

@@ -2,9 +2,10 @@
 upstream key, as Unleash Edge posts them) and the list of them
 (``GET /api/admin/metrics/edges``, the path and shape of Unleash Enterprise).
 
-Each relay's latest report is kept, under its ``identifier``, with the relay it came
-through; a relay with no report for ``STALE_AFTER`` report intervals is marked stale, and
-forgotten after ``KEEP``. The web page shows the same list (``relay.central.web``)."""
+Each relay's latest report is kept, under its ``identifier`` within the scope of the key
+that posted it (``ReportScope``), with the relay it came through; a relay with no report
+for ``STALE_AFTER`` report intervals is marked stale, and forgotten after ``KEEP``. The web
+page shows the same list (``relay.central.web``)."""
 
 from __future__ import annotations
 
@@ -12,48 +13,54 @@ import time
 
 from aiohttp import web
 
-from relay.api.body import read_json
+from relay.api.auth import PRINCIPAL
+from relay.api.body import read_kept
 from relay.api.client import client_route
 from relay.central.admin import admin_route
 from relay.central.state import EDGES
 from relay.core.domain import from_epoch
-from relay.core.edges import STALE_AFTER, flatten
-from relay.store.edge_reports import EdgeReportStore, StoredReport
-from relay.wire.edges import REPORT_PATH, ConnectedEdge, ConnectedEdges, EdgeInstanceData
+from relay.core.edges import STALE_AFTER, ReportScope, flatten
+from relay.store.edge_reports import EdgeReportStore, ReportBounds
+from relay.wire.edges import (
+    MAX_REPORT_BYTES,
+    MAX_REPORTED,
+    REPORT_PATH,
+    ConnectedEdge,
+    ConnectedEdges,
+    EdgeInstanceData,
+)
 
 REPORT_INTERVAL = 60.0
 """Seconds between two reports of a relay (Unleash Edge's, and ours by default)."""
 KEEP = 7 * 24 * 3600.0
 """Seconds a relay that stopped reporting stays listed (stale)."""
+BOUNDS = ReportBounds(per_scope=MAX_REPORTED, total=10_000)
+"""A whole tree per key scope; ten such in all (each relay's record: a few kB at most)."""
 
 
 async def report_edge(request: web.Request) -> web.Response:
-    body = await read_json(request, EdgeInstanceData)
-    now = time.time()
-    await request.app[EDGES].save(
-        [
-            StoredReport(e.identifier, e.app_name, e.via, now, e.report.model_dump_json())
-            for e in flatten(body)
-        ]
-    )
+    body = await read_kept(request, EdgeInstanceData, MAX_REPORT_BYTES)
+    scope = ReportScope.of(request[PRINCIPAL])
+    await request.app[EDGES].save(scope, flatten(body), time.time())
     return web.Response(status=202)
 
 
 async def connected(store: EdgeReportStore, now: float | None = None) -> list[ConnectedEdge]:
-    """Every relay known from its reports, the latest first."""
+    """Every relay known from its reports, the latest first, each with the scope of the
+    key that reported it (records that do not read are left out by the store)."""
     now = time.time() if now is None else now
     stale_before = now - STALE_AFTER * REPORT_INTERVAL
     return [
-        ConnectedEdge.model_validate(
-            {
-                **EdgeInstanceData.model_validate_json(r.report).model_dump(),
-                "instanceId": r.identifier,
-                "reportedAt": from_epoch(r.reported_at),
-                "connectedVia": r.via,
-                "stale": r.reported_at < stale_before,
-            }
+        ConnectedEdge(
+            **dict(r.report),
+            instanceId=r.identifier,
+            reportedAt=from_epoch(r.reported_at),
+            connectedVia=r.via,
+            stale=r.reported_at < stale_before,
+            environment=r.scope.environment,
+            projects=list(r.scope.projects),
         )
-        for r in await store.latest(now - KEEP)
+        for r in await store.latest(now - KEEP, BOUNDS.total)
     ]
 
 

@@ -111,7 +111,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
-    app[EDGES] = EdgeReportStore(db)
+    app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
 
     async def prepare() -> None:

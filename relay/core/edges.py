@@ -7,10 +7,24 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from relay.core.keys import Principal
 from relay.wire.edges import MAX_REPORTED, EdgeInstanceData
 
 STALE_AFTER = 3
 """Report intervals without a report after which a relay is shown stale."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportScope:
+    """Whose reports these are: the environment and projects of the client key that posted
+    them. Identifiers are chosen by whoever reports, so they are unique only within one."""
+
+    environment: str
+    projects: tuple[str, ...]
+
+    @classmethod
+    def of(cls, principal: Principal) -> ReportScope:
+        return cls(principal.environment, tuple(sorted(principal.projects)))
 
 
 @dataclass(frozen=True, slots=True)

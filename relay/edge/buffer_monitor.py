@@ -1,7 +1,8 @@
 """Keeps the relay's buffer observable and bounded.
 
 ``buffer_max_bytes`` bounds the buffer file on disk: its pages in use (every table and
-index: buffered counts, registrations, outbox, dead letters, idempotency keys) and its WAL,
+index: buffered counts, registrations, outbox, dead letters, idempotency keys; flag copies
+and relays' reports are in ``cache.db``, bounded apart) and its WAL,
 which has its own part of the bound (``wal_bytes``: checkpoints keep it there). When an
 upstream down for a long time lets the pages pass the rest, the oldest data is evicted
 (``BufferSpace.evict``) until they are an eighth of the bound below, counted and logged:
@@ -70,6 +71,10 @@ DAMAGED_FILES = Gauge(
     multiprocess_mode=_ONE,
 )
 EVICTED = Counter("relay_evicted_entries_total", "Buffered entries dropped to bound the buffer")
+EVICTED_EVALUATIONS = Counter(
+    "relay_evicted_evaluations_total",
+    "Evaluations (yes + no + variant counts) the evicted entries held",
+)
 KEYS_EVICTED = Counter(
     "relay_idempotency_keys_evicted_total",
     "Idempotency keys forgotten before their TTL to bound the buffer",
@@ -141,12 +146,14 @@ class BufferMonitor:
 
     def _report(self, evicted: Evicted, held: int) -> None:
         EVICTED.inc(evicted.entries)
+        EVICTED_EVALUATIONS.inc(evicted.evaluations)
         KEYS_EVICTED.inc(evicted.keys)
         DEAD_LETTERS_PRUNED.inc(evicted.dead_letters)
         log.warning(
             "buffer over buffer_max_bytes: evicted the oldest data",
             extra={
                 "entries": evicted.entries,
+                "evaluations": evicted.evaluations,
                 "idempotency_keys": evicted.keys,
                 "dead_letter_entries": evicted.dead_letters,
                 "bytes": evicted.bytes,

@@ -1,6 +1,8 @@
-"""The flag cache's durable rows in the relay's ``buffer.db``: each scope's last answer from
+"""The flag cache's durable rows in the relay's ``cache.db``: each scope's last answer from
 the upstream (body, ETag, when it was confirmed), and the hashes of the SDK keys that read
-it. Every worker reads them; whichever fetched writes them.
+it. Every worker reads them; whichever fetched writes them. Apart from the counts of
+``buffer.db``, they are bounded on their own: ``MAX_STORED_BYTES`` of answers, checked with
+every new answer written (the most recently refreshed stay), and scopes and keys by number.
 
 Refreshes are shared out through ``due_at``: a worker refreshes a scope only after moving
 its ``due_at`` on, in a statement that does so only when it is due, so one worker refreshes
@@ -115,6 +117,7 @@ Write = Saved | Confirmed | Dropped | KeySeen
 
 RECORD_EVERY = 3600.0  # how often a key in use is written again (its seen_at)
 MAX_STORED_KEYS = 10_000
+MAX_STORED_BYTES = 256 * 1024 * 1024  # of answers in cache.db; one is at most 32 MiB
 
 
 class Pending:
@@ -168,8 +171,9 @@ class Pending:
 
 
 class FlagStore:
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, most_bytes: int = MAX_STORED_BYTES) -> None:
         self._db = db
+        self._most_bytes = most_bytes
 
     async def heads(self, since: int) -> list[Head]:
         rows = await self._db.fetch_all(
@@ -230,6 +234,8 @@ class FlagStore:
             changed = int(last[0]) + 1
             for write in writes:
                 await _apply(tx, write, changed, interval)
+            if any(isinstance(write, Saved) for write in writes):
+                await self._bound(tx)
             claimed = set()
             for scope in due:
                 if await tx.execute(
@@ -243,9 +249,19 @@ class FlagStore:
 
         return await self._db.run(work)
 
+    async def _bound(self, tx: Transaction) -> None:
+        """The most recently refreshed answers stay, ``most_bytes`` of them in all."""
+        await tx.execute(
+            "DELETE FROM flag_scopes WHERE scope IN (SELECT scope FROM (SELECT scope,"
+            " sum(coalesce(length(body), 0)) OVER (ORDER BY due_at DESC, scope"
+            " ROWS UNBOUNDED PRECEDING) AS held FROM flag_scopes) WHERE held > ?)",
+            (self._most_bytes,),
+        )
+
     async def prune(self, before: float, most_scopes: int, most_keys: int) -> None:
         """Scopes nobody refreshed since ``before`` go, with their keys; then the most
-        recently refreshed ``most_scopes`` and seen ``most_keys`` stay."""
+        recently refreshed ``most_scopes`` (within ``most_bytes``) and seen ``most_keys``
+        stay."""
 
         async def work(tx: Transaction) -> None:
             await tx.execute("DELETE FROM flag_scopes WHERE due_at < ?", (before,))
@@ -254,6 +270,7 @@ class FlagStore:
                 " (SELECT scope FROM flag_scopes ORDER BY due_at DESC LIMIT ?)",
                 (most_scopes,),
             )
+            await self._bound(tx)
             await tx.execute(
                 "DELETE FROM flag_keys WHERE seen_at < ?"
                 " OR scope NOT IN (SELECT scope FROM flag_scopes)",

@@ -1,8 +1,9 @@
 """The relay reports itself upstream, about once a ``report_interval`` (60 s), at
 ``POST {upstream}/api/client/metrics/edge`` with one of its upstream keys, as Unleash Edge
 does: who it is, its upstream latency, its buffer, outbox and dead letters, its last flush,
-and the latest reports of the relays downstream of it (``connectedEdges``), which it takes
-at the same path and keeps in its buffer file (``edge_reports``).
+and the latest reports of the relays downstream of it (``connectedEdges``, as many as fit
+``MAX_REPORT_BYTES``), which it takes at the same path and keeps in ``cache.db``, under
+the scope of the key that posted each (``REPORT_BOUNDS``).
 
 An upstream that refuses the path (404 or 405: a real open-source Unleash has no such
 endpoint; 401/403) is logged once and asked again only every ``REFUSED_RETRY``; any other
@@ -20,17 +21,19 @@ from importlib.metadata import version
 
 from aiohttp import web
 
-from relay.api.body import read_json
+from relay.api.auth import PRINCIPAL
+from relay.api.body import read_kept
 from relay.api.client import client_route
 from relay.core.domain import Hop, from_epoch
-from relay.core.edges import STALE_AFTER, flatten
+from relay.core.edges import STALE_AFTER, ReportedEdge, ReportScope, flatten
 from relay.edge.flusher import Flusher
 from relay.edge.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
-from relay.store.edge_reports import EdgeReportStore, StoredReport
+from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.edges import (
+    MAX_REPORT_BYTES,
     MAX_REPORTED,
     REPORT_PATH,
     EdgeInstanceData,
@@ -42,6 +45,8 @@ from relay.wire.edges import (
 log = logging.getLogger(__name__)
 
 REFUSED_RETRY = 3600.0
+REPORT_BOUNDS = ReportBounds(per_scope=50, total=200)
+"""Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most."""
 _LATENCY = {"features": "features", "metrics": "bulk", "edge": "edge_report"}
 """``latencyUpstream`` field -> the operation ``UPSTREAM_LATENCY`` times."""
 
@@ -56,6 +61,7 @@ class Reporter:
         upstream: UpstreamClient,
         keys: Mapping[str, str],
         buffer: SqliteDatabase,
+        downstream: EdgeReportStore,
         flusher: Flusher,
         interval: float,
     ) -> None:
@@ -63,7 +69,7 @@ class Reporter:
         self._upstream = upstream
         self._key = next((keys[env] for env in sorted(keys)), None)
         self._space = BufferSpace(buffer)
-        self._downstream = EdgeReportStore(buffer)
+        self._downstream = downstream
         self._flusher = flusher
         self._interval = interval
         self._started = datetime.now(UTC)
@@ -102,13 +108,12 @@ class Reporter:
         stats = await self._space.stats()
         last = self._flusher.last_result
         now = time.time()
-        return EdgeInstanceData(
+        mine = EdgeInstanceData(
             identifier=self._hop.instance_id,
             appName=self._hop.app_name,
             edgeVersion=version("relay"),
             started=self._started,
             latencyUpstream=self._latency(),
-            connectedEdges=await self._connected(now),
             bufferedEntries=stats.entries,
             oldestBufferedAgeSeconds=(
                 0.0 if stats.oldest_hour is None else max(0.0, now - stats.oldest_hour)
@@ -123,17 +128,20 @@ class Reporter:
                 )
             ),
         )
+        room = MAX_REPORT_BYTES - len(mine.model_dump_json().encode())
+        return mine.model_copy(update={"connectedEdges": await self._connected(now, room)})
 
-    async def _connected(self, now: float) -> list[EdgeInstanceData]:
-        """The latest report of each relay downstream, within what one report may carry."""
+    async def _connected(self, now: float, room: int) -> list[EdgeInstanceData]:
+        """The latest report of each relay downstream, newest first, within what one report
+        may carry (relays, and ``room`` bytes)."""
         below: list[EdgeInstanceData] = []
         carried = 1
         for stored in await self._downstream.latest(now - STALE_AFTER * self._interval):
-            report = EdgeInstanceData.model_validate_json(stored.report)
-            size = len(flatten(report))
-            if len(below) == 100 or carried + size > MAX_REPORTED:
+            size = len(flatten(stored.report))
+            room -= len(stored.report.model_dump_json().encode()) + 1  # and a comma
+            if len(below) == 100 or carried + size > MAX_REPORTED or room < 0:
                 break
-            below.append(report)
+            below.append(stored.report)
             carried += size
         return below
 
@@ -184,10 +192,12 @@ def _buckets() -> Buckets:
 
 
 async def report_edge(request: web.Request) -> web.Response:
-    """A downstream relay's report, kept (the latest per relay) to be passed on."""
-    body = await read_json(request, EdgeInstanceData)
-    stored = StoredReport(body.identifier, body.appName, None, time.time(), body.model_dump_json())
-    await request.app[EDGE_REPORTS].save([stored])
+    """A downstream relay's report, kept whole (the latest per relay and key scope) to be
+    passed on."""
+    body = await read_kept(request, EdgeInstanceData, MAX_REPORT_BYTES)
+    scope = ReportScope.of(request[PRINCIPAL])
+    edge = ReportedEdge(body.identifier, body.appName, None, body)
+    await request.app[EDGE_REPORTS].save(scope, [edge], time.time())
     return web.Response(status=202)
 
 

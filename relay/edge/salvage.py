@@ -90,9 +90,9 @@ async def check_buffers(
             extra={"path": str(buffer_path)},
         )
     for path in [buffer_path, *shard_files(buffer_path)]:
-        problem = await asyncio.to_thread(_damage, path)
+        problem = await asyncio.to_thread(damage, path)
         if problem is not None:
-            aside = await asyncio.to_thread(_move_aside, path)
+            aside = await asyncio.to_thread(move_aside, path)
             log.error(
                 "buffer file damaged: moved aside, salvaging what can still be read into a new one",
                 extra={"path": str(path), "moved_to": str(aside), "problem": problem[:500]},
@@ -111,7 +111,7 @@ def damaged_files(buffer_path: Path) -> list[Path]:
     return sorted(buffer_path.parent.glob(f"{buffer_path.stem}*.{DAMAGED}-*[0-9]"))
 
 
-def _damage(path: Path) -> str | None:
+def damage(path: Path) -> str | None:
     """What is wrong with the file, or None when it is sound (or does not exist)."""
     if not path.exists():
         return None
@@ -125,7 +125,7 @@ def _damage(path: Path) -> str | None:
     return None if found == ["ok"] else "; ".join(found)
 
 
-def _move_aside(path: Path) -> Path:
+def move_aside(path: Path) -> Path:
     """``<file>.damaged-<UTC time>``, its WAL along (the salvage reads both)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     aside = path.with_name(f"{path.name}.{DAMAGED}-{stamp}")

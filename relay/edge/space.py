@@ -13,6 +13,7 @@ and by when they were last written, then registrations by when they were last se
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -65,6 +66,7 @@ class BufferStats:
 @dataclass(slots=True)
 class Evicted:
     entries: int = 0  # counts, registrations, and the entries of outbox batches
+    evaluations: int = 0  # what those counts held: yes + no + variant counts
     keys: int = 0
     dead_letters: int = 0  # entries
     bytes: int = 0
@@ -203,10 +205,11 @@ class BufferSpace:
         """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least."""
         rows = await tx.fetch_all(
             "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id"
-            f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}",
+            f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}, body",
             (limit,),
         )
         into.entries += sum(row[0] for row in rows)
+        into.evaluations += sum(_evaluations(row[2]) for row in rows)
         return sum(int(row[1]) for row in rows), sum(int(row[0]) for row in rows)
 
     def _in_writer(self, step: TxStep) -> Step:
@@ -226,14 +229,15 @@ class BufferSpace:
             " ORDER BY hour, touched, feature_name, app_name, environment LIMIT ?)"
         )
         variants = await tx.fetch_all(
-            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}",
+            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}, count",
             (before - TOUCHED_EVERY, limit),
         )
         counts = await tx.fetch_all(
-            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}",
+            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}, yes + no",
             (before - TOUCHED_EVERY, limit),
         )
         into.entries += len(counts)
+        into.evaluations += sum(int(row[1]) for row in [*variants, *counts])
         return sum(int(row[0]) for row in [*variants, *counts]), len(counts)
 
     @staticmethod
@@ -258,6 +262,19 @@ class BufferSpace:
         )
         into.entries += len(rows)
         return sum(int(row[0]) for row in rows), len(rows)
+
+
+def _evaluations(body: bytes) -> int:
+    """Evaluations a batch's bulk body carries (yes + no + variant counts); 0 for one that
+    does not read as such (a batch is our own writing, so only damage can make it so)."""
+    try:
+        metrics = json.loads(body).get("metrics", [])
+        return sum(
+            m.get("yes", 0) + m.get("no", 0) + sum((m.get("variants") or {}).values())
+            for m in metrics
+        )
+    except (ValueError, TypeError, AttributeError):
+        return 0
 
 
 def reserve_bytes(max_bytes: int) -> int:

@@ -22,13 +22,14 @@ from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import flag_api, passthrough
 from relay.edge.buffer_monitor import BufferMonitor
+from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flag_cache import TICK, FlagCache
 from relay.edge.flag_store import FlagStore
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
+from relay.edge.reporter import REPORT_BOUNDS, Reporter
 from relay.edge.reporter import ROUTES as reporter_routes
-from relay.edge.reporter import Reporter
 from relay.edge.reserve import Reserve, make_room
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
@@ -53,6 +54,9 @@ async def initialise(settings: Settings) -> None:
     """Each worker's buffer file migrated, and the instance id kept, once before several
     workers start."""
     await _check_buffers(settings, ran_before=_ran_before(settings))
+    cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
+    await open_cache(cache, settings.buffer_path)
+    await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
         await buffer.open()
@@ -64,7 +68,7 @@ async def initialise(settings: Settings) -> None:
 def build(settings: Settings, worker: int) -> web.Application:
     """Worker 0, the leader, runs the jobs there must be one of (flusher, buffer monitor,
     pruning); each worker buffers in its own file (``relay.edge.shards``). Every worker
-    serves flags from its flag cache, whose copies are shared through the leader's file."""
+    serves flags from its flag cache, whose copies are shared through ``cache.db``."""
     if settings.upstream_url is None:
         raise ValueError("relay mode needs upstream_url")  # Settings validation ensures it
     app = new_application(settings)
@@ -114,7 +118,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
-    flag_store = FlagStore(db)
+    cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
+    flag_store = FlagStore(cache)
 
     def ready() -> None:
         app[READY][0] = True
@@ -128,13 +133,17 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
-    app[EDGE_REPORTS] = EdgeReportStore(db)
-    reporter = Reporter(hop, upstream, keys, db, flusher, settings.report_interval)
+    reports = EdgeReportStore(cache, REPORT_BOUNDS)
+    app[EDGE_REPORTS] = reports
+    reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
             if settings.workers == 1:  # else done once by ``initialise``
                 await _check_buffers(settings, ran_before)
+                await open_cache(cache, settings.buffer_path)
+            else:
+                await cache.open()
             for database, store in opened:
                 await database.open()
                 store.start()
@@ -164,6 +173,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             await upstream.close()
             for database, _ in opened:
                 await database.close()
+            await cache.close()
 
     async def flushing(app: web.Application) -> AsyncIterator[None]:
         flusher.start()

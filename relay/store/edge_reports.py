@@ -1,35 +1,77 @@
 """The latest report of each relay (``edge_reports``), on either backend: the central
-service keeps every relay of the tree, a relay those of the relays it serves."""
+service keeps every relay of the tree (in its database), a relay those of the relays it
+serves (in its ``cache.db``, never among the counts of ``buffer.db``).
+
+Reports come from whoever holds a client key, so each is kept under the scope of the key
+that posted it (``ReportScope``: its environment and projects), and a key replaces only
+reports of its own scope. They are bounded on their own (``ReportBounds``: reports per
+scope and in all, the oldest replaced first; the bytes of one are bounded where it is
+taken, ``relay.api.body.stored_json``). A stored record that no longer reads as a report
+(an older version's, or damaged) is skipped, counted and logged: never a failed read.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from relay.store.sql import Database, upsert
+from prometheus_client import Counter
+from pydantic import ValidationError
+
+from relay.core.edges import ReportedEdge, ReportScope
+from relay.store.sql import Database, Transaction, upsert
+from relay.wire.edges import EdgeInstanceData
+
+log = logging.getLogger(__name__)
+
+UNREADABLE = Counter(
+    "relay_edge_reports_unreadable_total",
+    "Stored relay reports skipped on reading because they no longer read as a report",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportBounds:
+    per_scope: int
+    """Relays kept per scope; a save of more keeps the first."""
+    total: int
+    """Relays kept in all; past it the oldest go, whatever their scope."""
 
 
 @dataclass(frozen=True, slots=True)
 class StoredReport:
+    scope: ReportScope
     identifier: str
     app_name: str
     via: str | None
     reported_at: float
-    report: str
-    """The report as JSON (``relay.wire.edges.EdgeInstanceData``)."""
+    report: EdgeInstanceData
 
 
 class EdgeReportStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, bounds: ReportBounds) -> None:
         self._db = db
+        self._bounds = bounds
 
-    async def save(self, reports: Sequence[StoredReport]) -> None:
-        """Each replaces the relay's previous one. Written in identifier order, so two
-        instances saving overlapping trees cannot deadlock."""
+    async def save(self, scope: ReportScope, reports: Sequence[ReportedEdge], at: float) -> None:
+        """Each replaces the relay's previous one of the same scope; then the bounds apply.
+        Written in identifier order, so two instances saving overlapping trees cannot
+        deadlock."""
+        projects = json.dumps(list(scope.projects))
         rows = sorted(
             {
-                r.identifier: (r.identifier, r.app_name, r.via, r.reported_at, r.report)
-                for r in reports
+                r.identifier: (
+                    scope.environment,
+                    projects,
+                    r.identifier,
+                    r.app_name,
+                    r.via,
+                    at,
+                    r.report.model_dump_json(),
+                )
+                for r in reports[: self._bounds.per_scope]
             }.values()
         )
         if not rows:
@@ -37,22 +79,83 @@ class EdgeReportStore:
         async with self._db.transaction() as tx:
             await upsert(
                 tx,
-                "INSERT INTO edge_reports (identifier, app_name, via, reported_at, report)",
-                "ON CONFLICT (identifier) DO UPDATE SET app_name = excluded.app_name,"
-                " via = excluded.via, reported_at = excluded.reported_at,"
-                " report = excluded.report",
+                "INSERT INTO edge_reports"
+                " (environment, projects, identifier, app_name, via, reported_at, report)",
+                "ON CONFLICT (environment, projects, identifier) DO UPDATE SET"
+                " app_name = excluded.app_name, via = excluded.via,"
+                " reported_at = excluded.reported_at, report = excluded.report",
                 rows,
+            )
+            await self._bound(tx, scope.environment, projects)
+
+    async def _bound(self, tx: Transaction, environment: str, projects: str) -> None:
+        await tx.execute(
+            "DELETE FROM edge_reports WHERE environment = ? AND projects = ? AND identifier"
+            " NOT IN (SELECT identifier FROM edge_reports WHERE environment = ?"
+            " AND projects = ? ORDER BY reported_at DESC, identifier LIMIT ?)",
+            (environment, projects, environment, projects, self._bounds.per_scope),
+        )
+        [row] = await tx.fetch_all("SELECT count(*) FROM edge_reports")
+        held = int(row[0])
+        if held > self._bounds.total:  # the oldest, through the index on reported_at
+            await tx.execute(
+                "DELETE FROM edge_reports WHERE (environment, projects, identifier) IN"
+                " (SELECT environment, projects, identifier FROM edge_reports"
+                " ORDER BY reported_at LIMIT ?)",
+                (held - self._bounds.total,),
             )
 
     async def latest(self, since: float = 0.0, limit: int = 1000) -> list[StoredReport]:
-        """Reports received since ``since``, the newest first."""
+        """Reports received since ``since``, the newest first; records that do not read
+        are left out."""
         rows = await self._db.fetch_all(
-            "SELECT identifier, app_name, via, reported_at, report FROM edge_reports"
-            " WHERE reported_at >= ? ORDER BY reported_at DESC, identifier LIMIT ?",
+            "SELECT environment, projects, identifier, app_name, via, reported_at, report"
+            " FROM edge_reports WHERE reported_at >= ?"
+            " ORDER BY reported_at DESC, identifier LIMIT ?",
             (since, limit),
         )
-        return [StoredReport(r[0], r[1], r[2], float(r[3]), r[4]) for r in rows]
+        found = []
+        for row in rows:
+            try:
+                found.append(_read([row[i] for i in range(7)]))
+            except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+                UNREADABLE.inc()
+                log.warning(
+                    "a stored relay report does not read: skipped",
+                    extra={"identifier": str(row[2])[:255], "error": _short(exc)},
+                )
+        return found
 
     async def prune(self, before: float) -> None:
         async with self._db.transaction() as tx:
             await tx.execute("DELETE FROM edge_reports WHERE reported_at < ?", (before,))
+
+
+def _read(row: Sequence[object]) -> StoredReport:
+    environment, projects, identifier, app_name, via, reported_at, report = row
+    listed = json.loads(projects)  # type: ignore[arg-type]
+    if not (
+        isinstance(environment, str)
+        and isinstance(listed, list)
+        and all(isinstance(p, str) for p in listed)
+        and isinstance(identifier, str)
+        and isinstance(app_name, str)
+        and (via is None or isinstance(via, str))
+        and isinstance(reported_at, int | float)
+        and isinstance(report, str | bytes)
+    ):
+        raise ValueError("not a stored report")
+    return StoredReport(
+        ReportScope(environment, tuple(listed)),
+        identifier,
+        app_name,
+        via,
+        float(reported_at),
+        EdgeInstanceData.model_validate_json(report),
+    )
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+    return str(exc)[:200]

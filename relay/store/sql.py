@@ -18,6 +18,7 @@ T = TypeVar("T")
 
 CENTRAL_SCHEMA = ("ingest", "central")
 BUFFER_SCHEMA = ("ingest", "buffer")
+CACHE_SCHEMA = ("cache",)
 
 
 class Row(Protocol):

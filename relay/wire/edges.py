@@ -13,22 +13,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, RootModel
+from pydantic import ConfigDict, Field, NonNegativeInt, RootModel
 
-from relay.wire.common import MAX_LIST, Name, Text, Wire
+from relay.wire.common import MAX_LIST, Name, NonNegativeFinite, Text, Wire
 
 REPORT_PATH = "/api/client/metrics/edge"
 """Where relays post their reports (Unleash Edge's path)."""
 MAX_REPORTED = 1000
 """Relays one report may carry, its own and those of every relay below it."""
+MAX_REPORT_BYTES = 64 * 1024
+"""Bytes of one report as kept (its JSON without the fields ignored), with those it carries:
+Unleash Edge's reports are a few kB each."""
 
 
 class LatencyMetrics(Wire):
     """Milliseconds, as Unleash Edge reports them."""
 
-    avg: NonNegativeFloat = 0.0
-    count: NonNegativeFloat = 0.0
-    p99: NonNegativeFloat = 0.0
+    avg: NonNegativeFinite = 0.0
+    count: NonNegativeFinite = 0.0
+    p99: NonNegativeFinite = 0.0
 
 
 class UpstreamLatency(Wire):
@@ -60,7 +63,7 @@ class EdgeInstanceData(Wire):
     connectedEdges: Annotated[list[EdgeInstanceData], Field(max_length=MAX_LIST)] = []
     # ours: a relay's buffer and how its flushes fare
     bufferedEntries: NonNegativeInt | None = None
-    oldestBufferedAgeSeconds: NonNegativeFloat | None = None
+    oldestBufferedAgeSeconds: NonNegativeFinite | None = None
     outboxBatches: NonNegativeInt | None = None
     deadLetters: NonNegativeInt | None = None
     lastFlush: LastFlush | None = None
@@ -68,8 +71,9 @@ class EdgeInstanceData(Wire):
 
 class ConnectedEdge(EdgeInstanceData):
     """A relay as the central service knows it: its latest report (without the reports of
-    the relays below it, which are listed on their own), when that came, and through which
-    relay (``connectedVia``, its identifier; none when it reports directly)."""
+    the relays below it, which are listed on their own), when that came, through which
+    relay (``connectedVia``, its identifier; none when it reports directly), and the scope
+    of the client key that reported it (identifiers are unique only within one)."""
 
     model_config = ConfigDict(title="connectedEdgeSchema", extra="forbid")
 
@@ -77,6 +81,8 @@ class ConnectedEdge(EdgeInstanceData):
     reportedAt: datetime
     connectedVia: str | None = None
     stale: bool = Field(description="No report for 3 report intervals (3 minutes)")
+    environment: str = Field(description="The environment of the key that reported it")
+    projects: list[str] = Field(description="The projects of that key (`*`: all)")
 
 
 class ConnectedEdges(RootModel[list[ConnectedEdge]]):

@@ -1,0 +1,96 @@
+"""The relay's ``cache.db``, beside ``buffer.db``: what it keeps besides counts (flag copies,
+the hashes of the keys that read them, the reports of the relays it serves). In a file of
+its own, nothing there counts toward ``buffer_max_bytes`` or can make its eviction drop a
+count; each kind holds bounds of its own (``relay.edge.flag_store``,
+``relay.store.edge_reports``), since on a shared disk it still takes room.
+
+A damaged ``cache.db`` is moved aside at start (``cache.db.damaged-<UTC time>``, logged as
+an error) and a new one begun: its flags are fetched again, never a reason not to start.
+
+A relay upgraded in place finds its flag copies and key hashes in ``buffer.db`` (buffer
+migration 0002): ``adopt`` copies them here before ``buffer.db`` is opened (whose
+migration 0003 then drops them), so it goes on serving flags while the upstream is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from functools import partial
+from pathlib import Path
+
+from relay.edge.salvage import damage, move_aside
+from relay.store.sql import CACHE_SCHEMA
+from relay.store.sqlite import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "cache.db"
+WAL_BYTES = 4 * 1024 * 1024
+"""The WAL is truncated back to this after a checkpoint (a flag copy may be 32 MiB)."""
+
+
+def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:
+    return SqliteDatabase(data_dir / CACHE_FILE, CACHE_SCHEMA, synchronous, WAL_BYTES)
+
+
+async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
+    """``cache`` opened (a damaged file moved aside first), with the flag copies ``buffer``
+    holds from an older version: called before ``buffer`` is opened (its migration drops
+    them)."""
+    problem = await asyncio.to_thread(damage, cache.path)
+    if problem is not None:
+        aside = await asyncio.to_thread(move_aside, cache.path)
+        log.error(
+            "cache file damaged: moved aside, flags are fetched again",
+            extra={"path": str(cache.path), "moved_to": str(aside), "problem": problem[:500]},
+        )
+    await cache.open()
+    await adopt(cache, buffer)
+
+
+async def adopt(cache: SqliteDatabase, buffer: Path) -> None:
+    """Flag rows an older version kept in ``buffer`` copied into ``cache`` (open), where
+    they are not already. Copying again after a crash half-way is harmless."""
+    try:
+        copied = await cache.on_writer(partial(_adopt, buffer))
+    except sqlite3.Error as exc:  # the copies are fetched again: no reason not to start
+        log.warning("flag copies in buffer.db not moved to cache.db", extra={"error": str(exc)})
+        return
+    if copied:
+        log.info("flag copies moved from buffer.db to cache.db", extra=copied)
+
+
+def _adopt(buffer: Path, conn: sqlite3.Connection) -> dict[str, int]:
+    if not buffer.is_file():  # attaching would create it
+        return {}
+    conn.execute("ATTACH DATABASE ? AS old", (str(buffer),))
+    try:
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM old.sqlite_master WHERE type = 'table'"
+                " AND name IN ('flag_scopes', 'flag_keys')"
+            )
+        }
+        if len(tables) < 2:  # migrated already, or a file of a version before flag copies
+            return {}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            scopes = conn.execute(
+                "INSERT OR IGNORE INTO flag_scopes (scope, body, etag, fetched_at, due_at,"
+                " changed) SELECT scope, body, etag, fetched_at, due_at, changed"
+                " FROM old.flag_scopes"
+            ).rowcount
+            keys = conn.execute(
+                "INSERT OR IGNORE INTO flag_keys (key_hash, scope, display, seen_at)"
+                " SELECT key_hash, scope, display, seen_at FROM old.flag_keys"
+            ).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return {"scopes": scopes, "keys": keys}
+    finally:
+        conn.execute("DETACH DATABASE old")
