@@ -19,6 +19,7 @@ import json
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 FORMAT_VERSION = 2
@@ -77,18 +78,60 @@ class SegmentPiece:
         return cls(fragment, revision, hashlib.sha256(fragment).digest())
 
 
+class _Index:
+    """Flags of a catalog (all, or one project's) by name: the names sorted, the flags'
+    positions in answer order alongside, and where those positions stop following each
+    other, so that a range of names is a few runs of consecutive flags."""
+
+    __slots__ = ("breaks", "names", "positions")
+
+    def __init__(self, names: list[str], positions: list[int]) -> None:
+        self.names = names
+        self.positions = positions
+        self.breaks = [j for j in range(len(positions) - 1) if positions[j + 1] != positions[j] + 1]
+
+    def runs(self, prefix: str | None) -> list[tuple[int, int]]:
+        """The runs ``[start, end)`` of positions of the names with ``prefix`` (all without
+        one): a binary search, then one step per run."""
+        start, end = 0, len(self.names)
+        if prefix is not None:
+            start = bisect_left(self.names, prefix)
+            # past ``start``, the names with the prefix come first: it is a range
+            end = bisect_left(self.names, True, lo=start, key=lambda n: not n.startswith(prefix))
+        if start >= end:
+            return []
+        at, runs = self.positions, []
+        breaks = self.breaks[bisect_left(self.breaks, start) : bisect_left(self.breaks, end - 1)]
+        for k in breaks:
+            runs.append((at[start], at[k] + 1))
+            start = k + 1
+        runs.append((at[start], at[end - 1] + 1))
+        return runs
+
+
 class Catalog:
     """The flags of one scope (environment, projects a key may see, segments as ids or
-    inlined), each rendered once, indexed by name and by project."""
+    inlined), each rendered once, indexed by name and by project.
+
+    The fragments are held end to end in answer order, each followed by a comma, with
+    their hashes likewise: the flags a query selects are runs of consecutive flags (one for
+    a prefix when answers list flags by name, as they do), each copied as one slice."""
 
     __slots__ = (
+        "_blob",
         "_by_name",
+        "_digests",
         "_everything",
         "_floor",
         "_inline",
-        "_pieces",
+        "_live_before",
+        "_project_at",
         "_projects",
+        "_revisions",
+        "_segment_users",
         "_segments",
+        "_segments_of",
+        "_starts",
         "size",
     )
 
@@ -101,38 +144,52 @@ class Catalog:
     ) -> None:
         """``pieces`` in the order answers list them; ``floor``: the least revision of an
         answer (a relay's upstream's, whose own flags have none)."""
-        self._pieces = pieces
         self._segments = segments
         self._inline = inline
         self._floor = floor
+        live = [p for p in pieces if p.fragment is not None]
+        self._blob = b"".join(part for p in live for part in (p.fragment or b"", b","))
+        self._digests = b"".join(p.digest for p in live)
+        widths = (0 if p.fragment is None else len(p.fragment) + 1 for p in pieces)
+        self._starts = list(accumulate(widths, initial=0))  # an archived flag takes no room
+        self._live_before = list(accumulate((p.fragment is not None for p in pieces), initial=0))
+        self._revisions = [p.revision for p in pieces]
+        self._project_at = [p.project for p in pieces]
+        self._segment_users = [i for i, p in enumerate(pieces) if p.fragment and p.segments]
+        self._segments_of = {i: pieces[i].segments for i in self._segment_users}
         order = sorted(range(len(pieces)), key=lambda i: pieces[i].name)
-        self._everything = ([pieces[i].name for i in order], order)
+        self._everything = _Index([pieces[i].name for i in order], order)
         grouped: dict[str, list[int]] = {}
         for i in order:
             grouped.setdefault(pieces[i].project, []).append(i)
-        self._projects = {p: ([pieces[i].name for i in at], at) for p, at in grouped.items()}
+        self._projects = {
+            project: _Index([pieces[i].name for i in at], at) for project, at in grouped.items()
+        }
         self._by_name: dict[str, int] = {}
         for i, piece in enumerate(pieces):
             self._by_name.setdefault(piece.name, i)  # the first of a name, as SDKs read it
-        fragments = [*(p.fragment or b"" for p in pieces), *(s.fragment for s in segments.values())]
-        self.size = sum(map(len, fragments)) + PIECE_OVERHEAD * len(pieces)
+        held = len(self._blob) + len(self._digests) + PIECE_OVERHEAD * len(pieces)
+        self.size = held + sum(len(s.fragment) for s in segments.values())
 
     def answer(self, scope: Scope) -> Rendered:
         """``scope``'s answer, from the fragments it selects: the same bytes and ETag for
         the same flags and query, however they are asked."""
-        picked = [self._pieces[i] for i in self._select(scope)]
-        live = [p for p in picked if p.fragment is not None]
-        used = sorted({i for p in live for i in p.segments if i in self._segments})
-        revision = max(
-            [self._floor, *(p.revision for p in picked)]
-            + [self._segments[i].revision for i in used]
-        )
+        runs = self._runs(scope)
+        starts, live_before = self._starts, self._live_before
+        blob, digests = memoryview(self._blob), memoryview(self._digests)
+        features = [blob[starts[a] : starts[b]] for a, b in runs if starts[a] != starts[b]]
+        if features:
+            features[-1] = features[-1][:-1]  # the comma after the last
+        count = sum(live_before[b] - live_before[a] for a, b in runs)
+        revisions = [self._floor, *(max(self._revisions[a:b]) for a, b in runs)]
+        used = sorted(i for i in self._segment_ids(runs) if i in self._segments)
+        revision = max(revisions + [self._segments[i].revision for i in used])
         query = encode(_query(scope))
-        digest = hashlib.sha256(b"%s\n%d\n" % (query, len(live)))
-        digest.update(b"".join(p.digest for p in live))
-        parts = [b'{"version":%d,"features":[' % FORMAT_VERSION]
-        parts.append(b",".join(p.fragment for p in live if p.fragment is not None))
-        parts += [b'],"query":', query]
+        digest = hashlib.sha256(b"%s\n%d\n" % (query, count))
+        for a, b in runs:
+            digest.update(digests[32 * live_before[a] : 32 * live_before[b]])
+        parts: list[bytes | memoryview] = [b'{"version":%d,"features":[' % FORMAT_VERSION]
+        parts += [*features, b'],"query":', query]
         if not self._inline:
             digest.update(b"".join(self._segments[i].digest for i in used))
             segments = b",".join(self._segments[i].fragment for i in used)
@@ -141,40 +198,36 @@ class Catalog:
         query_hash = hashlib.sha256(query).hexdigest()[:16]
         meta = {"revisionId": revision, "etag": etag, "queryHash": query_hash}
         parts += [b',"meta":', encode(meta), b"}"]
-        return Rendered(b"".join(parts), etag, revision, len(live))
+        return Rendered(b"".join(parts), etag, revision, count)
 
     def feature(self, scope: Scope, name: str) -> bytes | None:
         """``GET /api/client/features/{name}``: the flag's fragment as in ``scope``'s
         answer, None when that answer does not have it."""
         at = self._by_name.get(name)
-        if at is None:
+        if at is None or self._starts[at] == self._starts[at + 1]:  # none, or archived
             return None
-        piece = self._pieces[at]
-        if scope.projects is not None and piece.project not in scope.projects:
+        if scope.projects is not None and self._project_at[at] not in scope.projects:
             return None
         if scope.name_prefix is not None and not name.startswith(scope.name_prefix):
             return None
-        return piece.fragment
+        return self._blob[self._starts[at] : self._starts[at + 1] - 1]
 
-    def _select(self, scope: Scope) -> list[int]:
-        """Positions of the flags in ``scope``, in answer order: per index (every project,
-        or each project asked), the range of names with the prefix."""
+    def _runs(self, scope: Scope) -> list[tuple[int, int]]:
+        """The flags in ``scope`` as runs of positions, in answer order: per index (every
+        project, or each project asked), those of the names with the prefix."""
         if scope.projects is None:
             indexes = [self._everything]
         else:
             indexes = [self._projects[p] for p in scope.projects if p in self._projects]
-        prefix = scope.name_prefix
-        picked: list[int] = []
-        for names, positions in indexes:
-            if prefix is None:
-                picked += positions
-                continue
-            start = bisect_left(names, prefix)
-            # past ``start``, the names with the prefix come first: it is a range
-            end = bisect_left(names, True, lo=start, key=lambda n: not n.startswith(prefix))
-            picked += positions[start:end]
-        picked.sort()
-        return picked
+        return sorted(run for index in indexes for run in index.runs(scope.name_prefix))
+
+    def _segment_ids(self, runs: list[tuple[int, int]]) -> set[int]:
+        """The segments the flags of ``runs`` use: only flags that use some are visited."""
+        users, used = self._segment_users, set[int]()
+        for a, b in runs:
+            for i in users[bisect_left(users, a) : bisect_left(users, b)]:
+                used.update(self._segments_of[i])
+        return used
 
 
 def _query(scope: Scope) -> dict[str, Any]:
