@@ -83,7 +83,7 @@ class Entry:
     def take(self, body: bytes) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
         is none), segments as ids: the upstream chose its flags for the key."""
-        self.rendered = from_answer(read(body), inline=False).answer(self.base)
+        self.rendered = built(from_answer(read(body), inline=False)).answer(self.base)
         return self.rendered
 
     def candidates(self) -> list[str]:
