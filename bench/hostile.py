@@ -1,6 +1,7 @@
 """What hostile callers cost the service (issue 14): one JSON line per scenario.
 
-    python bench/hostile.py                       # gzip, validate, guess, raw (300,000 rows)
+    python bench/hostile.py                       # gzip, validate, guess, raw, render
+    python bench/hostile.py render --flags 10000  # made-up flag queries, both modes
     python bench/hostile.py raw --rows 1000000    # a larger history
     python bench/hostile.py slow                  # 200 slow bodies; takes about a minute
     python bench/hostile.py --code /tmp/old       # the same against another checkout's code
@@ -21,6 +22,10 @@ Scenarios, each on fresh ``relay serve`` processes (``bench/servers.py`` starts 
   is the read's), and the ingest latency during the read against before it.
 - ``slow``: 200 connections to a relay's add-environment pass-through with a 100,000-byte
   ``Content-Length`` sent at a byte a second: how many are still open 45 s later.
+- ``render``: ``--flags`` flags (10,000: about 8 MB of answer); SDKs polling with their
+  ETag, alone and while ``--attackers`` connections ask for made-up ``project``,
+  ``namePrefix`` and flag names, at a standalone and at a relay (``bench/stall.py``): the
+  polls' latency and the attackers' requests/s, a line each.
 """
 
 from __future__ import annotations
@@ -29,10 +34,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import secrets
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -44,7 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import stall
 from servers import ADMIN, CLIENT, Server, scrape, start
+from wrk import latency
 
 RAW = "/api/admin/client-metrics/features/hot/raw?hoursBack=744"
 
@@ -147,17 +152,7 @@ def scenario_guess(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "statuses": dict(statuses),
         "keys_checked_per_s": round(statuses[401] / 5.0),
         "refused_unchecked_per_s": round(statuses[429] / 5.0),
-        "valid_caller": _latency(valid),
-    }
-
-
-def _latency(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples) or [0.0]
-    return {
-        "n": len(samples),
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p99_ms": round(ordered[max(0, math.ceil(len(ordered) * 0.99) - 1)] * 1000, 2),
-        "max_ms": round(ordered[-1] * 1000, 2),
+        "valid_caller": latency(valid),
     }
 
 
@@ -225,8 +220,8 @@ async def _read_while_ingesting(url: str) -> dict[str, Any]:
         "rows": rows,
         "pages": pages,
         "bytes": size,
-        "ingest_before": _latency(samples[False]),
-        "ingest_during_read": _latency(samples[True]),
+        "ingest_before": latency(samples[False]),
+        "ingest_during_read": latency(samples[True]),
     }
 
 
@@ -290,12 +285,20 @@ def scenario_slow(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {"connections": len(sockets), "seconds": args.slow_seconds, "still_open": open_after}
 
 
-SCENARIOS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
+def scenario_render(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    return stall.scenario_render(
+        args, lambda: services(workdir, args), lambda upstream: a_relay(workdir, upstream, args)
+    )
+
+
+SCENARIOS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any] | list[dict[str, Any]]]]
+SCENARIOS = {
     "gzip": scenario_gzip,
     "validate": scenario_validate,
     "guess": scenario_guess,
     "raw": scenario_raw,
     "slow": scenario_slow,
+    "render": scenario_render,
 }
 
 
@@ -306,16 +309,21 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--connections", type=int, default=200)
     parser.add_argument("--slow-seconds", type=float, default=45.0)
+    parser.add_argument("--flags", type=int, default=10_000)
+    parser.add_argument("--attackers", type=int, default=8)
+    parser.add_argument("--render-seconds", type=float, default=10.0)
     parser.add_argument("--code", help="run the services from this checkout's code")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = parser.parse_args()
-    chosen = args.scenarios or ["gzip", "validate", "guess", "raw"]
+    chosen = args.scenarios or ["gzip", "validate", "guess", "raw", "render"]
     if args.smoke:
         args.rows, args.requests, args.connections, args.slow_seconds = 2_000, 5, 5, 2.0
+        args.flags, args.attackers, args.render_seconds = 30, 2, 1.0
     with tempfile.TemporaryDirectory(prefix="relay-hostile-") as tmp:
         for name in chosen:
             figures = SCENARIOS[name](args, Path(tmp) / name)
-            print(json.dumps({"scenario": name, **figures}), flush=True)
+            for row in figures if isinstance(figures, list) else [figures]:
+                print(json.dumps({"scenario": name, **row}), flush=True)
 
 
 if __name__ == "__main__":

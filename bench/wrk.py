@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import shutil
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass
@@ -33,6 +35,17 @@ class Load:
     @property
     def rps(self) -> float:
         return self.requests / self.seconds
+
+
+def latency(samples: list[float]) -> dict[str, float]:
+    """Count, p50, p99 and max of latencies in seconds, in milliseconds."""
+    ordered = sorted(samples) or [0.0]
+    return {
+        "n": len(samples),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[max(0, math.ceil(len(ordered) * 0.99) - 1)] * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+    }
 
 
 def drive(url: str, body: bytes, connections: int, seconds: float, workdir: Path) -> Load:

@@ -12,9 +12,10 @@ from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, met
 from flagkit import add_strategy, client_features, create_flag, ok, served, turn
 from service import eventually
 
+from relay.api.client_features import RENDERS
 from relay.central.flags.flags import FlagService
 from relay.central.flags.records import load_state
-from relay.central.flags.serving import LOADS, POLL_INTERVAL, RENDERS, ClientFeaturesCache
+from relay.central.flags.serving import LOADS, POLL_INTERVAL, ClientFeaturesCache
 from relay.central.flags.writes import Writer
 from relay.core.client_features import Scope, render
 from relay.store.sql import CENTRAL_SCHEMA
@@ -251,10 +252,10 @@ async def test_cached_answers_are_bounded_in_bytes(tmp_path: Path) -> None:
         scopes = [Scope("development", None, prefix, False) for prefix in (None, "flag", "flag-")]
         for scope in scopes:
             await cache.answer(scope)
-        renders = RENDERS._value.get()
+        renders = RENDERS.labels("derived")._value.get()
         await cache.answer(scopes[2])  # recent: still cached
-        assert RENDERS._value.get() == renders
+        assert RENDERS.labels("derived")._value.get() == renders
         await cache.answer(scopes[0])  # the oldest was dropped to stay within 2 answers
-        assert RENDERS._value.get() == renders + 1
+        assert RENDERS.labels("derived")._value.get() == renders + 1
     finally:
         await db.close()

@@ -145,3 +145,23 @@ def test_answers_derived_for_queries_stay_within_their_bound() -> None:
     for scope in asked:
         small.get(entry, rendered, scope)
     assert small.bytes <= len(first[0].body) * 2
+
+
+def test_catalogs_of_scopes_stay_within_their_bound() -> None:
+    """Queries on many scopes cannot grow the catalogs held: past their bytes the least
+    recently used goes, and is built again from its scope's answer when asked."""
+    entries = [
+        Entry(FlagScope("development", (p,)), Scope("development", (p,), None, False))
+        for p in ("p", "q", "r")
+    ]
+    answers = [e.take(json.dumps(flags_of(e.scope.projects[0])).encode()) for e in entries]
+    one = len(answers[0].body) * 1.5  # a catalog: its fragments, their hashes and index
+    views = Views(catalog_bytes=int(one))
+    for entry, rendered in zip(entries, answers, strict=True):
+        prefix = f"{entry.scope.projects[0]}-flag-00"
+        view = views.get(entry, rendered, Scope("development", entry.scope.projects, prefix, False))
+        assert view.features == 10
+        assert views.catalog_bytes <= one
+    found = views.feature(entries[0], answers[0], entries[0].base, "p-flag-001")
+    assert found is not None and json.loads(found)["name"] == "p-flag-001"  # built again
+    assert views.catalog_bytes <= one

@@ -12,18 +12,40 @@ into constraints.
 from __future__ import annotations
 
 import functools
-import json
-from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+from prometheus_client import Counter
 
 from relay.api.auth import PRINCIPAL
 from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
-from relay.core.client_features import Rendered, Scope, inline_segments, projects_of
+from relay.core.client_features import Catalog, Rendered, Scope, inline_segments, projects_of
 from relay.wire.client_features import ClientFeature, ClientFeatures
 from relay.wire.common import KeyType
+
+RENDERS = Counter(
+    "relay_client_features_renders_total",
+    "Client features rendered: every flag of a scope into a catalog (kind full), or an"
+    " answer put together from a catalog's fragments (kind derived)",
+    ["kind"],
+)
+FRAGMENTS = Counter(
+    "relay_client_features_fragments_total", "Flag fragments put together into answers"
+)
+
+
+def built(catalog: Catalog) -> Catalog:
+    """Counts a catalog built: the costly render, once per scope and change of flags."""
+    RENDERS.labels("full").inc()
+    return catalog
+
+
+def derived(rendered: Rendered) -> Rendered:
+    """Counts an answer put together: its work is its features' fragments."""
+    RENDERS.labels("derived").inc()
+    FRAGMENTS.inc(rendered.features)
+    return rendered
 
 
 def scope(request: web.Request) -> Scope:
@@ -62,11 +84,12 @@ def answer(request: web.Request, rendered: Rendered) -> web.Response:
     return web.Response(body=rendered.body, content_type="application/json", headers=headers)
 
 
-def one(request: web.Request, found: dict[str, Any] | None) -> web.Response:
-    """One flag's answer, 404 when the key does not see it."""
+def one(request: web.Request, found: bytes | None) -> web.Response:
+    """One flag's answer (its fragment of the scope's answer), 404 when the key does not
+    see it."""
     if found is None:
         raise NotFoundError(f"Could not find feature flag {request.match_info['featureName']}")
-    return web.Response(text=json.dumps(found), content_type="application/json")
+    return web.Response(body=found, content_type="application/json")
 
 
 def routes(features: Handler, feature: Handler, errors: tuple[int, ...], where: str) -> list[Route]:

@@ -2,48 +2,34 @@
 snapshot, for one scope (the key's projects and environment, the query's filters, and
 whether the SDK resolves segments itself).
 
-Pure: the central service renders each scope once per revision and serves the bytes; a
-relay can cache exactly these bytes. The ETag is a hash of everything in the answer but
+Pure: each flag is rendered once into a catalog (``relay.core.catalog``) per environment and
+segment form, and every answer is put together from it; a relay builds its catalogs from its
+upstream's answer (``from_answer``). The ETag is a hash of everything in the answer but
 ``meta`` (which carries the ETag itself), so it changes exactly when what the key sees
 changes, whatever else in the service was written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from relay.core.catalog import Catalog, Piece, Rendered, Scope, SegmentPiece
 from relay.core.errors import InvalidInput
 from relay.core.flags import Document, FlagRecord, FlagState, SegmentRecord, StrategyRecord
 from relay.wire.strategies import semver
 
-FORMAT_VERSION = 2
+__all__ = ["Answer", "Catalog", "Rendered", "Scope", "catalog", "from_answer", "read", "render"]
+
 # Unleash-Client-Spec from which an SDK resolves segment ids itself (Unleash's threshold)
 SEGMENTS_SPEC = (4, 2, 0)
 
 
 @dataclass(frozen=True, slots=True)
-class Scope:
-    environment: str
-    projects: tuple[str, ...] | None
-    """Sorted project ids the answer is limited to; None for every project."""
-    name_prefix: str | None
-    inline_segments: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    body: bytes
-    etag: str
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
 class Answer:
-    """An answer read back (from an upstream): what ``document`` renders scopes from."""
+    """An answer read back (from an upstream): what ``from_answer`` catalogs."""
 
     features: list[Document]
     segments: dict[int, Document]
@@ -78,40 +64,42 @@ def projects_of(granted: Iterable[str], asked: Iterable[str]) -> tuple[str, ...]
 
 
 def render(state: FlagState, scope: Scope) -> Rendered:
-    in_scope = [f for f in state.flags if _in_scope(f.name, f.project, scope)]
-    live = [f for f in in_scope if f.archived_at is None]
-    used = {s for f in live for strategy in _served(f, scope) for s in strategy.segments}
-    segments = {i: state.segments[i] for i in sorted(used) if i in state.segments}
-    revision = max(
-        [f.revision for f in in_scope] + [s.revision for s in segments.values()], default=0
-    )
-    features = [_feature(f, scope) for f in live]
-    return document(features, {i: _segment(s) for i, s in segments.items()}, scope, revision)
+    """``scope``'s answer from a snapshot (the central service keeps the catalog instead)."""
+    return catalog(state, scope.environment, scope.inline_segments).answer(scope)
 
 
-def document(
-    features: Sequence[Document], segments: Mapping[int, Document], scope: Scope, revision: int
-) -> Rendered:
-    """The answer for ``scope`` from its features as SDKs that resolve segments get them
-    (segment ids in strategies) and the segments by id: the segments they use listed, or,
-    for older SDKs, their constraints inlined. The central service renders its snapshot
-    through here, and a relay the copy it holds of its upstream's answer."""
-    served = [_inlined(f, segments) for f in features] if scope.inline_segments else features
-    content: dict[str, Any] = {
-        "version": FORMAT_VERSION,
-        "features": list(served),
-        "query": _query(scope),
-    }
-    if not scope.inline_segments:
-        used = sorted(_segment_ids(features))
-        content["segments"] = [segments[i] for i in used if i in segments]
-    etag = f'"{_digest(content)[:32]}"'
-    content["meta"] = {
-        "revisionId": revision,
-        "etag": etag,
-        "queryHash": _digest(content["query"])[:16],
-    }
-    return Rendered(_json(content), etag, revision)
+def catalog(state: FlagState, environment: str, inline: bool) -> Catalog:
+    """Every flag of a snapshot as ``environment`` serves it, segments as ids or inlined
+    (``inline``): the central service's answers are all put together from it. Archived
+    flags are in it without a fragment: they still decide their scopes' revision."""
+    segments = {i: _segment(s) for i, s in state.segments.items()}
+    pieces = []
+    for flag in state.flags:
+        if flag.archived_at is not None:
+            pieces.append(Piece.of(flag.name, flag.project, flag.revision, None, ()))
+            continue
+        feature = _feature(flag, environment)
+        ids = _segment_ids([feature])
+        served = _inlined(feature, segments) if inline else feature
+        pieces.append(Piece.of(flag.name, flag.project, flag.revision, served, ids))
+    return Catalog(pieces, _segment_pieces(state.segments), inline)
+
+
+def from_answer(answer: Answer, inline: bool) -> Catalog:
+    """A catalog of an answer read back (an upstream's, or a relay's own copy of one): its
+    features as they are, or with segments inlined, all at the answer's revision."""
+    pieces = []
+    for feature in answer.features:
+        ids = _segment_ids([feature])
+        served = _inlined(feature, answer.segments) if inline else feature
+        project = feature.get("project", "default")
+        pieces.append(Piece.of(feature["name"], project, 0, served, ids))
+    segments = {i: SegmentPiece.of(s, 0) for i, s in sorted(answer.segments.items())}
+    return Catalog(pieces, segments, inline, answer.revision)
+
+
+def _segment_pieces(segments: Mapping[int, SegmentRecord]) -> dict[int, SegmentPiece]:
+    return {i: SegmentPiece.of(_segment(s), s.revision) for i, s in sorted(segments.items())}
 
 
 def read(body: bytes) -> Answer:
@@ -160,46 +148,21 @@ def _id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def narrowed(features: Sequence[Document], scope: Scope) -> list[Document]:
-    """The features of an answer that ``scope``'s projects and name prefix select."""
-    return [f for f in features if _in_scope(f["name"], f.get("project", "default"), scope)]
-
-
-def client_feature(state: FlagState, scope: Scope, name: str) -> dict[str, Any] | None:
-    """``GET /api/client/features/{name}``: one flag as in the full answer, None when the key
-    does not see it (or it is archived)."""
-    for flag in state.flags:
-        if flag.name == name and flag.archived_at is None and _in_scope(name, flag.project, scope):
-            feature = _feature(flag, scope)
-            if not scope.inline_segments:
-                return feature
-            ids = _segment_ids([feature])
-            used = {i: _segment(state.segments[i]) for i in ids if i in state.segments}
-            return _inlined(feature, used)
-    return None
-
-
-def _in_scope(name: str, project: str, scope: Scope) -> bool:
-    if scope.projects is not None and project not in scope.projects:
-        return False
-    return scope.name_prefix is None or name.startswith(scope.name_prefix)
-
-
-def _served(flag: FlagRecord, scope: Scope) -> list[StrategyRecord]:
+def _served(flag: FlagRecord, environment: str) -> list[StrategyRecord]:
     """Disabled strategies are left out of the client API, the rest served in order."""
-    strategies = flag.environment(scope.environment).strategies
+    strategies = flag.environment(environment).strategies
     return sorted((s for s in strategies if not s.disabled), key=StrategyRecord.order)
 
 
-def _feature(flag: FlagRecord, scope: Scope) -> Document:
+def _feature(flag: FlagRecord, environment: str) -> Document:
     """A flag as SDKs that resolve segments get it."""
     return {
         "name": flag.name,
         "type": flag.type,
-        "enabled": flag.environment(scope.environment).enabled,
+        "enabled": flag.environment(environment).enabled,
         "project": flag.project,
         "stale": flag.stale,
-        "strategies": [_strategy(s) for s in _served(flag, scope)],
+        "strategies": [_strategy(s) for s in _served(flag, environment)],
         "variants": [],
         "description": flag.description,
         "impressionData": flag.impression_data,
@@ -242,25 +205,6 @@ def _segment(segment: SegmentRecord) -> Document:
     return {"id": segment.id, "name": segment.name, "constraints": list(segment.constraints)}
 
 
-def _query(scope: Scope) -> dict[str, Any]:
-    query: dict[str, Any] = {}
-    if scope.projects is not None:
-        query["project"] = list(scope.projects)
-    if scope.name_prefix is not None:
-        query["namePrefix"] = scope.name_prefix
-    query["environment"] = scope.environment
-    query["inlineSegmentConstraints"] = scope.inline_segments
-    return query
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _no_constant(name: str) -> Any:
     """``NaN`` and ``Infinity`` are not JSON: passed on, SDKs could not parse the answer."""
     raise ValueError(f"{name} is not JSON")
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(_json(value)).hexdigest()

@@ -25,7 +25,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError, Unavailable
@@ -89,7 +88,9 @@ class FlagCache:
         entry, rendered = await self._entry(key, principal)
         return self._views.get(entry, rendered, scope)
 
-    async def feature(self, key: str, principal: Principal, scope: Scope, name: str) -> Any:
+    async def feature(
+        self, key: str, principal: Principal, scope: Scope, name: str
+    ) -> bytes | None:
         entry, rendered = await self._entry(key, principal)
         return self._views.feature(entry, rendered, scope, name)
 

@@ -16,17 +16,18 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client import Gauge
 
-from relay.core.client_features import Rendered, Scope, document, narrowed, read
+from relay.api.client_features import built, derived
+from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import hash_key
 from relay.edge.flag_store import FlagScope
 
 MAX_VIEWS = 1_000
 MAX_VIEW_BYTES = 64 * 1024 * 1024
+MAX_CATALOG_BYTES = 64 * 1024 * 1024
 REFUSED_TTL = 60.0
 MAX_REFUSED = 10_000
 
@@ -41,7 +42,7 @@ SCOPES = Gauge(
 )
 HELD = Gauge(
     "relay_flag_cache_bytes",
-    "Bytes of flag answers held: each scope's, and those derived for queries",
+    "Bytes of flag answers held: each scope's, their catalogs, and answers derived for queries",
     multiprocess_mode="livesum",
 )
 
@@ -82,8 +83,7 @@ class Entry:
     def take(self, body: bytes) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
         is none), segments as ids: the upstream chose its flags for the key."""
-        answer = read(body)
-        self.rendered = document(answer.features, answer.segments, self.base, answer.revision)
+        self.rendered = built(from_answer(read(body), inline=False)).answer(self.base)
         return self.rendered
 
     def candidates(self) -> list[str]:
@@ -97,16 +97,25 @@ class Entry:
 
 
 class Views:
-    """Answers derived from the scopes' answers, least recently used first out."""
+    """Catalogs of the scopes' answers, and the answers derived from them, least recently
+    used first out."""
 
-    def __init__(self, most: int = MAX_VIEWS, most_bytes: int = MAX_VIEW_BYTES) -> None:
+    def __init__(
+        self,
+        most: int = MAX_VIEWS,
+        most_bytes: int = MAX_VIEW_BYTES,
+        catalog_bytes: int = MAX_CATALOG_BYTES,
+    ) -> None:
         self._most = most
         self._most_bytes = most_bytes
-        self.bytes = 0
+        self._catalog_bytes = catalog_bytes
+        self.bytes = 0  # of the answers derived
+        self.catalog_bytes = 0
         self._held: OrderedDict[tuple[FlagScope, Scope], tuple[str, Rendered]] = OrderedDict()
+        self._catalogs: OrderedDict[tuple[FlagScope, bool], tuple[str, Catalog]] = OrderedDict()
 
     def get(self, entry: Entry, rendered: Rendered, scope: Scope) -> Rendered:
-        """``scope``'s answer from ``entry``'s ``rendered``, derived once per change."""
+        """``scope``'s answer from ``entry``'s ``rendered``, put together once per change."""
         if scope == entry.base:
             return rendered
         key = (entry.scope, scope)
@@ -114,8 +123,7 @@ class Views:
         if held is not None and held[0] == rendered.etag:
             self._held.move_to_end(key)
             return held[1]
-        answer = read(rendered.body)
-        view = document(narrowed(answer.features, scope), answer.segments, scope, answer.revision)
+        view = derived(self._catalog(entry, rendered, scope.inline_segments).answer(scope))
         if held is not None:
             self.bytes -= len(held[1].body)
         self._held[key] = (rendered.etag, view)
@@ -127,11 +135,27 @@ class Views:
             self.bytes -= len(self._held.popitem(last=False)[1][1].body)
         return view
 
-    def feature(self, entry: Entry, rendered: Rendered, scope: Scope, name: str) -> Any:
-        """One feature of ``scope``'s answer, None when it has none of that name. The answer
-        is parsed for it: SDKs do not poll this endpoint."""
-        view = self.get(entry, rendered, scope)
-        return next((f for f in read(view.body).features if f["name"] == name), None)
+    def feature(self, entry: Entry, rendered: Rendered, scope: Scope, name: str) -> bytes | None:
+        """One feature of ``scope``'s answer, None when it has none of that name: a lookup
+        in the catalog, whatever the number of flags."""
+        return self._catalog(entry, rendered, scope.inline_segments).feature(scope, name)
+
+    def _catalog(self, entry: Entry, rendered: Rendered, inline: bool) -> Catalog:
+        """The catalog of ``rendered`` (``entry``'s answer), built when it changed."""
+        key = (entry.scope, inline)
+        held = self._catalogs.get(key)
+        if held is not None and held[0] == rendered.etag:
+            self._catalogs.move_to_end(key)
+            return held[1]
+        if held is not None:
+            self.catalog_bytes -= held[1].size
+        catalog = built(from_answer(read(rendered.body), inline))
+        self._catalogs[key] = (rendered.etag, catalog)
+        self._catalogs.move_to_end(key)
+        self.catalog_bytes += catalog.size
+        while len(self._catalogs) > 1 and self.catalog_bytes > self._catalog_bytes:
+            self.catalog_bytes -= self._catalogs.popitem(last=False)[1][1].size
+        return catalog
 
 
 class Refusals:
@@ -175,7 +199,7 @@ class Refusals:
 def report(entries: Iterable[Entry], views: Views) -> None:
     """The gauges of what is held: each scope's age, the scopes with a copy, the bytes."""
     now = time.time()
-    held, scopes = views.bytes, 0
+    held, scopes = views.bytes + views.catalog_bytes, 0
     for entry in entries:
         if entry.rendered is not None:
             held += len(entry.rendered.body)

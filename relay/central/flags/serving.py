@@ -1,8 +1,10 @@
 """The client API's answers, cached so that SDK polls never touch the database.
 
-This worker holds a snapshot of every flag (``records.load_state``) and, per scope (a key's
-projects and environment, the query's filters, the SDK's segment support), the answer
-rendered from it: its bytes and ETag. Both stand until the flag revision moves on:
+This worker holds a snapshot of every flag (``records.load_state``), each flag rendered once
+per environment and segment form into a catalog (``relay.core.catalog``), and, per scope (a
+key's projects and environment, the query's filters, the SDK's segment support), the answer
+put together from it: its bytes and ETag. A request's work is bounded by what it returns,
+not by how many flags there are. All of it stands until the flag revision moves on:
 
 - a write through this worker tells the cache its revision when it commits, so the next
   poll here sees it;
@@ -20,12 +22,12 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from relay.api.client_features import built, derived
 from relay.central.flags.records import Reads, current_revision, load_state
-from relay.core.client_features import Rendered, Scope, client_feature, render
+from relay.core.client_features import Catalog, Rendered, Scope, catalog
 from relay.core.errors import StorageError
 from relay.core.flags import FlagState
 
@@ -35,12 +37,11 @@ POLL_INTERVAL = 1.0
 RETRY_INTERVAL = 1.0
 MAX_SCOPES = 1000
 MAX_BYTES = 64 * 1024 * 1024
-"""Rendered answers kept (and their bytes at most), least recently used first out: a scope
-is cheap to render again, and the ``namePrefix`` or ``project`` values a client makes up
-must not grow memory without bound."""
+"""Answers kept (and their bytes at most), least recently used first out: an answer is
+cheap to put together again, and the ``namePrefix`` or ``project`` values a client makes up
+must not grow memory without bound. Catalogs are one per environment and segment form."""
 
 LOADS = Counter("relay_flag_snapshot_loads_total", "Flag snapshots read from the database")
-RENDERS = Counter("relay_client_features_renders_total", "Client feature answers rendered")
 REVISION = Gauge(
     "relay_flag_revision", "Flag revision of the snapshot served", multiprocess_mode="max"
 )
@@ -55,6 +56,7 @@ class ClientFeaturesCache:
         self._newest = 0
         self._state: FlagState | None = None
         self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
+        self._catalogs: dict[tuple[str, bool], Catalog] = {}
         self._loading = asyncio.Lock()
         self._retry_at = 0.0
         self._unreadable = False
@@ -69,8 +71,7 @@ class ClientFeaturesCache:
             state = await self._current()
         rendered = self._rendered.get(scope)
         if rendered is None:
-            rendered = self._rendered[scope] = render(state, scope)
-            RENDERS.inc()
+            rendered = self._rendered[scope] = derived(self._catalog(state, scope).answer(scope))
             self._bytes += len(rendered.body)
             while len(self._rendered) > 1 and (
                 len(self._rendered) > self._max_scopes or self._bytes > self._max_bytes
@@ -80,8 +81,16 @@ class ClientFeaturesCache:
             self._rendered.move_to_end(scope)
         return rendered
 
-    async def feature(self, scope: Scope, name: str) -> dict[str, Any] | None:
-        return client_feature(await self._current(), scope, name)
+    async def feature(self, scope: Scope, name: str) -> bytes | None:
+        return self._catalog(await self._current(), scope).feature(scope, name)
+
+    def _catalog(self, state: FlagState, scope: Scope) -> Catalog:
+        """The snapshot's flags as ``scope``'s environment serves them, rendered once."""
+        key = (scope.environment, scope.inline_segments)
+        found = self._catalogs.get(key)
+        if found is None:
+            found = self._catalogs[key] = built(catalog(state, *key))
+        return found
 
     async def poll(self) -> None:
         """Read the revision; reload now if it moved, so SDKs do not wait for it."""
@@ -118,6 +127,7 @@ class ClientFeaturesCache:
         REVISION.set(state.revision)
         self._state = state
         self._rendered.clear()
+        self._catalogs.clear()
         self._bytes = 0
         self.written(state.revision)
         return state
