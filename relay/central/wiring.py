@@ -159,6 +159,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
+        forget_instances = metrics.prune_registrations
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget_instances, "prune-registrations"))
         forget = functools.partial(edges.forget_old, app[EDGES])
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
         bound = functools.partial(impact.forget_old, app[IMPACT])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from relay.store.sql import Database, upsert
+from relay.store.sql import ROWS_PER_STATEMENT, Database, upsert
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,30 @@ class EdgeReportStore:
             (since, limit),
         )
         return [StoredReport(r[0], r[1], r[2], float(r[3]), r[4]) for r in rows]
+
+    async def page(self, since: float, after: str | None, limit: int) -> list[StoredReport]:
+        """Up to ``limit`` reports received since ``since``, by identifier after ``after``:
+        a page read along the primary key."""
+        rows = await self._db.fetch_all(
+            "SELECT identifier, app_name, via, reported_at, report FROM edge_reports"
+            " WHERE reported_at >= ? AND identifier > ? ORDER BY identifier LIMIT ?",
+            (since, after or "", limit),
+        )
+        return [StoredReport(r[0], r[1], r[2], float(r[3]), r[4]) for r in rows]
+
+    async def known(self, identifiers: Sequence[str]) -> set[str]:
+        """Those of ``identifiers`` that have a report."""
+        found: set[str] = set()
+        unique = sorted(set(identifiers))
+        for start in range(0, len(unique), ROWS_PER_STATEMENT):
+            chunk = unique[start : start + ROWS_PER_STATEMENT]
+            rows = await self._db.fetch_all(
+                "SELECT identifier FROM edge_reports"
+                f" WHERE identifier IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update(row[0] for row in rows)
+        return found
 
     async def prune(self, before: float) -> None:
         async with self._db.transaction() as tx:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -93,6 +94,21 @@ class MetricsStore:
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
             return await idempotency.prune(tx, self._clock() - self._ttl)
+
+    async def prune_registrations(self) -> int:
+        """Forget instances not seen for ``INSTANCE_MAX_AGE``, and each (application,
+        environment)'s least recently seen beyond ``INSTANCES_KEPT`` (writes keep that bound;
+        this restores it over rows written before it existed); the instances deleted."""
+        async with self._db.transaction() as tx:
+            old = self._clock() - INSTANCE_MAX_AGE
+            deleted = await tx.execute("DELETE FROM registrations WHERE last_seen < ?", (old,))
+            return deleted + await tx.execute(
+                "DELETE FROM registrations WHERE (app_name, environment, instance_id) IN"
+                " (SELECT app_name, environment, instance_id FROM (SELECT app_name, environment,"
+                " instance_id, row_number() OVER (PARTITION BY app_name, environment"
+                f" ORDER BY {_RECENT}) AS n FROM registrations) ranked WHERE n > ?)",
+                (INSTANCES_KEPT,),
+            )
 
 
 def merge_group(
@@ -184,7 +200,33 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+        await _bound_registrations(tx, self.registrations)
         await impact.write(tx, self.impact, time.time())
+
+
+INSTANCES_KEPT = 1_000
+"""Instances kept per (application, environment): a new one replaces the least recently
+seen, so one key registering without end costs a bounded table, and what is kept is what
+is running now. By environment, so a key cannot push out another environment's."""
+INSTANCE_MAX_AGE = 7 * 24 * 3600.0
+"""Seconds after which an instance not seen is forgotten (by the leader's hourly prune).
+Unleash forgets after one day, but its instances are seen again with every metrics post;
+here only a registration refreshes them, and SDKs register when they start."""
+_RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
+
+
+async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Each (application, environment) written keeps its ``INSTANCES_KEPT`` most recently
+    seen. Kept on every write, so at most as many rows as were written go past it: the
+    delete reads along the index, its cost that of the write."""
+    written = Counter((row[0], row[1]) for row in rows)
+    for (app_name, environment), count in sorted(written.items()):
+        await tx.execute(
+            "DELETE FROM registrations WHERE app_name = ? AND environment = ? AND instance_id IN"
+            " (SELECT instance_id FROM registrations WHERE app_name = ? AND environment = ?"
+            f" ORDER BY {_RECENT} LIMIT ? OFFSET ?)",
+            (app_name, environment, app_name, environment, count, INSTANCES_KEPT),
+        )
 
 
 MAX_TOTAL = 2**63 - 1
