@@ -20,7 +20,10 @@ from relay.app import build_app
 from relay.central.admin import DEFAULT_INSTANCES
 from relay.central.state import USAGE
 from relay.central.web.pages import FLAGS_PAGE, INSTANCES_PAGE, RELAYS_PAGE
-from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT
+from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
+from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
+from relay.store.sql import CENTRAL_SCHEMA
+from relay.store.sqlite import SqliteDatabase
 
 APPS, PER_APP = 40, 550  # 22,000 instances, each application under the bound
 ROW = ("[]", "unleash-client-node:6.0.0", '["default"]', 15.0, None)
@@ -220,26 +223,36 @@ async def test_an_application_keeps_its_most_recently_seen_instances(client: Any
 
 
 async def test_instances_not_seen_for_a_week_are_forgotten(tmp_path: Path) -> None:
-    """The prune, with an injected clock: no dependence on today's date."""
-    from test_store import close, open_store
-
-    from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
-
+    """The hourly prune, with an injected clock (no dependence on today's date); it also
+    restores the bound per application over rows written before the bound existed."""
     base = 1_000_000_000.0
     now = [base]
-    db, store = await open_store(tmp_path / "relay.db", clock=lambda: now[0])
+    db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA, "NORMAL")
+    await db.open()
+    store = MetricsStore(db, 64, 3600, clock=lambda: now[0], instances_kept=3)
+    store.start()
     try:
         batch = IngestBatch()
         for name, age in (("old", INSTANCE_MAX_AGE + 60), ("recent", INSTANCE_MAX_AGE - 60)):
             key = RegistrationKey("app", "development", name)
-            seen = from_epoch(base - age)
-            batch.add_registration(Registration(key, (), None, (), None, None, seen))
+            batch.add_registration(
+                Registration(key, (), None, (), None, None, from_epoch(base - age))
+            )
         assert await store.write(batch, None)
-        assert await store.prune_registrations() == 1
-        rows = await db.fetch_all("SELECT instance_id FROM registrations")
-        assert [r[0] for r in rows] == ["recent"]
+        with sqlite3.connect(tmp_path / "relay.db") as conn:  # as written before the bound
+            conn.executemany(
+                "INSERT INTO registrations (app_name, environment, instance_id, connect_via,"
+                ' sdk_version, strategies, "interval", started, first_seen, last_seen)'
+                " VALUES ('many', 'development', ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(f"m{n}", *ROW, base, base - n) for n in range(5)],
+            )
+        assert await store.prune_registrations() == 1 + 2
+        rows = await db.fetch_all("SELECT instance_id FROM registrations ORDER BY instance_id")
+        assert [r[0] for r in rows] == ["m0", "m1", "m2", "recent"]
         now[0] = base + 120
         assert await store.prune_registrations() == 1
-        assert not await db.fetch_all("SELECT instance_id FROM registrations")
+        rows = await db.fetch_all("SELECT instance_id FROM registrations ORDER BY instance_id")
+        assert [r[0] for r in rows] == ["m0", "m1", "m2"]
     finally:
-        await close(db, store)
+        await store.stop()
+        await db.close()

@@ -147,11 +147,8 @@ async def applications(request: web.Request) -> web.StreamResponse:
 
 
 async def application(request: web.Request) -> web.StreamResponse:
-    """One application's instances, paged as ``applications``."""
-    name = request.match_info["appName"]
-    if "after" not in request.query and not await request.app[USAGE].instances(name, None, 1):
-        raise NotFoundError(f"No application named {name}")
-    return await _instances(request, name)
+    """One application's instances, paged as ``applications`` (404 when it has none)."""
+    return await _instances(request, request.match_info["appName"])
 
 
 class _Grouped:
@@ -182,6 +179,8 @@ async def _instances(request: web.Request, app_name: str | None) -> web.StreamRe
     limit = whole(query.get("limit"), "limit", PAGE_INSTANCES, DEFAULT_INSTANCES)
     after = position(query["after"], _PLACE) if "after" in query else None
     usage = request.app[USAGE]
+    if app_name is not None and after is None and not await usage.instances(app_name, None, 1):
+        raise NotFoundError(f"No application named {app_name}")
     encode: Callable[[Sequence[Instance]], bytes]
     ends: tuple[bytes, Callable[[], bytes]]
     if app_name is None:

@@ -48,7 +48,7 @@ from relay.core.keys import KeySpec
 from relay.settings import Settings
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.impact import ImpactStore
-from relay.store.metrics import MetricsStore
+from relay.store.metrics import INSTANCES_KEPT, MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
 from relay.store.sqlite import SqliteDatabase
@@ -99,7 +99,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     key_store = KeyStore(db)
     served = ClientFeaturesCache(db)
     projects = ProjectStore(db, served.written)
-    metrics = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    metrics = MetricsStore(
+        db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
+    )
     keys = KeyService(key_store, projects)
     writer = Writer(db, served.written)
     app[KEY_RESOLVER] = key_store

@@ -42,17 +42,22 @@ class MetricsStore:
         *,
         touched: bool = False,
         on_write: Callable[[int], object] | None = None,
+        instances_kept: int | None = None,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
         keeps the newest; a trigger of the buffer's schema refreshes it on updates).
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
-        ``relay.edge.space``'s), before its commit."""
+        ``relay.edge.space``'s), before its commit. ``instances_kept``: the instances each
+        (application, environment) keeps, the least recently seen replaced (the central
+        service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
+        bounded by bytes)."""
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
         self._touched = touched
         self._on_write = on_write
+        self._kept = instances_kept
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -86,7 +91,7 @@ class MetricsStore:
             now = self._clock()
             taken = await idempotency.claim(tx, keys, now, now - self._ttl)
             plan = _Planned.of(items, taken, touched) if taken else planned
-            await plan.write(tx)
+            await plan.write(tx, self._kept)
             return plan.outcomes
 
         return work
@@ -97,17 +102,19 @@ class MetricsStore:
 
     async def prune_registrations(self) -> int:
         """Forget instances not seen for ``INSTANCE_MAX_AGE``, and each (application,
-        environment)'s least recently seen beyond ``INSTANCES_KEPT`` (writes keep that bound;
+        environment)'s least recently seen beyond ``instances_kept`` (writes keep that bound;
         this restores it over rows written before it existed); the instances deleted."""
         async with self._db.transaction() as tx:
             old = self._clock() - INSTANCE_MAX_AGE
             deleted = await tx.execute("DELETE FROM registrations WHERE last_seen < ?", (old,))
+            if self._kept is None:
+                return deleted
             return deleted + await tx.execute(
                 "DELETE FROM registrations WHERE (app_name, environment, instance_id) IN"
                 " (SELECT app_name, environment, instance_id FROM (SELECT app_name, environment,"
                 " instance_id, row_number() OVER (PARTITION BY app_name, environment"
                 f" ORDER BY {_RECENT}) AS n FROM registrations) ranked WHERE n > ?)",
-                (INSTANCES_KEPT,),
+                (self._kept,),
             )
 
 
@@ -170,7 +177,7 @@ class _Planned(NamedTuple):
             + sum(series.size for series in self.impact)
         )
 
-    async def write(self, tx: Transaction) -> None:
+    async def write(self, tx: Transaction, instances_kept: int | None) -> None:
         """Add the counts, store the registrations, fold the impact metrics."""
         touched = ", touched" if self.touched else ""
         await upsert(
@@ -200,7 +207,8 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
-        await _bound_registrations(tx, self.registrations)
+        if instances_kept is not None:
+            await _bound_registrations(tx, self.registrations, instances_kept)
         await impact.write(tx, self.impact, time.time())
 
 
@@ -215,17 +223,19 @@ here only a registration refreshes them, and SDKs register when they start."""
 _RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
 
 
-async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Each (application, environment) written keeps its ``INSTANCES_KEPT`` most recently
-    seen. Kept on every write, so at most as many rows as were written go past it: the
-    delete reads along the index, its cost that of the write."""
+async def _bound_registrations(
+    tx: Transaction, rows: Sequence[tuple[Any, ...]], kept: int
+) -> None:
+    """Each (application, environment) written keeps its ``kept`` most recently seen. Kept
+    on every write, so at most as many rows as were written go past it: the delete reads
+    along the index, its cost that of the write."""
     written = Counter((row[0], row[1]) for row in rows)
     for (app_name, environment), count in sorted(written.items()):
         await tx.execute(
             "DELETE FROM registrations WHERE app_name = ? AND environment = ? AND instance_id IN"
             " (SELECT instance_id FROM registrations WHERE app_name = ? AND environment = ?"
             f" ORDER BY {_RECENT} LIMIT ? OFFSET ?)",
-            (app_name, environment, app_name, environment, count, INSTANCES_KEPT),
+            (app_name, environment, app_name, environment, count, kept),
         )
 
 
