@@ -13,17 +13,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, standalone_settings
+from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalone_settings
 from test_web import page, sign_in
 
 from relay.app import build_app
 from relay.central.admin import DEFAULT_INSTANCES
+from relay.central.flags.unknown import MAX_REPORTS
 from relay.central.state import USAGE
 from relay.central.web.pages import FLAGS_PAGE, INSTANCES_PAGE, RELAYS_PAGE
 from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
 from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import MAX_METRICS
 
 APPS, PER_APP = 40, 550  # 22,000 instances, each application under the bound
 ROW = ("[]", "unleash-client-node:6.0.0", '["default"]', 15.0, None)
@@ -256,3 +258,17 @@ async def test_instances_not_seen_for_a_week_are_forgotten(tmp_path: Path) -> No
     finally:
         await store.stop()
         await db.close()
+
+
+async def test_unknown_flags_answer_a_bounded_number_of_reports(client: Any) -> None:
+    """One name reported from more applications than one answer holds."""
+    for start in range(0, MAX_REPORTS + 10, MAX_METRICS):
+        apps = range(start, min(start + MAX_METRICS, MAX_REPORTS + 10))
+        entries = [metric("typo", app=f"a{n:05d}", yes=1) for n in apps]
+        response = await client.post(
+            "/api/client/metrics/bulk", json=bulk(entries), headers=auth(DEV_KEY)
+        )
+        assert response.status == 202
+    response = await client.get("/api/admin/metrics/unknown-flags", headers=auth(ADMIN_KEY))
+    [flag] = (await response.json())["unknownFlags"]
+    assert flag["name"] == "typo" and len(flag["reports"]) == MAX_REPORTS
