@@ -21,10 +21,9 @@ from relay.central.admin import DEFAULT_INSTANCES
 from relay.central.flags.unknown import MAX_REPORTS
 from relay.central.state import USAGE
 from relay.central.web.pages import FLAGS_PAGE, INSTANCES_PAGE, RELAYS_PAGE
+from relay.central.wiring import central_database
 from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
 from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
-from relay.store.sql import CENTRAL_SCHEMA
-from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import MAX_METRICS
 
 APPS, PER_APP = 40, 550  # 22,000 instances, each application under the bound
@@ -224,12 +223,15 @@ async def test_an_application_keeps_its_most_recently_seen_instances(client: Any
     assert sorted(ids) == sorted(latest | {"p-1"})  # and another environment's kept
 
 
-async def test_instances_not_seen_for_a_week_are_forgotten(tmp_path: Path) -> None:
+async def test_instances_not_seen_for_a_week_are_forgotten(
+    tmp_path: Path, database_url: str | None
+) -> None:
     """The hourly prune, with an injected clock (no dependence on today's date); it also
     restores the bound per application over rows written before the bound existed."""
     base = 1_000_000_000.0
     now = [base]
-    db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA, "NORMAL")
+    settings = standalone_settings(tmp_path / "data", database_url=database_url)
+    db = central_database(settings)
     await db.open()
     store = MetricsStore(db, 64, 3600, clock=lambda: now[0], instances_kept=3)
     store.start()
@@ -237,17 +239,17 @@ async def test_instances_not_seen_for_a_week_are_forgotten(tmp_path: Path) -> No
         batch = IngestBatch()
         for name, age in (("old", INSTANCE_MAX_AGE + 60), ("recent", INSTANCE_MAX_AGE - 60)):
             key = RegistrationKey("app", "development", name)
-            batch.add_registration(
-                Registration(key, (), None, (), None, None, from_epoch(base - age))
-            )
+            seen = from_epoch(base - age)
+            batch.add_registration(Registration(key, (), None, (), None, None, seen))
         assert await store.write(batch, None)
-        with sqlite3.connect(tmp_path / "relay.db") as conn:  # as written before the bound
-            conn.executemany(
-                "INSERT INTO registrations (app_name, environment, instance_id, connect_via,"
-                ' sdk_version, strategies, "interval", started, first_seen, last_seen)'
-                " VALUES ('many', 'development', ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(f"m{n}", *ROW, base, base - n) for n in range(5)],
-            )
+        async with db.transaction() as tx:  # as written before the bound existed
+            for n in range(5):
+                await tx.execute(
+                    "INSERT INTO registrations (app_name, environment, instance_id,"
+                    ' connect_via, sdk_version, strategies, "interval", started, first_seen,'
+                    " last_seen) VALUES ('many', 'development', ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (f"m{n}", *ROW, base, base - n),
+                )
         assert await store.prune_registrations() == 1 + 2
         rows = await db.fetch_all("SELECT instance_id FROM registrations ORDER BY instance_id")
         assert [r[0] for r in rows] == ["m0", "m1", "m2", "recent"]
