@@ -160,13 +160,20 @@ async def test_raw_pages_of_any_size_read_every_row_once(client: Any) -> None:
     ],
 )
 @pytest.mark.parametrize(
-    "path", ["/api/admin/client-metrics/features/f/raw", "/api/admin/metrics/impact"]
+    "path",
+    [
+        "/api/admin/client-metrics/features/f/raw",
+        "/api/admin/metrics/impact",
+        "/api/admin/metrics/applications",
+        "/api/admin/metrics/applications/app",
+        "/api/admin/metrics/edges",
+    ],
 )
 async def test_odd_paged_queries_are_400(client: Any, path: str, query: str) -> None:
     """A cursor is checked like any input: not a 503 from the database (NUL, huge numbers),
     on every paged read."""
-    if path.endswith("impact") and query.startswith("hoursBack"):
-        query = "limit=-1"  # the impact read has no period
+    if not path.endswith("/raw") and query.startswith("hoursBack"):
+        query = "limit=-1"  # only the raw read has a period
     response = await client.get(f"{path}?{query}", headers=auth(ADMIN_KEY))
     assert response.status == 400, query
     assert_error(await response.json(), "BadDataError")

@@ -1,21 +1,24 @@
 """Paged reads of the admin API: a ``limit`` in the query, and a ``next`` URL whose
 ``after`` cursor says where the page stopped (base64url of a compact JSON array, opaque to
-callers). One place for both, so every paged read refuses bad input alike (400, JSON)."""
+callers). One place for both, so every paged read refuses bad input alike (400, JSON);
+and one way to send a page, read and streamed a chunk at a time (``stream_page``)."""
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
 
 from relay.api.errors import BadDataError
+from relay.api.responses import streamed
 from relay.core.domain import whole_number
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 def whole(value: str | None, name: str, most: int, default: int) -> int:
@@ -42,3 +45,53 @@ def position(after: str, shape: TypeAdapter[T]) -> T:
         return shape.validate_python(json.loads(raw))
     except (ValueError, TypeError, RecursionError, ValidationError):
         raise BadDataError("after must be the cursor of a page's next URL") from None
+
+
+async def stream_page(
+    request: web.Request,
+    limit: int,
+    after: P | None,
+    read: Callable[[P | None, int], Awaitable[Sequence[T]]],
+    position: Callable[[T], P],
+    encode: Callable[[Sequence[T]], bytes],
+    ends: tuple[bytes, Callable[[], bytes]],
+    cursor: Callable[[P], Sequence[object]],
+    chunk: int,
+) -> web.StreamResponse:
+    """Up to ``limit`` rows after ``after``, read ``chunk`` at a time (``read(after, n)``,
+    along an index) and each chunk sent as ``encode`` continues the document from
+    ``ends[0]``; ``ends[1]()`` closes what the rows opened, then comes ``"next"``: the URL
+    of the next page, with ``cursor(position(last row))``, or null on the last page. Memory
+    and the time the event loop is held per step are a chunk's, whatever ``limit`` is."""
+
+    async def parts() -> AsyncIterator[bytes]:
+        out, at, left = ends[0], after, limit
+        while True:
+            wanted = min(chunk, left + 1)  # one past the page tells if another follows
+            rows = await read(at, wanted)
+            more = len(rows) > left
+            rows = rows[:left]
+            if rows:
+                out += encode(rows)
+                at, left = position(rows[-1]), left - len(rows)
+            if more or len(rows) < wanted:
+                url = next_url(request, limit, cursor(at)) if more and at is not None else None
+                yield out + ends[1]() + b',"next":' + json.dumps(url).encode() + b"}"
+                return
+            yield out
+            out = b""
+
+    return await streamed(request, parts())
+
+
+def array_items(dump: Callable[[Sequence[T]], bytes]) -> Callable[[Sequence[T]], bytes]:
+    """An ``encode`` for ``stream_page`` of rows as the items of one JSON array, chunk after
+    chunk: ``dump`` writes a chunk's items (comma-separated, no brackets)."""
+    sent = False
+
+    def encode(rows: Sequence[T]) -> bytes:
+        nonlocal sent
+        comma, sent = b"," if sent else b"", True
+        return comma + dump(rows)
+
+    return encode

@@ -4,7 +4,7 @@ Flags have theirs in ``relay.central.flags.admin_api``."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -13,12 +13,12 @@ from pydantic import BaseModel, Field, StrictInt, TypeAdapter
 
 from relay.api.body import read_json
 from relay.api.errors import NotFoundError
-from relay.api.paging import next_url, position, whole
-from relay.api.responses import model_response, streamed
+from relay.api.paging import array_items, position, stream_page, whole
+from relay.api.responses import model_response
 from relay.api.routing import Handler, Route
 from relay.central.key_store import KeyRecord
 from relay.central.state import KEYS, PROJECTS, USAGE
-from relay.central.usage import Position
+from relay.central.usage import Instance, Position
 from relay.core.domain import from_epoch, hour_start
 from relay.wire import admin as wire
 from relay.wire.common import MAX_NAME, KeyType
@@ -28,12 +28,16 @@ DEFAULT_HOURS_BACK = 48
 MAX_HOURS_BACK = 24 * 31
 PAGE_ROWS = 10_000
 CHUNK_ROWS = 200
+PAGE_INSTANCES = 10_000
+DEFAULT_INSTANCES = 1_000
+CHUNK_INSTANCES = 100  # an instance is up to ~80 KB (100 relays and 100 strategies)
 
 _ROWS = TypeAdapter(list[wire.RawMetric])
 _Int = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]  # what the columns hold
 _Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
 # the period's start, then the last row sent (app, environment, hour) once there is one
 _CURSOR = TypeAdapter(tuple[_Int] | tuple[_Int, _Name, _Name, _Int])
+_PLACE = TypeAdapter(tuple[_Name, _Name, _Name])  # the last instance sent: app, env, instance
 
 
 async def add_environment(request: web.Request) -> web.Response:
@@ -122,40 +126,84 @@ async def raw_feature_metrics(request: web.Request) -> web.StreamResponse:
         hours = whole(query.get("hoursBack"), "hoursBack", MAX_HOURS_BACK, DEFAULT_HOURS_BACK)
         since, after = hour_start(datetime.now(UTC) - timedelta(hours=hours)), None
     feature, usage = request.match_info["featureName"], request.app[USAGE]
-
-    async def parts() -> AsyncIterator[bytes]:
-        head, position, left, sent = b'{"version":1,"maturity":"stable","data":[', after, limit, 0
-        while True:
-            wanted = min(CHUNK_ROWS, left + 1)  # one past the page tells if another follows
-            rows = await usage.raw_metrics(feature, since, position, wanted)
-            more = len(rows) > left
-            rows = rows[:left]
-            if rows:
-                head += (b"," if sent else b"") + _ROWS.dump_json(rows)[1:-1]
-                last = rows[-1]
-                position = (last.appName, last.environment, int(last.timestamp.timestamp()))
-                left, sent = left - len(rows), sent + len(rows)
-            if more or len(rows) < wanted:
-                url = next_url(request, limit, [since, *(position or ())]) if more else None
-                yield head + b'],"next":' + json.dumps(url).encode() + b"}"
-                return
-            yield head
-            head = b""
-
-    return await streamed(request, parts())
+    return await stream_page(
+        request,
+        limit,
+        after,
+        lambda at, n: usage.raw_metrics(feature, since, at, n),
+        lambda r: (r.appName, r.environment, int(r.timestamp.timestamp())),
+        array_items(lambda rows: _ROWS.dump_json(list(rows))[1:-1]),
+        (b'{"version":1,"maturity":"stable","data":[', lambda: b"]"),
+        lambda at: [since, *at],
+        CHUNK_ROWS,
+    )
 
 
-async def applications(request: web.Request) -> web.Response:
-    found = await request.app[USAGE].applications()
-    return model_response(wire.ApplicationsOut(applications=found))
+async def applications(request: web.Request) -> web.StreamResponse:
+    """Registered instances grouped by application, ``limit`` instances (at most
+    ``PAGE_INSTANCES``) a page in the order of application, environment and instance,
+    streamed ``CHUNK_INSTANCES`` at a time; an application may go on in the next page."""
+    return await _instances(request, None)
 
 
-async def application(request: web.Request) -> web.Response:
-    name = request.match_info["appName"]
-    found = await request.app[USAGE].applications(name)
-    if not found:
-        raise NotFoundError(f"No application named {name}")
-    return model_response(found[0])
+async def application(request: web.Request) -> web.StreamResponse:
+    """One application's instances, paged as ``applications`` (404 when it has none)."""
+    return await _instances(request, request.match_info["appName"])
+
+
+class _Grouped:
+    """Instances in read order as ``{"appName": ..., "instances": [...]}`` objects, one per
+    application, across chunks: an application's array stays open until another begins."""
+
+    def __init__(self) -> None:
+        self.app: str | None = None
+
+    def encode(self, rows: Sequence[Instance]) -> bytes:
+        out = bytearray()
+        for row in rows:
+            if row.app_name != self.app:
+                out += b"]}," if self.app is not None else b""
+                out += b'{"appName":' + json.dumps(row.app_name).encode() + b',"instances":['
+                self.app = row.app_name
+            else:
+                out += b","
+            out += _instance_json(row)
+        return bytes(out)
+
+    def close(self) -> bytes:
+        return b"]}" if self.app is not None else b""
+
+
+async def _instances(request: web.Request, app_name: str | None) -> web.StreamResponse:
+    query = request.query
+    limit = whole(query.get("limit"), "limit", PAGE_INSTANCES, DEFAULT_INSTANCES)
+    after = position(query["after"], _PLACE) if "after" in query else None
+    usage = request.app[USAGE]
+    if app_name is not None and after is None and not await usage.instances(app_name, None, 1):
+        raise NotFoundError(f"No application named {app_name}")
+    encode: Callable[[Sequence[Instance]], bytes]
+    ends: tuple[bytes, Callable[[], bytes]]
+    if app_name is None:
+        grouped = _Grouped()
+        encode, ends = grouped.encode, (b'{"applications":[', lambda: grouped.close() + b"]")
+    else:
+        encode = array_items(lambda rows: b",".join(_instance_json(row) for row in rows))
+        ends = (b'{"appName":' + json.dumps(app_name).encode() + b',"instances":[', lambda: b"]")
+    return await stream_page(
+        request,
+        limit,
+        after,
+        lambda at, n: usage.instances(app_name, at, n),
+        lambda row: row.place,
+        encode,
+        ends,
+        list,
+        CHUNK_INSTANCES,
+    )
+
+
+def _instance_json(row: Instance) -> bytes:
+    return row.instance.model_dump_json().encode()
 
 
 def admin_route(
@@ -269,15 +317,16 @@ ROUTES = [
         "GET",
         "/api/admin/metrics/applications",
         applications,
-        "Registered applications and their instances",
+        "Registered applications and their instances (paged: limit, after)",
         ok=(200, wire.ApplicationsOut),
+        errors=(400,),
     ),
     admin_route(
         "GET",
         "/api/admin/metrics/applications/{appName}",
         application,
-        "One registered application",
+        "One registered application and its instances (paged: limit, after)",
         ok=(200, wire.ApplicationOut),
-        errors=(404,),
+        errors=(400, 404),
     ),
 ]

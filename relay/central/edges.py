@@ -9,18 +9,24 @@ page shows the same list (``relay.central.web``)."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Mapping
+from typing import Annotated
 
 from aiohttp import web
+from pydantic import Field, TypeAdapter
 
 from relay.api.auth import PRINCIPAL
 from relay.api.body import read_kept
 from relay.api.client import client_route
+from relay.api.paging import next_url, position, whole
 from relay.central.admin import admin_route
 from relay.central.state import EDGES
 from relay.core.domain import from_epoch
 from relay.core.edges import STALE_AFTER, ReportScope, flatten
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
+from relay.wire.common import MAX_NAME
 from relay.wire.edges import (
     MAX_REPORT_BYTES,
     MAX_REPORTED,
@@ -36,6 +42,10 @@ KEEP = 7 * 24 * 3600.0
 """Seconds a relay that stopped reporting stays listed (stale)."""
 BOUNDS = ReportBounds(per_scope=MAX_REPORTED, total=10_000)
 """A whole tree per key scope; ten such in all (each relay's record: a few kB at most)."""
+PAGE_RELAYS = 1_000
+_NAME = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+_AFTER = TypeAdapter(tuple[_NAME, Annotated[str, Field(max_length=64 * 1024)], _NAME])
+"""A page's cursor: the environment, projects (as stored) and identifier of its last relay."""
 
 
 async def report_edge(request: web.Request) -> web.Response:
@@ -45,9 +55,15 @@ async def report_edge(request: web.Request) -> web.Response:
     return web.Response(status=202)
 
 
-async def connected(store: EdgeReportStore, now: float | None = None) -> list[ConnectedEdge]:
-    """Every relay known from its reports, the latest first, each with the scope of the
-    key that reported it (records that do not read are left out by the store)."""
+async def connected(
+    store: EdgeReportStore,
+    now: float | None = None,
+    after: tuple[str, str, str] | None = None,
+    limit: int = PAGE_RELAYS,
+) -> list[ConnectedEdge]:
+    """Up to ``limit`` relays known from their reports, by scope and identifier past
+    ``after`` (``place``), each with the scope of the key that reported it (records that
+    do not read are left out by the store)."""
     now = time.time() if now is None else now
     stale_before = now - STALE_AFTER * REPORT_INTERVAL
     return [
@@ -60,8 +76,18 @@ async def connected(store: EdgeReportStore, now: float | None = None) -> list[Co
             environment=r.scope.environment,
             projects=list(r.scope.projects),
         )
-        for r in await store.latest(now - KEEP, BOUNDS.total)
+        for r in await store.page(now - KEEP, after, limit)
     ]
+
+
+def place(edge: ConnectedEdge) -> list[str]:
+    """The cursor of the page after ``edge`` (``EdgeReportStore.page``)."""
+    return [edge.environment, json.dumps(edge.projects), edge.instanceId]
+
+
+def after(query: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """The cursor a ``next`` URL carries, or None for the first page (400 if malformed)."""
+    return position(query["after"], _AFTER) if "after" in query else None
 
 
 async def forget_old(store: EdgeReportStore) -> None:
@@ -69,8 +95,16 @@ async def forget_old(store: EdgeReportStore) -> None:
 
 
 async def edges(request: web.Request) -> web.Response:
-    found = ConnectedEdges(await connected(request.app[EDGES]))
-    return web.Response(body=found.model_dump_json(), content_type="application/json")
+    """``limit`` relays (at most ``PAGE_RELAYS``) a page, by scope and identifier; the body
+    is Unleash's list, so the next page's URL is in a ``Link`` header (``rel="next"``)."""
+    limit = whole(request.query.get("limit"), "limit", PAGE_RELAYS, PAGE_RELAYS)
+    found = await connected(request.app[EDGES], after=after(request.query), limit=limit + 1)
+    page = ConnectedEdges(found[:limit])
+    response = web.Response(body=page.model_dump_json(), content_type="application/json")
+    if len(found) > limit:
+        following = next_url(request, limit, place(found[limit - 1]))
+        response.headers["Link"] = f'<{following}>; rel="next"'
+    return response
 
 
 ROUTES = [
@@ -84,7 +118,8 @@ ROUTES = [
         "GET",
         "/api/admin/metrics/edges",
         edges,
-        "Connected relays: the latest report of each",
+        "Connected relays: the latest report of each (paged: limit, after; next in Link)",
         ok=(200, ConnectedEdges),
+        errors=(400,),
     ),
 ]

@@ -4,12 +4,13 @@ registered applications (the admin API's ``client-metrics`` and ``metrics`` read
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from relay.core.domain import from_epoch, hour_start
-from relay.store.sql import Database
-from relay.wire.admin import ApplicationInstance, ApplicationOut, RawMetric
+from relay.store.sql import Database, Row
+from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.client import ConnectVia
 
 
@@ -27,6 +28,18 @@ SUMMARY_DAYS = 7
 
 Position = tuple[str, str, int]
 """Where a row of a feature's counts sits in the read order: (app, environment, hour)."""
+Place = tuple[str, str, str]
+"""Where an instance sits in the read order: (app, environment, instance)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    app_name: str
+    instance: ApplicationInstance
+
+    @property
+    def place(self) -> Place:
+        return (self.app_name, self.instance.environment, self.instance.instanceId)
 
 
 class UsageReader:
@@ -73,52 +86,81 @@ class UsageReader:
                 metric.variants[row["variant"]] = row["count"]
         return list(found.values())
 
-    async def summary(self, now: datetime | None = None) -> dict[tuple[str, str], FlagUsage]:
-        """(feature, environment) -> its usage: the counts (yes + no) of the hour windows
-        begun in the last hour (so up to two windows) and in the last 24 hours, and the last
-        hour seen in ``SUMMARY_DAYS`` days (older counts are not read: the hour index keeps
-        this one range scan)."""
+    async def summary(
+        self, names: Sequence[str], now: datetime | None = None
+    ) -> dict[tuple[str, str], FlagUsage]:
+        """(feature, environment) -> its usage, for the features ``names`` (a page of
+        them: the cost is theirs, however many names have counts): the counts (yes + no) of
+        the hour windows begun in the last hour (so up to two windows) and in the last 24
+        hours, and the last hour seen in ``SUMMARY_DAYS`` days (older counts are not read)."""
+        if not names:
+            return {}
         now = now or datetime.now(UTC)
         hour, day, week = (hour_start(now - timedelta(hours=h)) for h in (1, 24, 24 * SUMMARY_DAYS))
         rows = await self._db.fetch_all(
             "SELECT feature_name, environment, max(hour),"
             " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END),"
             " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END)"
-            " FROM metrics WHERE hour >= ? GROUP BY feature_name, environment",
-            (hour, day, week),
+            f" FROM metrics WHERE feature_name IN ({', '.join('?' * len(names))})"
+            " AND hour >= ? GROUP BY feature_name, environment",
+            (hour, day, *names, week),
         )
         return {
             (row[0], row[1]): FlagUsage(from_epoch(row[2]), int(row[3]), int(row[4]))
             for row in rows
         }
 
-    async def applications(self, app_name: str | None = None) -> list[ApplicationOut]:
-        where, params = ("WHERE app_name = ?", (app_name,)) if app_name else ("", ())
+    async def instances(
+        self, app_name: str | None, after: Place | None, limit: int
+    ) -> list[Instance]:
+        """Up to ``limit`` registered instances after ``after`` in the primary key's order
+        (app, environment, instance), of ``app_name`` only when given: a page read along
+        the index, however many instances there are."""
+        where, params = ["1 = 1"], list[object]()
+        if app_name is not None:  # then the cursor's app is this one: the range is in it
+            where.append("app_name = ?")
+            params.append(app_name)
+            if after is not None:
+                where.append("(environment, instance_id) > (?, ?)")
+                params += after[1:]
+        elif after is not None:
+            where.append("(app_name, environment, instance_id) > (?, ?, ?)")
+            params += after
         rows = await self._db.fetch_all(
             "SELECT app_name, environment, instance_id, connect_via, sdk_version, strategies,"
-            f' "interval", started, first_seen, last_seen FROM registrations {where}'
-            " ORDER BY app_name, environment, instance_id",
-            params,
+            ' "interval", started, first_seen, last_seen FROM registrations'
+            f" WHERE {' AND '.join(where)} ORDER BY app_name, environment, instance_id LIMIT ?",
+            [*params, limit],
         )
-        apps: dict[str, list[ApplicationInstance]] = {}
-        for row in rows:
-            apps.setdefault(row["app_name"], []).append(
-                ApplicationInstance(
-                    instanceId=row["instance_id"],
-                    environment=row["environment"],
-                    sdkVersion=row["sdk_version"],
-                    connectVia=[
-                        ConnectVia(appName=a, instanceId=i)
-                        for a, i in json.loads(row["connect_via"])
-                    ],
-                    strategies=json.loads(row["strategies"]),
-                    interval=row["interval"],
-                    started=_time(row["started"]),
-                    firstSeen=datetime.fromtimestamp(row["first_seen"], UTC),
-                    lastSeen=datetime.fromtimestamp(row["last_seen"], UTC),
-                )
-            )
-        return [ApplicationOut(appName=n, instances=i) for n, i in apps.items()]
+        return [Instance(row["app_name"], _instance(row)) for row in rows]
+
+    async def relayed(
+        self, scanned: int, limit: int
+    ) -> list[tuple[str, list[tuple[str, str]]]]:
+        """(application, its ``connectVia`` hops) of up to ``limit`` instances that came
+        through relays, among the ``scanned`` most recently seen (read along the last-seen
+        index): what the relays page tells of relays known only from registrations, at a
+        bounded cost however many instances there are."""
+        rows = await self._db.fetch_all(
+            "SELECT app_name, connect_via FROM (SELECT app_name, connect_via FROM registrations"
+            " ORDER BY last_seen DESC LIMIT ?) recent WHERE connect_via <> '[]' LIMIT ?",
+            (scanned, limit),
+        )
+        return [(row[0], [(a, i) for a, i in json.loads(row[1])]) for row in rows]
+
+
+def _instance(row: Row) -> ApplicationInstance:
+    return ApplicationInstance(
+        instanceId=row["instance_id"],
+        environment=row["environment"],
+        sdkVersion=row["sdk_version"],
+        connectVia=[ConnectVia(appName=a, instanceId=i) for a, i in json.loads(row["connect_via"])],
+        strategies=json.loads(row["strategies"]),
+        interval=row["interval"],
+        started=_time(row["started"]),
+        firstSeen=datetime.fromtimestamp(row["first_seen"], UTC),
+        lastSeen=datetime.fromtimestamp(row["last_seen"], UTC),
+    )
 
 
 def _time(value: float | None) -> datetime | None:

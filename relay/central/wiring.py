@@ -48,7 +48,7 @@ from relay.core.keys import KeySpec
 from relay.settings import Settings
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.impact import ImpactStore
-from relay.store.metrics import MetricsStore
+from relay.store.metrics import INSTANCES_KEPT, MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
 from relay.store.sqlite import SqliteDatabase
@@ -99,7 +99,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     key_store = KeyStore(db)
     served = ClientFeaturesCache(db)
     projects = ProjectStore(db, served.written)
-    metrics = MetricsStore(db, settings.commit_max_requests, settings.idempotency_ttl)
+    metrics = MetricsStore(
+        db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
+    )
     keys = KeyService(key_store, projects)
     writer = Writer(db, served.written)
     app[KEY_RESOLVER] = key_store
@@ -159,6 +161,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
+        forget_instances = metrics.prune_registrations
+        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget_instances, "prune-registrations"))
         forget = functools.partial(edges.forget_old, app[EDGES])
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
         bound = functools.partial(impact.forget_old, app[IMPACT])

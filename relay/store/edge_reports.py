@@ -21,7 +21,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from relay.core.edges import ReportedEdge, ReportScope
-from relay.store.sql import Database, Transaction, upsert
+from relay.store.sql import ROWS_PER_STATEMENT, Database, Row, Transaction, upsert
 from relay.wire.edges import EdgeInstanceData
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ class StoredReport:
     reported_at: float
     report: EdgeInstanceData
 
+    @property
+    def place(self) -> tuple[str, str, str]:
+        """Where the report stands in the table's key: a page's cursor."""
+        return (self.scope.environment, _projects(self.scope), self.identifier)
+
 
 class EdgeReportStore:
     def __init__(self, db: Database, bounds: ReportBounds) -> None:
@@ -59,7 +64,7 @@ class EdgeReportStore:
         """Each replaces the relay's previous one of the same scope; then the bounds apply.
         Written in identifier order, so two instances saving overlapping trees cannot
         deadlock."""
-        projects = json.dumps(list(scope.projects))
+        projects = _projects(scope)
         rows = sorted(
             {
                 r.identifier: (
@@ -108,27 +113,70 @@ class EdgeReportStore:
     async def latest(self, since: float = 0.0, limit: int = 1000) -> list[StoredReport]:
         """Reports received since ``since``, the newest first; records that do not read
         are left out."""
-        rows = await self._db.fetch_all(
-            "SELECT environment, projects, identifier, app_name, via, reported_at, report"
-            " FROM edge_reports WHERE reported_at >= ?"
-            " ORDER BY reported_at DESC, identifier LIMIT ?",
-            (since, limit),
+        return _readable(
+            await self._db.fetch_all(
+                f"SELECT {_COLUMNS} FROM edge_reports WHERE reported_at >= ?"
+                " ORDER BY reported_at DESC, identifier LIMIT ?",
+                (since, limit),
+            )
         )
-        found = []
-        for row in rows:
-            try:
-                found.append(_read([row[i] for i in range(7)]))
-            except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
-                UNREADABLE.inc()
-                log.warning(
-                    "a stored relay report does not read: skipped",
-                    extra={"identifier": str(row[2])[:255], "error": _short(exc)},
-                )
+
+    async def page(
+        self, since: float, after: tuple[str, str, str] | None, limit: int
+    ) -> list[StoredReport]:
+        """Up to ``limit`` reports received since ``since``, past ``after`` (a report's
+        ``place``): a page read along the primary key; records that do not read are left
+        out."""
+        where, parameters = "", list[object]([since])
+        if after is not None:
+            where = " AND (environment, projects, identifier) > (?, ?, ?)"
+            parameters = [since, *after]
+        return _readable(
+            await self._db.fetch_all(
+                f"SELECT {_COLUMNS} FROM edge_reports WHERE reported_at >= ?{where}"
+                " ORDER BY environment, projects, identifier LIMIT ?",
+                [*parameters, limit],
+            )
+        )
+
+    async def known(self, identifiers: Sequence[str]) -> set[str]:
+        """Those of ``identifiers`` that have a report, in any scope."""
+        found: set[str] = set()
+        unique = sorted(set(identifiers))
+        for start in range(0, len(unique), ROWS_PER_STATEMENT):
+            chunk = unique[start : start + ROWS_PER_STATEMENT]
+            rows = await self._db.fetch_all(
+                "SELECT identifier FROM edge_reports"
+                f" WHERE identifier IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update(row[0] for row in rows)
         return found
 
     async def prune(self, before: float) -> None:
         async with self._db.transaction() as tx:
             await tx.execute("DELETE FROM edge_reports WHERE reported_at < ?", (before,))
+
+
+_COLUMNS = "environment, projects, identifier, app_name, via, reported_at, report"
+
+
+def _projects(scope: ReportScope) -> str:
+    return json.dumps(list(scope.projects))
+
+
+def _readable(rows: Sequence[Row]) -> list[StoredReport]:
+    found = []
+    for row in rows:
+        try:
+            found.append(_read([row[i] for i in range(7)]))
+        except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+            UNREADABLE.inc()
+            log.warning(
+                "a stored relay report does not read: skipped",
+                extra={"identifier": str(row[2])[:255], "error": _short(exc)},
+            )
+    return found
 
 
 def _read(row: Sequence[object]) -> StoredReport:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -41,17 +42,22 @@ class MetricsStore:
         *,
         touched: bool = False,
         on_write: Callable[[int], object] | None = None,
+        instances_kept: int | None = None,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
         keeps the newest; a trigger of the buffer's schema refreshes it on updates).
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
-        ``relay.edge.space``'s), before its commit."""
+        ``relay.edge.space``'s), before its commit. ``instances_kept``: the instances each
+        (application, environment) keeps, the least recently seen replaced (the central
+        service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
+        bounded by bytes)."""
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
         self._touched = touched
         self._on_write = on_write
+        self._kept = instances_kept
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group
         )
@@ -85,7 +91,7 @@ class MetricsStore:
             now = self._clock()
             taken = await idempotency.claim(tx, keys, now, now - self._ttl)
             plan = _Planned.of(items, taken, touched) if taken else planned
-            await plan.write(tx)
+            await plan.write(tx, self._kept)
             return plan.outcomes
 
         return work
@@ -93,6 +99,23 @@ class MetricsStore:
     async def prune_idempotency(self) -> int:
         async with self._db.transaction() as tx:
             return await idempotency.prune(tx, self._clock() - self._ttl)
+
+    async def prune_registrations(self) -> int:
+        """Forget instances not seen for ``INSTANCE_MAX_AGE``, and each (application,
+        environment)'s least recently seen beyond ``instances_kept`` (writes keep that bound;
+        this restores it over rows written before it existed); the instances deleted."""
+        async with self._db.transaction() as tx:
+            old = self._clock() - INSTANCE_MAX_AGE
+            deleted = await tx.execute("DELETE FROM registrations WHERE last_seen < ?", (old,))
+            if self._kept is None:
+                return deleted
+            return deleted + await tx.execute(
+                "DELETE FROM registrations WHERE (app_name, environment, instance_id) IN"
+                " (SELECT app_name, environment, instance_id FROM (SELECT app_name, environment,"
+                " instance_id, row_number() OVER (PARTITION BY app_name, environment"
+                f" ORDER BY {_RECENT}) AS n FROM registrations) ranked WHERE n > ?)",
+                (self._kept,),
+            )
 
 
 def merge_group(
@@ -154,7 +177,7 @@ class _Planned(NamedTuple):
             + sum(series.size for series in self.impact)
         )
 
-    async def write(self, tx: Transaction) -> None:
+    async def write(self, tx: Transaction, instances_kept: int | None) -> None:
         """Add the counts, store the registrations, fold the impact metrics."""
         touched = ", touched" if self.touched else ""
         await upsert(
@@ -184,7 +207,36 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+        if instances_kept is not None:
+            await _bound_registrations(tx, self.registrations, instances_kept)
         await impact.write(tx, self.impact, time.time())
+
+
+INSTANCES_KEPT = 1_000
+"""Instances kept per (application, environment): a new one replaces the least recently
+seen, so one key registering without end costs a bounded table, and what is kept is what
+is running now. By environment, so a key cannot push out another environment's."""
+INSTANCE_MAX_AGE = 7 * 24 * 3600.0
+"""Seconds after which an instance not seen is forgotten (by the leader's hourly prune).
+Unleash forgets after one day, but its instances are seen again with every metrics post;
+here only a registration refreshes them, and SDKs register when they start."""
+_RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
+
+
+async def _bound_registrations(
+    tx: Transaction, rows: Sequence[tuple[Any, ...]], kept: int
+) -> None:
+    """Each (application, environment) written keeps its ``kept`` most recently seen. Kept
+    on every write, so at most as many rows as were written go past it: the delete reads
+    along the index, its cost that of the write."""
+    written = Counter((row[0], row[1]) for row in rows)
+    for (app_name, environment), count in sorted(written.items()):
+        await tx.execute(
+            "DELETE FROM registrations WHERE app_name = ? AND environment = ? AND instance_id IN"
+            " (SELECT instance_id FROM registrations WHERE app_name = ? AND environment = ?"
+            f" ORDER BY {_RECENT} LIMIT ? OFFSET ?)",
+            (app_name, environment, app_name, environment, count, kept),
+        )
 
 
 MAX_TOTAL = 2**63 - 1

@@ -144,14 +144,29 @@ class ApplicationInstance(BaseModel):
     lastSeen: datetime
 
 
+_NEXT = "URL of the next page when this one stops short of the last instance"
+
+
 class ApplicationOut(BaseModel):
     model_config = ConfigDict(title="applicationSchema")
+
+    appName: str
+    instances: list[ApplicationInstance]
+    next: str | None = Field(None, description=_NEXT)
+
+
+class ApplicationInstances(BaseModel):
+    """An application's instances within a page of ``applicationsSchema``."""
 
     appName: str
     instances: list[ApplicationInstance]
 
 
 class ApplicationsOut(BaseModel):
+    """A page of instances, grouped by application; one application's instances may go
+    on in the next page."""
+
     model_config = ConfigDict(title="applicationsSchema")
 
-    applications: list[ApplicationOut]
+    applications: list[ApplicationInstances]
+    next: str | None = Field(None, description=_NEXT)

@@ -74,6 +74,29 @@ class FlagService:
         environments = await _environments(self._db, project)
         return [_flag_out(flag, environments) for flag in flags]
 
+    async def page(
+        self, after: tuple[str, str] | None, limit: int, contains: str = ""
+    ) -> list[wire.FlagOut]:
+        """Up to ``limit`` flags that are not archived, after ``after`` in the order of
+        (project, name) (the ``features_project`` index), whose name holds ``contains``
+        (ASCII letters in any case): a page of the web page's list, whatever the count."""
+        where, params = ["archived_at IS NULL"], list[object]()
+        if after is not None:
+            where.append("(project_id, name) > (?, ?)")
+            params += after
+        if contains:
+            escaped = contains.lower().translate({ord(c): f"\\{c}" for c in "\\%_"})
+            where.append("lower(name) LIKE ? ESCAPE '\\'")
+            params.append(f"%{escaped}%")
+        chosen = (
+            f"name IN (SELECT name FROM features WHERE {' AND '.join(where)}"
+            " ORDER BY project_id, name LIMIT ?)"
+        )
+        flags = await load_flags(self._db, chosen, [*params, limit])
+        environments = {p: await _environments(self._db, p) for p in {f.project for f in flags}}
+        ordered = sorted(flags, key=lambda f: (f.project, f.name))
+        return [_flag_out(flag, environments[flag.project]) for flag in ordered]
+
     async def environment(
         self, project: str, name: str, environment: str
     ) -> wire.FlagEnvironmentOut:

@@ -3,8 +3,9 @@ ahead of its flag): Unleash's ``GET /api/admin/metrics/unknown-flags``.
 
 Their counts are stored like any other; this is read from them: names seen in the last 24
 hours, at most ``MAX_NAMES`` (by name), each with the applications and environments that
-reported it. Counts are kept per hour, so the times given are the start of the last hour
-with counts.
+reported it, at most ``MAX_REPORTS`` (name, application, environment) in all: one key can
+report a name from any number of applications, and the answer stays bounded. Counts are
+kept per hour, so the times given are the start of the last hour with counts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from relay.core.domain import from_epoch, hour_start
 from relay.wire.flags import UnknownFlag, UnknownFlagEnvironment, UnknownFlagReport
 
 MAX_NAMES = 1000
+MAX_REPORTS = 10_000
 WINDOW = timedelta(hours=24)
 
 _UNKNOWN = "m.hour >= ? AND NOT EXISTS (SELECT 1 FROM features f WHERE f.name = m.feature_name)"
@@ -28,7 +30,7 @@ async def unknown_flags(db: Reads, now: datetime | None = None) -> list[UnknownF
         f" WHERE {_UNKNOWN} AND m.feature_name IN (SELECT DISTINCT m.feature_name"
         f" FROM metrics m WHERE {_UNKNOWN} ORDER BY m.feature_name LIMIT {MAX_NAMES})"
         " GROUP BY m.feature_name, m.app_name, m.environment"
-        " ORDER BY m.feature_name, m.app_name, m.environment",
+        f" ORDER BY m.feature_name, m.app_name, m.environment LIMIT {MAX_REPORTS}",
         (since, since),
     )
     flags: dict[str, dict[str, list[UnknownFlagEnvironment]]] = {}

@@ -7,17 +7,21 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field, TypeAdapter
 
 from relay.api.errors import NotFoundError
-from relay.central.edges import connected
+from relay.api.paging import next_url, position, whole
+from relay.central.edges import after as relay_after
+from relay.central.edges import connected, place
 from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
 from relay.central.web.chart import Chart, stacked
 from relay.central.web.site import page, render
 from relay.core.domain import from_epoch, hour_start
 from relay.core.errors import NotFound
-from relay.wire.admin import RawMetric
+from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.common import MAX_NAME, KeyType
 
 PERIODS = {"1h": 1, "24h": 24, "48h": 48, "7d": 24 * 7}
@@ -26,26 +30,47 @@ MAX_ROWS = 10_000
 """Rows of counts one usage page reads (the period's, in pages of the raw read)."""
 MAX_VARIANTS = 8
 """Variants drawn apart in a chart; the others are summed as "other"."""
+FLAGS_PAGE, MAX_FLAGS_PAGE = 100, 1_000
+INSTANCES_PAGE, MAX_INSTANCES_PAGE = 200, 1_000
+RELAYS_PAGE, MAX_RELAYS_PAGE = 100, 1_000
+SCANNED_INSTANCES, RELAYED_INSTANCES = 10_000, 200
+
+_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
+_FLAG_PLACE = TypeAdapter(tuple[_Name, _Name])  # the last flag shown: project, name
+_PLACE = TypeAdapter(tuple[_Name, _Name, _Name])  # the last instance: app, env, instance
 
 
 @page
 async def flags(request: web.Request) -> web.Response:
-    """Every project's flags, each environment's state and usage; ``q`` filters by name."""
+    """Flags by project and name, ``FLAGS_PAGE`` a page (``next`` links the following),
+    each environment's state and usage; ``q`` filters by name. Usage is read for the
+    page's flags only: its cost is theirs, however many names have counts."""
     query = request.query.get("q", "").strip()[:MAX_NAME]
-    usage = await request.app[USAGE].summary()
-    projects = []
-    for project_id, project_name in await request.app[PROJECTS].all():
-        found = await request.app[FLAGS].of_project(project_id)
-        shown = [f for f in found if query.lower() in f.name.lower()]
-        environments = [e.name for e in found[0].environments] if found else []
-        rows = []
-        for flag in shown:
-            seen = [usage[(flag.name, e)] for e in environments if (flag.name, e) in usage]
-            last = max((u.last_seen for u in seen if u.last_seen), default=None)
-            states = {e.name: e.enabled for e in flag.environments}
-            rows.append((flag, states, last))
-        projects.append((project_id, project_name, environments, rows, len(found)))
-    return render(request, "flags.html", projects=projects, usage=usage, query=query)
+    limit = whole(request.query.get("limit"), "limit", MAX_FLAGS_PAGE, FLAGS_PAGE)
+    after = position(request.query["after"], _FLAG_PLACE) if "after" in request.query else None
+    found = await request.app[FLAGS].page(after, limit + 1, query)
+    shown, more = found[:limit], len(found) > limit
+    usage = await request.app[USAGE].summary([f.name for f in shown])
+    names = dict(await request.app[PROJECTS].all())
+    projects: dict[str, tuple[str, str, list[str], list[Any]]] = {}
+    for flag in shown:
+        environments = [e.name for e in flag.environments]
+        entry = projects.setdefault(
+            flag.project, (flag.project, names.get(flag.project, ""), environments, [])
+        )
+        seen = [usage[(flag.name, e)] for e in environments if (flag.name, e) in usage]
+        last = max((u.last_seen for u in seen if u.last_seen), default=None)
+        entry[3].append((flag, {e.name: e.enabled for e in flag.environments}, last))
+    following = next_url(request, limit, [shown[-1].project, shown[-1].name]) if more else None
+    return render(
+        request,
+        "flags.html",
+        projects=list(projects.values()),
+        usage=usage,
+        query=query,
+        first=after is None,
+        next=following,
+    )
 
 
 @dataclass
@@ -164,28 +189,48 @@ def _charts(
 
 @page
 async def applications(request: web.Request) -> web.Response:
-    """Registered applications: instances per environment, SDK, last seen, and the path
-    each came through (SDK, then the relays of its ``connectVia``, then here)."""
-    apps = await request.app[USAGE].applications()
-    return render(request, "applications.html", apps=apps)
+    """Registered instances by application, ``INSTANCES_PAGE`` a page (``next`` links the
+    following): environment, SDK, last seen, and the path each came through (SDK, then
+    the relays of its ``connectVia``, then here)."""
+    limit = whole(request.query.get("limit"), "limit", MAX_INSTANCES_PAGE, INSTANCES_PAGE)
+    after = position(request.query["after"], _PLACE) if "after" in request.query else None
+    found = await request.app[USAGE].instances(None, after, limit + 1)
+    shown, more = found[:limit], len(found) > limit
+    apps: list[tuple[str, list[ApplicationInstance]]] = []
+    for row in shown:
+        if not apps or apps[-1][0] != row.app_name:
+            apps.append((row.app_name, []))
+        apps[-1][1].append(row.instance)
+    following = next_url(request, limit, list(shown[-1].place)) if more else None
+    return render(request, "applications.html", apps=apps, first=after is None, next=following)
 
 
 @page
 async def relays(request: web.Request) -> web.Response:
-    """Relays that reported (their latest report), and relays seen only in registrations'
-    ``connectVia`` (older relays, or an upstream that is a relay refusing reports)."""
-    reported = await connected(request.app[EDGES])
-    known = {e.instanceId for e in reported}
+    """Relays that reported (their latest report), ``RELAYS_PAGE`` a page by scope and
+    identifier; and relays seen only in ``connectVia``, of up to ``RELAYED_INSTANCES`` among the
+    ``SCANNED_INSTANCES`` most recently seen instances (older relays, or an upstream that
+    is a relay refusing reports)."""
+    limit = whole(request.query.get("limit"), "limit", MAX_RELAYS_PAGE, RELAYS_PAGE)
+    after = relay_after(request.query)
+    found = await connected(request.app[EDGES], after=after, limit=limit + 1)
+    reported, more = found[:limit], len(found) > limit
     via: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for app in await request.app[USAGE].applications():
-        for instance in app.instances:
-            for hop in instance.connectVia:
-                via[(hop.appName, hop.instanceId)].add(app.appName)
+    for app_name, hops in await request.app[USAGE].relayed(SCANNED_INSTANCES, RELAYED_INSTANCES):
+        for hop in hops:
+            via[hop].add(app_name)
+    known = await request.app[EDGES].known([hop[1] for hop in via])
     unreported = sorted((hop, sorted(apps)) for hop, apps in via.items() if hop[1] not in known)
     serving = {hop[1]: sorted(apps) for hop, apps in via.items()}
-    now = datetime.now(UTC)
+    following = next_url(request, limit, place(reported[-1])) if more else None
     return render(
-        request, "relays.html", reported=reported, unreported=unreported, serving=serving, now=now
+        request,
+        "relays.html",
+        reported=reported,
+        unreported=unreported if after is None else [],
+        serving=serving,
+        now=datetime.now(UTC),
+        next=following,
     )
 
 
