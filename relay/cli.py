@@ -78,7 +78,8 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(self._given, namespace)
 
     def error(self, message: str) -> NoReturn:
-        for value in sorted(set(_values(self._given)), key=len, reverse=True):
+        given = self._given or sys.argv[1:]  # a subparser not called through parse_known_args
+        for value in sorted(set(_values(given)), key=len, reverse=True):
             for shown in {value, repr(value)[1:-1]}:
                 message = re.sub(rf"(?<!\w){re.escape(shown)}(?!\w)", "…", message)
         super().error(message)

@@ -36,9 +36,11 @@ _HELD_AT_INFO = ("aiosqlite",)
 # is not a key), and an Authorization value. A secret ends at a quote or backslash, so the
 # redacted JSON line stays JSON.
 _KEY_SHAPED = re.compile(
-    r"(?<![\w.:~*\]-])((?:\*|\[\]|[A-Za-z0-9_~-]+):(?:\*|[A-Za-z0-9_.~-]+?))\.[^\s\"'\\]{8,}"
+    r"(?<![\w.:~*\]-])((?:\*|\[\]|[A-Za-z0-9_.~-]+):(?:\*|[A-Za-z0-9_.~-]+?))\.[^\s\"'\\]{8,}"
 )
-_AUTHORIZATION = re.compile(r"(?i)(authorization\W{1,4})(?:bearer\s+)?[^\s\"'\\]+")
+_AUTHORIZATION = re.compile(
+    r"(?i)(authorization[\\\"']{0,2}\s*[:=]\s*[\\\"']{0,2})(?:bearer\s+)?[^\s\"'\\]+"
+)
 
 
 def redact(line: str) -> str:
