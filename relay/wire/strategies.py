@@ -164,13 +164,14 @@ def _constraint_problem(c: Constraint) -> str | None:
 
 def _value_problem(op: str, value: str) -> str | None:
     """Why the SDKs could not read ``value`` for ``op``; None when they all can."""
+    shown = repr(value[:40])
     if op.startswith("NUM_"):
         number = float(value) if _NUMBER.fullmatch(value) else math.nan
-        return None if math.isfinite(number) else f"{op} needs a decimal number, not {value!r}"
+        return None if math.isfinite(number) else f"{op} needs a decimal number, not {shown}"
     if op.startswith("DATE_"):
-        return None if _date_time(value) else f"{op} needs an RFC 3339 date-time, not {value!r}"
+        return None if _date_time(value) else f"{op} needs an RFC 3339 date-time, not {shown}"
     if op.startswith("SEMVER_"):
-        return None if semver(value) else f"{op} needs a SemVer version, not {value!r}"
+        return None if semver(value) else f"{op} needs a SemVer version, not {shown}"
     if op != "REGEX":
         return None
     try:  # in RE2's syntax, as Unleash checks it (its SDKs take that syntax)
