@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
 
 EXIT_CONFIG = 2
+PRIVATE = 0o077  # the umask of every command that runs with settings: files 0600, dirs 0700
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_CONFIG
+    # What the service writes (databases with key and session hashes and CSRF tokens, their
+    # WAL and shared memory, which SQLite creates itself, the instance id, the data dir) is
+    # its user's alone, whatever umask it was started with; workers inherit it.
+    os.umask(PRIVATE)
     try:
         settings = load_settings(_overrides(args), args.config)
         result: int = args.run(settings, args)
@@ -58,8 +64,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors quote what was given (``unrecognized arguments: --tokens <key>``,
+    ``invalid choice: '<key>'``), and a mistyped option's value is as likely as not a key:
+    its errors name options only, each value shown as ``…``."""
+
+    _given: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self._given, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        given = self._given or sys.argv[1:]  # a subparser not called through parse_known_args
+        for value in sorted(set(_values(given)), key=len, reverse=True):
+            for shown in {value, repr(value)[1:-1]}:
+                message = re.sub(rf"(?<!\w){re.escape(shown)}(?!\w)", "…", message)
+        super().error(message)
+
+
+_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*")
+
+
+def _values(given: Sequence[str]) -> Iterator[str]:
+    """What in ``given`` may be a secret: every argument but an option's name."""
+    for argument in given:
+        name, equals, value = argument.partition("=")
+        if _OPTION.fullmatch(name) is None:
+            yield argument
+        elif equals and value:
+            yield value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="relay",
         description="Feature-flag metrics relay and standalone central service "
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "

@@ -1,7 +1,10 @@
 """Structured logs: one JSON object a line on stderr (or plain text for a terminal).
 
 Fields passed with ``extra=`` become top-level keys. Key material is never passed to a log
-call: code logs ``Principal.display`` or ``auth.redact(key)``, never a key.
+call: code logs ``Principal.display`` or ``auth.redact(key)``, never a key. Two policies make
+that hold for what libraries log too, whatever the level: loggers that write what callers
+sent (SQL parameters) are held at INFO, and every line is redacted of
+anything shaped like an Unleash key or an ``Authorization`` value.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -23,9 +27,32 @@ class LogFormat(enum.StrEnum):
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
+# Its DEBUG records carry what callers sent: every statement with its parameters (key and
+# session hashes, CSRF tokens). aiohttp's server logger is made safe where it is configured
+# (relay.api.application: a malformed request is logged by its kind, never its bytes).
+_HELD_AT_INFO = ("aiosqlite",)
+
+# project:environment.secret (relay.core.keys) not inside a longer word (a time's 12:30:45.123
+# is not a key), and an Authorization value. A secret ends at a quote or backslash, so the
+# redacted JSON line stays JSON.
+_KEY_SHAPED = re.compile(
+    r"(?<![\w.:~*\]-])((?:\*|\[\]|[A-Za-z0-9_.~-]+):(?:\*|[A-Za-z0-9_.~-]+?))\.[^\s\"'\\]{8,}"
+)
+_AUTHORIZATION = re.compile(
+    r"(?i)(authorization[\\\"']{0,2}\s*[:=]\s*[\\\"']{0,2})(?:bearer\s+)?[^\s\"'\\]+"
+)
+
+
+def redact(line: str) -> str:
+    """``line`` with any key's secret and any Authorization value replaced by ``****``."""
+    return _AUTHORIZATION.sub(r"\1****", _KEY_SHAPED.sub(r"\1.****", line))
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        return redact(self._line(record))
+
+    def _line(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -40,6 +67,9 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        return redact(self._line(record))
+
+    def _line(self, record: logging.LogRecord) -> str:
         extra = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD)
         line = f"{record.levelname:<7} {record.name}: {record.getMessage()}"
         line = f"{line} {extra}" if extra else line
@@ -63,7 +93,9 @@ def configure(level: str, fmt: LogFormat, **fields: object) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # aiohttp's access log would add a line per request; request metrics cover it
+    for name in _HELD_AT_INFO:
+        logging.getLogger(name).setLevel(max(root.level, logging.INFO))
+    # aiohttp's access log would add a line per request; relay.access and metrics cover it
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 

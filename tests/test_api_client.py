@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric, raw
 
 
@@ -304,6 +305,25 @@ async def test_sdk_register_format(client: Any) -> None:
     assert instance["environment"] == "development"
     assert instance["sdkVersion"] == "unleash-client-python:6.9.1"
     assert instance["connectVia"] == []
+
+
+@pytest.mark.parametrize(
+    ("started", "read_back"),
+    [
+        ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+        ("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999969Z"),  # a float's precision
+    ],
+)
+async def test_registrations_started_at_either_end_of_rfc3339_are_kept(
+    client: Any, started: str, read_back: str
+) -> None:
+    """On today's main the first day of year 1 and the last of 9999 are refused (400)."""
+    body = {"appName": "svc", "instanceId": "i1", "started": started, "interval": 15}
+    response = await client.post("/api/client/register", json=body, headers=auth(DEV_KEY))
+    assert response.status == 202, await response.text()
+    path = "/api/admin/metrics/applications/svc"
+    [instance] = (await (await client.get(path, headers=auth(ADMIN_KEY))).json())["instances"]
+    assert instance["started"] == read_back
 
 
 async def test_header_bytes_that_are_not_utf8_are_4xx_not_500(client: Any) -> None:

@@ -303,3 +303,25 @@ async def test_put_patch_and_delete_of_strategies(client: Any) -> None:
         status, error = await call(client, method, one, body)
         assert status == 404, method
         assert_error(error, "NotFoundError")
+
+
+async def test_a_flag_holds_at_most_256_kib_in_an_environment_by_any_route(client: Any) -> None:
+    """On today's main ``copy`` counted a string as one value, whatever its length: 93 KB of
+    PATCH bodies built a 410 MB strategy."""
+    await create_flag(client, "checkout")
+    big = {"contextName": "u", "operator": "IN", "values": [f"{i:0150d}" for i in range(1000)]}
+    saved = await add_strategy(client, "checkout", {"name": "default", "constraints": [big]})
+    one = f"{env_path('checkout')}/strategies/{saved['id']}"
+    copy = {"op": "copy", "from": "/constraints/0", "path": "/constraints/-"}
+    # one copy fits the patch's budget but not the flag; two copies are over the budget
+    for patch, path in (([copy], "/body"), ([copy, copy], "/body/1"), ([copy] * 50, "/body/1")):
+        status, error = await call(client, "PATCH", one, patch)
+        assert status == 400, error
+        assert_error(error, "BadDataError")
+        assert error["details"][0]["path"] == path, error
+    body = {"name": "default", "constraints": [big]}
+    status, error = await call(client, "POST", f"{env_path('checkout')}/strategies", body)
+    assert status == 400 and "262144" in error["message"], error
+    assert await ok(client, "GET", f"{env_path('checkout')}/strategies") == [saved]
+    replaced = await ok(client, "PUT", one, body)
+    assert replaced["constraints"] == saved["constraints"]  # a strategy replaces itself

@@ -61,14 +61,16 @@ def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
 class _ClientFaults(logging.Filter):
     """Requests that are not HTTP (bad request lines, headers, chunked framing) are the
     client's fault: aiohttp logs each with a traceback at error level, a cheap way for
-    anyone to fill the disk. They become one line at debug."""
+    anyone to fill the disk. They become one line at debug, naming the kind of fault only:
+    aiohttp's message quotes the request's bytes (a key in a bad header or an over-long
+    URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if not isinstance(error, HttpProcessingError):
             return True
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        record.msg, record.args = "malformed request: %s", (error.message,)
+        record.msg, record.args = "malformed request: %s (%d)", (type(error).__name__, error.code)
         record.exc_info = record.exc_text = None
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 

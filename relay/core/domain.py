@@ -7,6 +7,7 @@ A metric count is identified by (app, environment, feature, UTC hour); a registr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -16,8 +17,11 @@ from relay.core.impact import ImpactKey, ImpactState
 HOUR = 3600
 
 
-_FIRST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
-_LAST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+_FIRST = datetime.min.replace(tzinfo=UTC)
+_LAST = datetime.max.replace(tzinfo=UTC)
+# The float of a time in the last 31 microseconds of year 9999 rounds up to 10000-01-01, which
+# ``from_epoch`` refuses: such a time is kept as the last float before it.
+_LAST_SECONDS = math.nextafter(_LAST.timestamp(), 0)
 
 
 class OutOfRange(ValueError):
@@ -36,16 +40,15 @@ def whole_number(text: str, most: int) -> int | None:
 
 
 def epoch(moment: datetime) -> float:
-    """Epoch seconds; a timestamp without an offset is UTC (never the machine's zone)."""
+    """Epoch seconds, which ``from_epoch`` reads back, for any time of years 1 to 9999 in UTC
+    (RFC 3339's range but year 0, which no datetime holds); a timestamp without an offset
+    is UTC (never the machine's zone). Compared as datetimes: a float has no room for
+    a bound at microseconds."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    try:
-        seconds = moment.timestamp()  # before year 1 in UTC this overflows
-    except OverflowError:
-        seconds = _FIRST
-    if not _FIRST < seconds < _LAST:
+    if not _FIRST <= moment <= _LAST:
         raise OutOfRange(f"{moment.isoformat()} is not within years 1 to 9999 in UTC")
-    return seconds
+    return min(moment.timestamp(), _LAST_SECONDS)
 
 
 def hour_start(moment: datetime) -> int:

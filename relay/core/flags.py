@@ -42,6 +42,12 @@ class StrategyRecord:
         return self.sort_order, self.id
 
 
+MAX_ENVIRONMENT_BYTES = 256 * 1024
+"""What one flag's strategies in one environment may hold, as stored JSON (their names,
+titles, constraints, parameters, variants): the flag as an SDK of that environment gets it.
+POST, PUT and PATCH are held to it alike, and a JSON Patch's copies to as much."""
+
+
 @dataclass(frozen=True, slots=True)
 class EnvironmentState:
     enabled: bool = False

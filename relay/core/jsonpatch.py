@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from relay.core.domain import whole_number
 from relay.core.errors import InvalidInput
+from relay.core.flags import MAX_ENVIRONMENT_BYTES
 from relay.wire.flags import PatchOp, PatchOperation
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -33,14 +34,16 @@ def patched(
         raise InvalidInput(f"is invalid after the patch: {error['msg']}", path) from None
 
 
-MAX_COPIED = 100_000
-"""JSON values ``copy`` may create in one patch: each copy can double what it copies
-(``/a`` into ``/a/b``), so without a budget 100 operations could ask for 2^100 values."""
+MAX_COPIED_BYTES = MAX_ENVIRONMENT_BYTES
+"""What ``copy`` may create in one patch, as JSON: each copy can double what it copies
+(``/a`` into ``/a/b``), and one long string is as costly as many values, so the budget is
+bytes (counting values let 93 KB of patches build a 410 MB strategy). A patch need copy no
+more than a flag may hold in an environment."""
 
 
 def apply(document: dict[str, Any], operations: Sequence[PatchOperation]) -> dict[str, Any]:
     result = copy.deepcopy(document)
-    budget = [MAX_COPIED]
+    budget = [MAX_COPIED_BYTES]
     for index, operation in enumerate(operations):
         try:
             result = _apply(result, operation, budget)
@@ -73,9 +76,9 @@ def _apply(document: Any, operation: PatchOperation, budget: list[int]) -> Any:
             return _add(document, path, value)
         case PatchOp.COPY:
             source = _get(document, _pointer(_from(operation)))
-            budget[0] -= _values(source, budget[0])
+            budget[0] -= _json_bytes(source, budget[0])
             if budget[0] < 0:
-                raise _Refused(f"copies more than {MAX_COPIED} values")
+                raise _Refused(f"copies more than {MAX_COPIED_BYTES} bytes of JSON")
             return _add(document, path, copy.deepcopy(source))
         case PatchOp.TEST:
             if _get(document, path) != operation.value:
@@ -83,17 +86,23 @@ def _apply(document: Any, operation: PatchOperation, budget: list[int]) -> Any:
             return document
 
 
-def _values(value: Any, limit: int) -> int:
-    """How many JSON values ``value`` holds, counting no further than past ``limit``."""
-    count, pending = 0, [value]
-    while pending and count <= limit:
+def _json_bytes(value: Any, limit: int) -> int:
+    """About the length of ``value`` as JSON (escapes aside), counted no further than past
+    ``limit``: what a copy of it costs, without serialising a copy that may be huge."""
+    size, pending = 0, [value]
+    while pending and size <= limit:
         item = pending.pop()
-        count += 1
         if isinstance(item, dict):
+            size += 2 + sum(len(key) + 4 for key in item)  # "key": and a comma each
             pending.extend(item.values())
         elif isinstance(item, list):
+            size += 2 + len(item)
             pending.extend(item)
-    return count
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:  # a number, true, false, null
+            size += len(str(item))
+    return size
 
 
 def _from(operation: PatchOperation) -> str:

@@ -2,10 +2,15 @@
 strategies, a project environment's default strategy (add-environment and
 ``default-strategy``) and segments' constraints.
 
-Constraints are checked as Unleash checks them when they are saved (a number for ``NUM_*``,
-a date for ``DATE_*``, a strict SemVer for ``SEMVER_*``, at least one value for the string
-operators, a regular expression that compiles and is not inverted for ``REGEX``), so a
-constraint the SDKs cannot evaluate is refused with a 400 rather than served.
+Constraints are checked when they are saved, so that one the SDKs cannot evaluate is refused
+with a 400 (its ``value`` named) rather than served: for ``NUM_*`` a plain decimal number that
+every SDK parses to the same finite number (the Node SDK's ``Number()`` makes NaN of ``1_000``
+and Arabic-Indic digits, which Python's ``float`` takes); for ``DATE_*`` an RFC 3339
+date-time with its offset (no ISO week or ordinal dates, no local times, which SDKs read in
+their own zone); for ``SEMVER_*`` a strict SemVer that the Node SDK's ``semver`` takes (256
+characters, parts up to 2^53 - 1); at least one value for the string operators; for
+``REGEX`` an expression RE2 compiles, never inverted. What was saved is read back as it was
+(``SAVED``), so a constraint an older version took never makes a read fail.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -25,6 +30,8 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
+    ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -40,6 +47,15 @@ SegmentId = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
 Value = Annotated[str, Field(max_length=4096)]
 Parameters = Annotated[dict[Name, Value], Field(max_length=MAX_LIST)]
 
+# what JavaScript's Number(), Python's float, Go's ParseFloat and Java's parseDouble all read
+# as the same number: ASCII digits, no "_", no hexadecimal, no ".5" or "5." (Ruby refuses them)
+_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# RFC 3339's date-time, with the upper-case T and Z that Go's time.RFC3339 requires
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_SEMVER_LENGTH = 256  # node-semver's MAX_LENGTH
+_SAFE_INTEGER = 2**53 - 1  # node-semver refuses a larger major, minor or patch
 # SemVer 2.0.0, without the leading "v" or "=" that only a loose parser takes
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -50,10 +66,13 @@ _SEMVER = re.compile(
 
 def semver(value: str) -> tuple[int, int, int, bool] | None:
     """(major, minor, patch, is a pre-release) of a strict SemVer, else None."""
-    found = _SEMVER.match(value)
-    if found is None:
+    found = _SEMVER.match(value) if len(value) <= _SEMVER_LENGTH else None
+    if found is None or max(len(found[i]) for i in (1, 2, 3)) > len(str(_SAFE_INTEGER)):
         return None
-    return int(found[1]), int(found[2]), int(found[3]), found[4] is not None
+    major, minor, patch = int(found[1]), int(found[2]), int(found[3])
+    if max(major, minor, patch) > _SAFE_INTEGER:
+        return None
+    return major, minor, patch, found[4] is not None
 
 
 class Operator(StrEnum):
@@ -79,6 +98,10 @@ class Operator(StrEnum):
 
 _LIST_OPERATORS = {"IN", "NOT_IN", "STR_CONTAINS", "STR_STARTS_WITH", "STR_ENDS_WITH"}
 
+# The validation context of what is read back from storage: checked when it was saved, under
+# the rules of its day, it is shown as it is (``model_validate(..., context=SAVED)``).
+SAVED = {"saved": True}
+
 
 class WeightType(StrEnum):
     VARIABLE = "variable"
@@ -102,9 +125,20 @@ class Constraint(Strict):
     inverted: StrictBool = False
     caseInsensitive: StrictBool = False
 
+    @field_validator("value")
+    @classmethod
+    def _value_evaluable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        operator = info.data.get("operator")
+        if value is None or operator is None or info.context is SAVED:
+            return value
+        problem = _value_problem(operator.value, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
-    def _evaluable(self) -> Constraint:
-        problem = _constraint_problem(self)
+    def _evaluable(self, info: ValidationInfo) -> Constraint:
+        problem = None if info.context is SAVED else _constraint_problem(self)
         if problem is not None:
             raise ValueError(problem)
         return self
@@ -119,31 +153,42 @@ class Constraint(Strict):
 
 
 def _constraint_problem(c: Constraint) -> str | None:
-    """Why an SDK could not evaluate ``c``, as Unleash refuses it; None when it can."""
+    """Why an SDK could not evaluate ``c`` as a whole (its value is checked on its own)."""
     op = c.operator.value
     if op in _LIST_OPERATORS:
         return None if c.values else f"{op} needs at least one value in `values`"
     if not c.value:
         return f"{op} needs a single `value`"
+    return "REGEX cannot be inverted" if op == "REGEX" and c.inverted else None
+
+
+def _value_problem(op: str, value: str) -> str | None:
+    """Why the SDKs could not read ``value`` for ``op``; None when they all can."""
+    shown = repr(value[:40])
     if op.startswith("NUM_"):
-        try:
-            number = float(c.value)
-        except ValueError:
-            number = math.nan
-        return None if math.isfinite(number) else f"{op} needs a number, not {c.value!r}"
+        number = float(value) if _NUMBER.fullmatch(value) else math.nan
+        return None if math.isfinite(number) else f"{op} needs a decimal number, not {shown}"
     if op.startswith("DATE_"):
-        try:
-            datetime.fromisoformat(c.value)
-        except ValueError:
-            return f"{op} needs an ISO 8601 date, not {c.value!r}"
-        return None
+        return None if _date_time(value) else f"{op} needs an RFC 3339 date-time, not {shown}"
     if op.startswith("SEMVER_"):
-        return None if semver(c.value) else f"{op} needs a SemVer version, not {c.value!r}"
-    try:  # REGEX, in RE2's syntax, as Unleash checks it (its SDKs take that syntax)
-        re2.compile(c.value, _RE2)
+        return None if semver(value) else f"{op} needs a SemVer version, not {shown}"
+    if op != "REGEX":
+        return None
+    try:  # in RE2's syntax, as Unleash checks it (its SDKs take that syntax)
+        re2.compile(value, _RE2)
     except re2.error as exc:
         return f"REGEX needs a valid RE2 regular expression: {exc.args[0].decode(errors='replace')}"
-    return "REGEX cannot be inverted" if c.inverted else None
+    return None
+
+
+def _date_time(value: str) -> bool:
+    if _DATE_TIME.fullmatch(value) is None:
+        return False
+    try:  # a real day and time (no 02-30, no 24:00, no leap second), within years 1 to 9999
+        datetime.fromisoformat(value).astimezone(UTC)
+    except (ValueError, OverflowError):
+        return False
+    return True
 
 
 class VariantPayload(Strict):

@@ -22,7 +22,7 @@ from relay.core import jsonpatch
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord, strategy_on
 from relay.wire import flags as wire
-from relay.wire.strategies import Strategy, StrategyOut
+from relay.wire.strategies import SAVED, Strategy, StrategyOut
 
 
 class FlagService:
@@ -272,4 +272,4 @@ def strategy_out(flag: str, strategy: StrategyRecord) -> StrategyOut:
         "parameters": dict(strategy.parameters),
         "segments": list(strategy.segments),
     }
-    return StrategyOut.model_validate(values)
+    return StrategyOut.model_validate(values, context=SAVED)

@@ -17,6 +17,7 @@ from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import SegmentRecord
 from relay.wire.flags import SegmentOut, UpsertSegment
+from relay.wire.strategies import SAVED
 
 MAX_ID = 2**31 - 1
 
@@ -119,13 +120,14 @@ async def _out(db: Reads, segment: SegmentRecord) -> SegmentOut:
         " JOIN features f ON f.name = s.feature_name WHERE l.segment_id = ?",
         (segment.id,),
     )
-    return SegmentOut(
-        id=segment.id,
-        name=segment.name,
-        description=segment.description,
-        project=segment.project,
-        constraints=list(segment.constraints),
-        usedInFeatures=int(row[0]),
-        usedInProjects=int(row[1]),
-        createdAt=datetime.fromtimestamp(segment.created_at, UTC),
-    )
+    out = {
+        "id": segment.id,
+        "name": segment.name,
+        "description": segment.description,
+        "project": segment.project,
+        "constraints": list(segment.constraints),
+        "usedInFeatures": int(row[0]),
+        "usedInProjects": int(row[1]),
+        "createdAt": datetime.fromtimestamp(segment.created_at, UTC),
+    }
+    return SegmentOut.model_validate(out, context=SAVED)

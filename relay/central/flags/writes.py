@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from relay.central.flags.records import load_flags, next_revision
 from relay.core.errors import InvalidInput, NotFound
-from relay.core.flags import FlagRecord, StrategyRecord, new_strategy_id, with_defaults
+from relay.core.flags import (
+    MAX_ENVIRONMENT_BYTES,
+    FlagRecord,
+    StrategyRecord,
+    new_strategy_id,
+    with_defaults,
+)
 from relay.store.sql import Database, Row, Transaction
 from relay.wire.strategies import Strategy
 
@@ -100,6 +106,8 @@ class FlagWrite:
                 (flag.name, environment),
             )  # + 1 here, not in SQL: after 2^31 - 1 it would overflow PostgreSQL's integer
             sort_order = 0 if row[0] is None else min(int(row[0]) + 1, MAX_SORT_ORDER)
+        columns = _body_columns(strategy, sort_order)
+        _check_room(flag, environment, None, columns)
         await self.tx.execute(
             "INSERT INTO feature_environments (feature_name, environment) VALUES (?, ?)"
             " ON CONFLICT (feature_name, environment) DO NOTHING",
@@ -114,7 +122,7 @@ class FlagWrite:
                 strategy_id,
                 flag.name,
                 environment,
-                *_body_columns(strategy, sort_order),
+                *columns,
                 time.time(),
             ),
         )
@@ -128,10 +136,12 @@ class FlagWrite:
         await self._check_segments(flag, body.segments)
         strategy = with_defaults(flag.name, body)
         sort_order = current.sort_order if strategy.sortOrder is None else strategy.sortOrder
+        columns = _body_columns(strategy, sort_order)
+        _check_room(flag, environment, current.id, columns)
         await self.tx.execute(
             "UPDATE feature_strategies SET name = ?, title = ?, disabled = ?, sort_order = ?,"
             " constraints = ?, parameters = ?, variants = ? WHERE id = ?",
-            (*_body_columns(strategy, sort_order), current.id),
+            (*columns, current.id),
         )
         await self.tx.execute(
             "DELETE FROM feature_strategy_segments WHERE strategy_id = ?", (current.id,)
@@ -177,6 +187,36 @@ class FlagWrite:
                 "INSERT INTO feature_strategy_segments (strategy_id, segment_id) VALUES (?, ?)",
                 (strategy_id, segment),
             )
+
+
+def _check_room(
+    flag: FlagRecord, environment: str, replaced: str | None, columns: tuple[object, ...]
+) -> None:
+    """Refuse a strategy that would take the flag's strategies in ``environment`` past
+    ``MAX_ENVIRONMENT_BYTES`` (``replaced``: the id of the one it replaces)."""
+    others = [s for s in flag.environment(environment).strategies if s.id != replaced]
+    size = _bytes(columns) + sum(_bytes(_record_columns(s)) for s in others)
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise InvalidInput(
+            f"would make the strategies of {flag.name} in {environment} {size} bytes of JSON,"
+            f" over the {MAX_ENVIRONMENT_BYTES} a flag may hold in one environment",
+            "/body",
+        )
+
+
+def _bytes(columns: tuple[object, ...]) -> int:
+    return sum(len(column.encode()) for column in columns if isinstance(column, str))
+
+
+def _record_columns(strategy: StrategyRecord) -> tuple[object, ...]:
+    """A saved strategy's text columns, as ``_body_columns`` wrote them."""
+    return (
+        strategy.name,
+        strategy.title,
+        json.dumps(list(strategy.constraints)),
+        json.dumps(dict(strategy.parameters)),
+        json.dumps(list(strategy.variants)),
+    )
 
 
 def _body_columns(strategy: Strategy, sort_order: int) -> tuple[object, ...]:
