@@ -24,11 +24,16 @@ async def streamed(request: web.Request, parts: AsyncIterator[bytes]) -> web.Str
     whole in memory. The first part is produced before anything is sent: an error until then
     is still an error answer. A failure later can only cut the connection, logged: the
     client sees an incomplete body (its chunked encoding never ends), never a whole one.
-    Each part waits for the client to read the previous ones (``write_timeout``)."""
+    Each part waits for the client to read the previous ones (``write_timeout``). A HEAD
+    gets the headers alone: its client reads no body, so one sent would be taken as the
+    next answer."""
     first = await anext(parts)
     response = web.StreamResponse()
     response.content_type = "application/json"
     await response.prepare(request)
+    if request.method == "HEAD":
+        await response.write_eof()
+        return response
     try:
         await write_part(request, response, first)
         async for part in parts:
