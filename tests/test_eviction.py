@@ -8,6 +8,7 @@ import io
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,11 @@ from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 from service import eventually
 
+from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
 from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.reserve import Reserve
 from relay.edge.space import BufferSpace
+from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -41,6 +44,18 @@ def evicted() -> float:
 
 def evaluations() -> float:
     return REGISTRY.get_sample_value("relay_evicted_evaluations_total") or 0.0
+
+
+def keys_evicted() -> float:
+    return REGISTRY.get_sample_value("relay_idempotency_keys_evicted_total") or 0.0
+
+
+async def key_pages(db: SqliteDatabase) -> int:
+    """Bytes of the pages the idempotency keys take: their table and index."""
+    [(held,)] = await db.fetch_all(
+        "SELECT total(pgsize) FROM dbstat WHERE name LIKE 'idempotency_keys%'"
+    )
+    return int(held)
 
 
 async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newest(
@@ -83,15 +98,16 @@ async def test_a_flood_of_new_keys_evicts_the_oldest_in_steps_and_keeps_the_newe
 async def test_idempotency_keys_count_against_the_bound(
     make_relay: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    """A caller sending a new key with every empty request: the keys are bounded with the
-    rest, oldest first, and counted; counts of others are not pushed out by them."""
-    client = await make_relay(buffer_max_bytes=1024 * 1024, flush_interval=3600)
+    """A caller sending a new key with every empty request: the keys are bounded apart from
+    the rest, oldest first, and counted; counts of others are not pushed out by them."""
+    cap = 1024 * 1024
+    client = await make_relay(buffer_max_bytes=cap, flush_interval=3600)
     assert (
         await client.post(
             "/api/client/metrics/bulk", json=bulk([metric("kept", yes=1)]), headers=auth(DEV_KEY)
         )
     ).status == 202
-    before = REGISTRY.get_sample_value("relay_idempotency_keys_evicted_total") or 0.0
+    before = keys_evicted()
     largest = 0
 
     async def keyed(n: int) -> None:
@@ -102,11 +118,56 @@ async def test_idempotency_keys_count_against_the_bound(
     for start in range(0, 8_000, 100):
         await asyncio.gather(*(keyed(n) for n in range(start, start + 100)))
         largest = max(largest, footprint(tmp_path / "relay"))
-    after = REGISTRY.get_sample_value("relay_idempotency_keys_evicted_total") or 0.0
-    assert after > before
-    assert largest < 5 * 1024 * 1024, largest  # all the keys take ~8.5 MB
+    assert keys_evicted() > before
+    assert largest < 5 * cap, largest  # all the keys take ~8.5 MB
     await client.close()
     assert upstream.totals() == {("kept", "app"): (1, 0)}
+
+
+async def test_keys_written_during_an_eviction_are_bounded_apart_and_never_evict_counts(
+    tmp_path: Path,
+) -> None:
+    """Keys newer than the eviction's start (arriving while it runs, here by a clock a minute
+    ahead, as after the system clock stepped back) fill the buffer past its bound: they are
+    cut to their own part, oldest first and counted, and the one acknowledged count stays."""
+    cap = 1024 * 1024
+    db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    nothing = partial(asyncio.sleep, 0)  # no other workers' files to gather
+    monitor = BufferMonitor(db, cap, 256 * 1024, nothing, Reserve(tmp_path / "r", 4096))
+
+    def ahead() -> float:
+        return time.time() + 60
+
+    store = MetricsStore(db, 512, 3600.0, ahead, touched=True, on_write=monitor.written)
+    store.start()
+    keys_before = keys_evicted()
+    entries_before = evicted()
+    try:
+        kept = IngestBatch()
+        kept.counts[MetricKey("app", "development", "kept", 0)] = Counts(yes=1)
+        assert await store.write(kept, None)
+        for start in range(0, 4_000, 500):
+            await asyncio.gather(
+                *(
+                    store.write(IngestBatch(), IdempotencyKey("c", f"{n:08d}-{'k' * 240}", "f"))
+                    for n in range(start, start + 500)
+                )
+            )
+        assert await key_pages(db) > cap  # the keys alone are over the whole bound
+        assert monitor.wake.is_set()  # their bytes written woke the check
+        await monitor.check()
+        rows = await db.fetch_all("SELECT feature_name, yes FROM metrics")
+        assert [tuple(row) for row in rows] == [("kept", 1)]
+        assert evicted() == entries_before
+        assert await key_pages(db) <= cap // 8
+        assert await BufferSpace(db).pages_bytes() <= cap - 256 * 1024
+        [(left, newest)] = await db.fetch_all("SELECT count(*), max(key) FROM idempotency_keys")
+        assert newest.startswith("c/00003999-")  # the oldest went, the newest stayed
+        assert keys_evicted() - keys_before == 4_000 - left
+    finally:
+        await store.stop()
+        await db.close()
 
 
 async def test_dead_letters_are_pruned_by_age_and_size(tmp_path: Path) -> None:
@@ -164,7 +225,8 @@ async def test_impact_series_are_evicted_before_counts(
     await db.open()
     try:
         space = BufferSpace(db)
-        gone = await space.evict(await space.pages_bytes() - 256 * 1024, time.time())
+        rest = await space.rest_bytes()
+        gone = await space.evict(rest - 256 * 1024, await space.key_bytes(), time.time())
         assert gone.tables == {"impact_metrics"}
         rows = await db.fetch_all("SELECT feature_name, yes FROM metrics")
         assert [tuple(row) for row in rows] == [("kept", 1)]

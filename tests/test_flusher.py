@@ -190,8 +190,9 @@ async def test_a_full_buffer_evicts_the_oldest_hour(
     make_relay: Any, upstream: FakeUpstream
 ) -> None:
     upstream.default = Answer(503)
-    # the bound counts pages on disk (indexes, WAL): one hour's 4,500 entries take ~1.3 MB
-    client = await make_relay(buffer_max_bytes=5 * 1024 * 1024 // 2, backoff_max=60)
+    # the bound counts pages on disk (indexes, WAL): one hour's 4,500 entries take ~1.3 MB,
+    # two pass the bound, and one fits in what counts have after the WAL's and keys' parts
+    client = await make_relay(buffer_max_bytes=11 * 1024 * 1024 // 4, backoff_max=60)
     before = REGISTRY.get_sample_value("relay_evicted_entries_total") or 0
     for hour in ("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"):
         entries = [

@@ -3,11 +3,13 @@
 ``buffer_max_bytes`` bounds the buffer file on disk: its pages in use (every table and
 index: buffered counts, registrations, outbox, dead letters, idempotency keys; flag copies
 and relays' reports are in ``cache.db``, bounded apart) and its WAL,
-which has its own part of the bound (``wal_bytes``: checkpoints keep it there). When an
-upstream down for a long time lets the pages pass the rest, the oldest data is evicted
-(``BufferSpace.evict``) until they are an eighth of the bound below, counted and logged:
-the relay keeps answering SDKs and keeps the newest counts, rather than filling the disk or
-refusing traffic. Pages freed stay in the file for reuse, so the file's size on disk is
+which has its own part of the bound (``wal_bytes``: checkpoints keep it there). When the
+pages pass the rest, each of two parts over its own share is cut back, oldest first
+(``BufferSpace.evict``), counted and logged: idempotency keys, to seven eighths of their
+eighth of the bound, and the rest (counts and all else), to an eighth of the bound below
+its share (what the WAL and the keys' part leave). So an upstream down for a long time
+costs the oldest counts, never the disk or the relay's answers, and a caller flooding keys
+costs only keys. Pages freed stay in the file for reuse, so the file's size on disk is
 the most the buffer ever held, a little above the bound.
 
 The check runs every ``interval`` seconds and as soon as the buffer's writes add up to a
@@ -141,8 +143,12 @@ class BufferMonitor:
         began = time.time()
         held = await self._space.pages_bytes()
         if held > self._max_bytes - self._wal_bytes:
-            target = self._max_bytes - self._wal_bytes - self._max_bytes // 8
-            self._report(await self._space.evict(target, began), held)
+            keys = await self._space.key_bytes()
+            keys_part = self._max_bytes // 8
+            rest_part = self._max_bytes - self._wal_bytes - keys_part
+            target = _aim(held - keys, rest_part, self._max_bytes // 8)
+            evicted = await self._space.evict(target, _aim(keys, keys_part, keys_part // 8), began)
+            self._report(evicted, held)
 
     def _report(self, evicted: Evicted, held: int) -> None:
         EVICTED.inc(evicted.entries)
@@ -180,3 +186,10 @@ class BufferMonitor:
         oldest = 0.0 if stats.oldest_hour is None else max(0.0, time.time() - stats.oldest_hour)
         OLDEST_AGE.set(oldest)
         DAMAGED_FILES.set(len(damaged_files(self._db.path)))
+
+
+def _aim(held: int, part: int, below: int) -> int:
+    """Where eviction takes data holding ``held`` bytes of its ``part`` of the bound:
+    ``below`` under it once over it, else only back to it (should writes during the
+    eviction pass it)."""
+    return part - below if held > part else part

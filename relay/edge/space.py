@@ -3,12 +3,14 @@ counts, registrations, impact metric series, outbox batches, dead letters, idemp
 and the WAL.
 
 Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`` rows
-(ingest goes on between them), and never what was written after it began: dead letters
-(refused for good already), then idempotency keys (an old key only matters if its request
-is retried after it is gone, and a caller flooding keys must not push counts out), then
-outbox batches (cut from the oldest counts), then impact metric series by when they were
-last updated (before counts: their number is what SDKs' labels make it), then counts by hour
-and by when they were last written, then registrations by when they were last seen.
+(ingest goes on between them), in two parts measured apart, so neither can push the other
+out. Idempotency keys are bounded by their own pages (``key_bytes``), oldest first, those
+written just now included: a caller flooding keys only ever evicts keys. The rest is bounded
+by its pages without the keys', and never loses what was written after its eviction began:
+dead letters (refused for good already), then outbox batches (cut from the oldest counts;
+never one being sent), then impact metric series by when they were last updated (before
+counts: their number is what SDKs' labels make it), then counts by hour and by when they
+were last written, then registrations by when they were last seen.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -50,6 +52,9 @@ _SERIES = (
 _BATCH = f"length(body) + {REGISTRATION_BYTES}"
 _DEAD = f"length(body) + length(reason) + {REGISTRATION_BYTES}"
 _KEY = f"length(key) + coalesce(length(fingerprint), 0) + {ROW_BYTES}"
+# The b-trees of the keys (a table without rowid, and its index by age): dbstat reads only
+# these, which their own bound keeps to a part of the file.
+_KEY_TREES = ("idempotency_keys", "idempotency_keys_seen_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,41 +123,72 @@ class BufferSpace:
             await self.footprint(),
         )
 
-    async def evict(self, target: int, before: float) -> Evicted:
-        """Delete the oldest data, in the order of the module's docstring, until the pages in
-        use are down to ``target`` bytes; counts, registrations and keys written at ``before``
-        or later stay (outbox batches and dead letters hold older data).
+    async def key_bytes(self) -> int:
+        """Bytes of the pages the idempotency keys take, indexes and b-tree overhead
+        included."""
+        row = await self._db.fetch_one(
+            "SELECT total(pgsize) FROM dbstat WHERE name IN (?, ?) AND aggregate = 1",
+            _KEY_TREES,
+        )
+        return int(row[0]) if row is not None else 0
+
+    async def rest_bytes(self) -> int:
+        """Bytes of the pages in use that do not hold idempotency keys."""
+        return await self.pages_bytes() - await self.key_bytes()
+
+    async def evict(
+        self, target: int, keys_target: int, before: float, sending: Set[int] = frozenset()
+    ) -> Evicted:
+        """Delete the oldest keys until theirs pages are down to ``keys_target`` bytes, and
+        the oldest of the rest, in the order of the module's docstring, until its pages are
+        down to ``target`` bytes. Counts, series and registrations written at ``before`` or
+        later stay (outbox batches and dead letters hold older data), and so do the outbox
+        batches whose ids are in ``sending`` when a step runs (the flusher's, read in the
+        step's transaction: ``SqliteOutbox.sending``)."""
+        evicted = Evicted()
+        keys = (("idempotency_keys", self._in_writer(self._keys)),)
+        await self._trim(keys, self.key_bytes, keys_target, before, evicted)
+        rest: tuple[tuple[str, Step], ...] = (
+            ("dead_letters", self._in_writer(self._dead_letters)),
+            ("outbox", self._in_writer(partial(self._batches, sending=sending))),
+            ("impact_metrics", self._in_writer(self._series)),
+            ("metrics", self._in_writer(self._counts)),
+            ("registrations", self._in_writer(self._registrations)),
+        )
+        await self._trim(rest, self.rest_bytes, target, before, evicted)
+        return evicted
+
+    @staticmethod
+    async def _trim(
+        steps: tuple[tuple[str, Step], ...],
+        measure: Callable[[], Awaitable[int]],
+        target: int,
+        before: float,
+        evicted: Evicted,
+    ) -> None:
+        """Run ``steps`` in order until ``measure`` is down to ``target``.
 
         Steps are sized by what the previous step of the same table freed per row (the
         first takes ``FIRST_STEP`` rows; at most ``EVICT_STEP``), so eviction stops close to
         the target rather than a step past it; and no more data is deleted than the pages
         were over, so pages that do not empty (rows deleted here and there) cannot make it
         delete everything."""
-        evicted = Evicted()
-        pages = await self.pages_bytes()
-        budget = pages - target
-        steps: tuple[tuple[str, Step], ...] = (
-            ("dead_letters", self._in_writer(self._dead_letters)),
-            ("idempotency_keys", self._in_writer(self._keys)),
-            ("outbox", self._in_writer(self._batches)),
-            ("impact_metrics", self._in_writer(self._series)),
-            ("metrics", self._in_writer(self._counts)),
-            ("registrations", self._in_writer(self._registrations)),
-        )
+        held = await measure()
+        budget, spent = held - target, 0
         for table, step in steps:
             per_row = 0  # page bytes one row frees, as last seen
-            while pages > target and evicted.bytes < budget:
-                limit = FIRST_STEP if not per_row else (pages - target) // per_row + 1
+            while held > target and spent < budget:
+                limit = FIRST_STEP if not per_row else (held - target) // per_row + 1
                 removed, rows = await step(before, min(limit, EVICT_STEP), evicted)
                 if not rows:
                     break
-                now = await self.pages_bytes()
+                now = await measure()
                 # ingest may fill freed pages at once: then the data's own size is the guide
-                per_row = max(pages - now, removed) // rows
-                pages = now
+                per_row = max(held - now, removed) // rows
+                held = now
+                spent += removed
                 evicted.bytes += removed
                 evicted.tables.add(table)
-        return evicted
 
     async def prune_dead_letters(self, max_age: float, max_bytes: int) -> int:
         """Dead letters older than ``max_age`` seconds, then the oldest while they hold more
@@ -190,23 +226,28 @@ class BufferSpace:
 
     @staticmethod
     async def _keys(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
+        """The oldest, whenever seen: keys are bounded on their own (the module's
+        docstring)."""
         rows = await tx.fetch_all(
             "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys"
-            f" WHERE seen_at < ? ORDER BY seen_at LIMIT ?) RETURNING {_KEY}",
-            (before, limit),
+            f" ORDER BY seen_at LIMIT ?) RETURNING {_KEY}",
+            (limit,),
         )
         into.keys += len(rows)
         return sum(int(row[0]) for row in rows), len(rows)
 
     @staticmethod
     async def _batches(
-        tx: Transaction, before: float, limit: int, into: Evicted
+        tx: Transaction, before: float, limit: int, into: Evicted, sending: Set[int]
     ) -> tuple[int, int]:
-        """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least."""
+        """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least.
+        ``sending`` is read here, in the transaction (copying a set of ints holds the GIL
+        throughout, so the event loop's changes to it are seen whole or not at all)."""
         rows = await tx.fetch_all(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id"
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+            " WHERE id NOT IN (SELECT value FROM json_each(?)) ORDER BY id"
             f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}, body",
-            (limit,),
+            (json.dumps(sorted(sending)), limit),
         )
         into.entries += sum(row[0] for row in rows)
         into.evaluations += sum(_evaluations(row[2]) for row in rows)

@@ -84,8 +84,8 @@ class MetricsStore:
         keys = [i.idempotency_key for i in items if i.idempotency_key is not None]
         touched = time.time() if self._touched else None
         planned = _Planned.of(items, {}, touched)
-        if self._on_write is not None:
-            self._on_write(planned.size)
+        if self._on_write is not None:  # keys too: a flood of them must wake the bound
+            self._on_write(planned.size + sum(_key_size(key) for key in keys))
 
         async def work(tx: Transaction) -> list[idempotency.Outcome]:
             now = self._clock()
@@ -116,6 +116,11 @@ class MetricsStore:
                 f" ORDER BY {_RECENT}) AS n FROM registrations) ranked WHERE n > ?)",
                 (self._kept,),
             )
+
+
+def _key_size(key: IdempotencyKey) -> int:
+    """An estimate of the bytes a claimed key writes, as ``relay.edge.space`` estimates it."""
+    return len(key.scoped) + len(key.fingerprint) + ROW_BYTES
 
 
 def merge_group(
