@@ -24,6 +24,7 @@ class Answer:
     delay: float = 0.0
     body: bytes = b""
     too_large_over: int | None = None  # 413 for bodies larger than this
+    hold: asyncio.Event | None = None  # answered once this is set (a send kept in flight)
 
 
 @dataclass
@@ -104,6 +105,8 @@ class FakeUpstream:
         answer = self.script.pop(0) if self.script else self.default
         if answer.delay:
             await asyncio.sleep(answer.delay)
+        if answer.hold is not None:
+            await answer.hold.wait()
         status = answer.status
         if answer.too_large_over is not None and len(received.body) > answer.too_large_over:
             status = 413

@@ -19,6 +19,7 @@ from service import eventually
 
 from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
 from relay.edge.buffer_monitor import BufferMonitor
+from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
 from relay.edge.reserve import Reserve
 from relay.edge.space import BufferSpace
 from relay.store.metrics import MetricsStore
@@ -134,7 +135,8 @@ async def test_keys_written_during_an_eviction_are_bounded_apart_and_never_evict
     db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
     await db.open()
     nothing = partial(asyncio.sleep, 0)  # no other workers' files to gather
-    monitor = BufferMonitor(db, cap, 256 * 1024, nothing, Reserve(tmp_path / "r", 4096))
+    reserve = Reserve(tmp_path / "r", 4096)
+    monitor = BufferMonitor(db, cap, 256 * 1024, nothing, reserve, frozenset())
 
     def ahead() -> float:
         return time.time() + 60
@@ -175,7 +177,8 @@ async def test_dead_letters_are_pruned_by_age_and_size(tmp_path: Path) -> None:
     db = SqliteDatabase(path, BUFFER_SCHEMA, "NORMAL")
     await db.open()
     cap = 1024 * 1024
-    monitor = BufferMonitor(db, cap, 256 * 1024, asyncio.sleep, Reserve(tmp_path / "r", 4096))
+    reserve = Reserve(tmp_path / "r", 4096)
+    monitor = BufferMonitor(db, cap, 256 * 1024, asyncio.sleep, reserve, frozenset())
     old, now = time.time() - 8 * 24 * 3600, time.time()
     rows = [
         ("development", f"k{i}", b"x" * 2000, 1, 400, "refused", old if i < 10 else now)
@@ -226,9 +229,78 @@ async def test_impact_series_are_evicted_before_counts(
     try:
         space = BufferSpace(db)
         rest = await space.rest_bytes()
-        gone = await space.evict(rest - 256 * 1024, await space.key_bytes(), time.time())
+        keys = await space.key_bytes()
+        gone = await space.evict(rest - 256 * 1024, keys, time.time(), frozenset())
         assert gone.tables == {"impact_metrics"}
         rows = await db.fetch_all("SELECT feature_name, yes FROM metrics")
         assert [tuple(row) for row in rows] == [("kept", 1)]
     finally:
         await db.close()
+
+
+async def test_a_batch_being_sent_is_never_evicted(tmp_path: Path) -> None:
+    """Eviction leaves the batch the flusher is sending (so it is counted delivered or
+    evicted, never both), and a batch evicted before its send starts is not sent."""
+    db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    store = MetricsStore(db, 512, 3600.0, touched=True)
+    store.start()
+    outbox, space = SqliteOutbox(db, 8 * 1024), BufferSpace(db)
+    try:
+        written = IngestBatch()
+        for i in range(300):
+            key = MetricKey("app", "development", f"f-{i:04}-{'x' * 40}", 0)
+            written.counts[key] = Counts(yes=1, no=2)
+        assert await store.write(written, None)
+        await outbox.claim({"development"}, CLAIM_ENTRIES)
+        first, second, *others = await outbox.pending({"development"}, PENDING_PAGE)
+        assert others
+        async with outbox.sending(first) as there:
+            assert there
+            gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # all it may
+            assert (gone.entries, gone.evaluations) == (300 - first.entries, 3 * gone.entries)
+            async with outbox.sending(second) as there:
+                assert not there  # evicted already: not sent
+            assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [
+                first.id
+            ]
+        gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # its send is over
+        assert gone.entries == first.entries
+    finally:
+        await store.stop()
+        await db.close()
+
+
+async def test_a_batch_in_flight_while_counts_flood_is_delivered_not_evicted(
+    make_relay: Any, upstream: FakeUpstream
+) -> None:
+    """The relay's own flusher: a batch is being sent (the upstream holds its answer) when a
+    flood passes the bound; it is delivered, and every entry is counted once, delivered or
+    evicted."""
+    upstream.default = Answer(503)
+    client = await make_relay(buffer_max_bytes=1024 * 1024, upstream_timeout=60)
+
+    async def post(entries: list[dict[str, Any]]) -> None:
+        body = io.BytesIO(json.dumps(bulk(entries)).encode())
+        headers = {**auth(DEV_KEY), "Content-Type": "application/json"}
+        response = await client.post("/api/client/metrics/bulk", data=body, headers=headers)
+        assert response.status == 202
+
+    before = evicted()
+    await post([metric(f"first-{i:03}", yes=1) for i in range(50)])
+    await eventually(lambda: upstream.bulks)  # cut into a batch, refused for now
+    gate = asyncio.Event()
+    upstream.default = Answer(202, hold=gate)
+    tried = len(upstream.bulks)
+    await eventually(lambda: len(upstream.bulks) > tried)  # sent again: in flight
+    posts, per_post = 10, 1_500
+    for n in range(posts):
+        await post([metric(f"f-{n:02}-{i:04}-{'x' * 40}", yes=1) for i in range(per_post)])
+    await eventually(lambda: evicted() > before)
+    upstream.default = Answer(202)
+    gate.set()
+    await client.close()  # the final flush sends what is left
+    sent = [m["featureName"] for r in upstream.accepted_bulks() for m in r.json()["metrics"]]
+    assert {f"first-{i:03}" for i in range(50)} <= set(sent)
+    assert len(sent) == len(set(sent))
+    assert len(sent) + (evicted() - before) == 50 + posts * per_post

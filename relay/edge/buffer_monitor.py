@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Set
 from typing import Final
 
 from prometheus_client import Counter, Gauge
@@ -98,16 +98,18 @@ class BufferMonitor:
         wal_bytes: int,
         gather: Callable[[], Awaitable[object]],
         reserve: Reserve,
+        sending: Set[int],
     ) -> None:
         """``gather`` merges the other workers' files into this one; ``reserve`` is the space
         set aside for draining, handed back on a full disk and taken again when there is
-        room."""
+        room; ``sending``, the ids of the outbox batches being sent, live (never evicted)."""
         self._db = db
         self._space = BufferSpace(db)
         self._max_bytes = max_bytes
         self._wal_bytes = wal_bytes
         self._gather = gather
         self._reserve = reserve
+        self._sending = sending
         self.wake = asyncio.Event()
         self._trigger = max(64 * 1024, max_bytes // 32)
         self._written = 0
@@ -147,7 +149,8 @@ class BufferMonitor:
             keys_part = self._max_bytes // 8
             rest_part = self._max_bytes - self._wal_bytes - keys_part
             target = _aim(held - keys, rest_part, self._max_bytes // 8)
-            evicted = await self._space.evict(target, _aim(keys, keys_part, keys_part // 8), began)
+            keys_target = _aim(keys, keys_part, keys_part // 8)
+            evicted = await self._space.evict(target, keys_target, began, self._sending)
             self._report(evicted, held)
 
     def _report(self, evicted: Evicted, held: int) -> None:

@@ -189,7 +189,9 @@ class Flusher:
                 # an environment refused mid-page waits; the others go on
                 if batch.environment not in self._active_environments():
                     continue
-                match await self._send(batch, accepted):
+                async with self._outbox.sending(batch) as there:  # else it was evicted
+                    sent = await self._send(batch, accepted) if there else _Sent.SETTLED
+                match sent:
                     case _Sent.ACCEPTED:
                         accepted, refused = True, 0
                         may_claim, probing = may_claim or probing, False

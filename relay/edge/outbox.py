@@ -5,7 +5,9 @@ Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registra
 outbox rows in one transaction, under the same write lock as ingest, so a count is always in
 exactly one place: the buffer (where new counts for its key are added to it) or one outbox
 batch (whose body is fixed). A batch leaves the outbox only when the upstream has taken it
-(``ack``) or refused it for good (``dead_letter``).
+(``ack``) or refused it for good (``dead_letter``), or when eviction deletes it to bound the
+buffer, which it never does while the batch is being sent (``sending``): a batch is counted
+either delivered or evicted, never both.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection, Set
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from relay.core.domain import from_epoch
@@ -44,6 +47,26 @@ class SqliteOutbox:
     def __init__(self, db: SqliteDatabase, max_batch_bytes: int) -> None:
         self._db = db
         self._max_batch_bytes = max_batch_bytes
+        self._in_flight: set[int] = set()
+
+    @property
+    def in_flight(self) -> Set[int]:
+        """Ids of the batches being sent, live: what eviction leaves alone."""
+        return self._in_flight
+
+    @asynccontextmanager
+    async def sending(self, batch: OutboxBatch) -> AsyncIterator[bool]:
+        """Hold ``batch`` in flight while it is sent and its fate recorded; yields whether
+        it is still there to send. It is marked first, then looked for in a write
+        transaction: an eviction step (which reads ``in_flight`` in its own) either
+        deleted it before, and it is not sent, or sees the mark and leaves it."""
+        self._in_flight.add(batch.id)
+        try:
+            async with self._db.transaction() as tx:
+                rows = await tx.fetch_all("SELECT 1 FROM outbox WHERE id = ?", (batch.id,))
+            yield bool(rows)
+        finally:
+            self._in_flight.discard(batch.id)
 
     async def claim(self, environments: Collection[str], max_entries: int) -> bool:
         """Move up to ``max_entries`` buffered entries (oldest hours first) per environment,

@@ -137,7 +137,7 @@ class BufferSpace:
         return await self.pages_bytes() - await self.key_bytes()
 
     async def evict(
-        self, target: int, keys_target: int, before: float, sending: Set[int] = frozenset()
+        self, target: int, keys_target: int, before: float, sending: Set[int]
     ) -> Evicted:
         """Delete the oldest keys until theirs pages are down to ``keys_target`` bytes, and
         the oldest of the rest, in the order of the module's docstring, until its pages are

@@ -78,8 +78,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     db = _buffer_file(settings, settings.buffer_path)
     wal_bytes = reserve_bytes(settings.buffer_max_bytes)
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
+    outbox = SqliteOutbox(db, settings.max_batch_bytes)
     monitor = BufferMonitor(
-        db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve
+        db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve, outbox.in_flight
     )
 
     def store_in(file: SqliteDatabase, own_writes: bool) -> MetricsStore:
@@ -95,7 +96,6 @@ def build(settings: Settings, worker: int) -> web.Application:
     own_db = db if leader else _buffer_file(settings, shard_path(settings.buffer_path, worker))
     own = buffer if leader else store_in(own_db, False)
     opened = [(own_db, own)] if leader else [(own_db, own), (db, buffer)]
-    outbox = SqliteOutbox(db, settings.max_batch_bytes)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
     keys = {
         spec.principal.environment: spec.secret
