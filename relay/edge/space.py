@@ -139,7 +139,7 @@ class BufferSpace:
     async def evict(
         self, target: int, keys_target: int, before: float, sending: Set[int]
     ) -> Evicted:
-        """Delete the oldest keys until theirs pages are down to ``keys_target`` bytes, and
+        """Delete the oldest keys until their pages are down to ``keys_target`` bytes, and
         the oldest of the rest, in the order of the module's docstring, until its pages are
         down to ``target`` bytes. Counts, series and registrations written at ``before`` or
         later stay (outbox batches and dead letters hold older data), and so do the outbox
