@@ -10,12 +10,25 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
-from service import Service, get_json, running, scrape, settle, start, stored, wait_until
-from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, tmpfs
+from service import (
+    Service,
+    free_port,
+    get_json,
+    running,
+    scrape,
+    settle,
+    start,
+    stored,
+    wait_until,
+)
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -36,8 +49,9 @@ def fill_and_kill(workdir: Path, disk: Path, central: Service, batches: int) -> 
     return accepted
 
 
-def drain(disk: Path, central: Service, **extra: str) -> dict[str, str]:
-    return relay_env(central.url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="0.2", **extra)
+def drain(disk: Path, upstream: Service | str, **extra: str) -> dict[str, str]:
+    url = upstream if isinstance(upstream, str) else upstream.url
+    return relay_env(url, RELAY_DATA_DIR=str(disk), RELAY_FLUSH_INTERVAL="0.2", **extra)
 
 
 def test_a_relay_restarts_on_a_full_disk_and_drains_it(tmp_path: Path) -> None:
@@ -66,40 +80,78 @@ def fill(path: Path) -> None:
             pass
 
 
-def backoffs(relay: Service) -> list[dict[str, float]]:
-    """The relay's "backing off" log lines: when, and the wait each announced."""
+def backoffs(relay: Service) -> list[dict[str, Any]]:
+    """The relay's "backing off" log lines: when, at which level, and the wait each
+    announced."""
     found = []
     for line in relay.logs().splitlines():
         if "buffer storage failed, backing off" in line:
             entry = json.loads(line)
             at = datetime.fromisoformat(entry["ts"]).timestamp()
-            found.append({"at": at, "retry_in": float(entry["retry_in"])})
+            found.append({"at": at, "level": entry["level"], "retry_in": entry["retry_in"]})
     return found
 
 
 def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
     tmp_path: Path,
 ) -> None:
-    """The disk full and the reserve already gone: nothing can be drained. The flusher
-    backs off (never a retry every interval) and drains by itself once there is room.
-    Its flag cache cannot write either, and still fetches and serves SDKs' flags."""
+    """The disk full, the reserve already gone and the WAL checkpointed to nothing: no
+    write can be made. The flusher backs off, each wait twice the one before (up to
+    ``backoff_max``), says so once as a warning (the rest at debug), and drains by itself
+    once there is room. Its flag cache cannot write either, and still fetches and serves
+    SDKs' flags."""
     with (
         tmpfs(tmp_path / "disk", "16m") as disk,
         running(tmp_path / "central", env=CENTRAL_ENV) as central,
     ):
         accepted = fill_and_kill(tmp_path / "relay", disk, central, batches=5)
         (disk / "buffer.reserve").unlink()
+        pin = sqlite3.connect(disk / "buffer.db")  # a reader keeps the WAL from restarting
+        pin.execute("BEGIN")
+        pin.execute("SELECT count(*) FROM metrics").fetchone()
         fill(disk / "ballast")
-        relay = start(tmp_path / "relay", env=drain(disk, central, RELAY_BACKOFF_MAX="5"))
+        env = drain(disk, central, RELAY_BACKOFF_MAX="5", RELAY_LOG_LEVEL="debug")
+        relay = start(tmp_path / "relay", env=env)
         try:
-            wait_until(lambda: len(backoffs(relay)) >= 3, "three failed flushes")
-            _, second, third = backoffs(relay)[:3]
-            # each failure waits longer than the one before, and at least as long as it said
-            assert second["retry_in"] > 0.2 and third["retry_in"] > second["retry_in"] / 2
-            assert third["at"] - second["at"] >= second["retry_in"] - 0.05
+            wait_until(lambda: len(backoffs(relay)) >= 4, "four failed flushes")
+            first, *rest = backoffs(relay)[:4]
+            assert first["level"] == "warning" and {b["level"] for b in rest} == {"debug"}
+            waits = [b["retry_in"] for b in (first, *rest)]
+            assert waits == [min(5.0, 0.2 * 2**n) for n in range(1, 5)]
+            assert all(b["at"] - a["at"] >= a["retry_in"] - 0.05 for a, b in pairwise(rest))
             assert stored(central.url, ADMIN, "disk") == 0
             assert get_json(f"{relay.url}/api/client/features", CLIENT)["version"] == 2
+            pin.close()
             (disk / "ballast").unlink()
             settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
+            assert "buffer storage works again" in relay.logs()
         finally:
             assert relay.stop() == 0
+
+
+def test_a_full_disk_loses_nothing_and_drains_while_still_full(tmp_path: Path) -> None:
+    """Issue 20: the upstream down, SDKs fill a 6 MiB disk until 503, the relay is killed;
+    restarted on the still-full disk with the upstream back, it drains (rather than backing
+    off forever); restarted again once the disk has grown, every count it answered 202 for
+    has arrived, once."""
+    port = free_port()
+    upstream = f"http://127.0.0.1:{port}"
+    with tmpfs(tmp_path / "disk", "6m") as disk:
+        relay = start(tmp_path / "relay", env=drain(disk, upstream), wait_for="/health")
+        accepted, batch = 0, 0
+        while (status := post(relay, entries(batch))[0]) == 202:
+            accepted, batch = accepted + 500, batch + 1
+        assert status == 503 and accepted > 0  # the disk filled up
+        relay.stop(signal.SIGKILL)
+        with running(tmp_path / "central", env=CENTRAL_ENV, port=port) as central:
+            relay = start(tmp_path / "relay", env=drain(disk, upstream))
+            try:  # still full: draining is what frees it
+                wait_until(lambda: stored(central.url, ADMIN, "disk") > 0, "counts drained")
+            finally:
+                assert relay.stop() == 0
+            remount(disk, "size=64m")
+            relay = start(tmp_path / "relay", env=drain(disk, upstream))
+            try:
+                settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
+            finally:
+                assert relay.stop() == 0

@@ -10,6 +10,11 @@ grow) is the room that breaks this: when the flusher or the buffer monitor meets
 disk, it is deleted and the WAL checkpointed at once (``make_room``), before anything else
 writes; the drain then reuses the pages it frees. It is allocated again once the disk has
 room for twice it.
+
+Its size (and the WAL's bound) is ``reserve_bytes`` of the buffer's bound, but never more
+than a sixteenth of the disk: sized by the bound alone (4 MiB by default), it was never taken
+on a disk smaller than twice it, and a relay without one filled a 6 MiB disk to a state it
+could not drain from (the WAL holding everything, no checkpoint possible).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from prometheus_client import Counter
 
 from relay.core.errors import StorageError
+from relay.edge.space import reserve_bytes
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -31,6 +37,18 @@ RELEASED = Counter(
     "Times the disk was full and the space set aside for draining was handed back",
 )
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
+MIN_BYTES = 64 * 1024
+
+
+def reserve_size(max_bytes: int, data_dir: Path) -> int:
+    """The reserve's size and the WAL's bound for a buffer capped at ``max_bytes`` in
+    ``data_dir`` (see the module's docstring)."""
+    existing = next(p for p in (data_dir, *data_dir.parents) if p.exists())
+    try:
+        disk = os.statvfs(existing)
+    except OSError:
+        return reserve_bytes(max_bytes)
+    return min(reserve_bytes(max_bytes), max(MIN_BYTES, disk.f_blocks * disk.f_frsize // 16))
 
 
 class Reserve:

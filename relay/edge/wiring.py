@@ -29,10 +29,10 @@ from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.reporter import Reporter
-from relay.edge.reserve import Reserve, make_room
+from relay.edge.reserve import Reserve, make_room, reserve_size
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.space import BufferSpace, reserve_bytes
+from relay.edge.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
@@ -72,7 +72,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     # the leader's file: the flusher's, and where requests with an Idempotency-Key go
     db = _buffer_file(settings, settings.buffer_path)
-    wal_bytes = reserve_bytes(settings.buffer_max_bytes)
+    wal_bytes = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
     monitor = BufferMonitor(
         db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve
@@ -203,7 +203,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> None:
-    wal = reserve_bytes(settings.buffer_max_bytes)
+    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
 
 
@@ -213,7 +213,7 @@ def _ran_before(settings: Settings) -> bool:
 
 
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
-    wal = reserve_bytes(settings.buffer_max_bytes)
+    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
 
 
