@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sqlite3
+from contextlib import closing
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -29,6 +30,8 @@ from service import (
     wait_until,
 )
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
+
+from relay.edge.salvage import damaged_files
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -127,6 +130,26 @@ def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
             assert "buffer storage works again" in relay.logs()
         finally:
             assert relay.stop() == 0
+
+
+def test_a_buffer_file_that_cannot_be_checked_at_start_is_left_as_it_is(tmp_path: Path) -> None:
+    """A relay that closed its buffer cleanly (no WAL, no WAL index left) restarts on a
+    full disk: the start-up check cannot even open the file, which says nothing about the
+    file. It is left as it is (it was moved aside as damaged, its counts lost), the reserve
+    gives SQLite the room for its WAL index, and the relay drains every count."""
+    with (
+        tmpfs(tmp_path / "disk", "8m") as disk,
+        running(tmp_path / "central", env=CENTRAL_ENV) as central,
+    ):
+        accepted = fill_and_kill(tmp_path / "relay", disk, central, batches=4)
+        with closing(sqlite3.connect(disk / "buffer.db")) as db:  # as a clean close leaves it
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert not Path(f"{disk / 'buffer.db'}-shm").exists()
+        fill(disk / "ballast")
+        with running(tmp_path / "relay", env=drain(disk, central)) as relay:
+            assert "cannot check a buffer file at start" in relay.logs()
+            assert not damaged_files(disk / "buffer.db")
+            settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
 
 
 def test_a_full_disk_loses_nothing_and_drains_while_still_full(tmp_path: Path) -> None:

@@ -127,6 +127,7 @@ class BufferMonitor:
             raise
         if footprint <= self._max_bytes:
             await asyncio.to_thread(self._reserve.ensure)
+        await self._db.keep_wal_short(not self._reserve.held)
         if time.monotonic() - self._published_at >= PUBLISH_EVERY:  # counting reads every row
             self._published_at = time.monotonic()
             self._publish(await self._space.stats())

@@ -8,8 +8,12 @@ completes, so every later write appends to the WAL, and nothing is ever freed. T
 (``<data_dir>/buffer.reserve``, allocated, never sparse, as large as the WAL is allowed to
 grow) is the room that breaks this: when the flusher or the buffer monitor meets a full
 disk, it is deleted and the WAL checkpointed at once (``make_room``), before anything else
-writes; the drain then reuses the pages it frees. It is allocated again once the disk has
-room for twice it.
+writes; the drain then reuses the pages it frees. While it is out, the WAL is checkpointed
+after every commit (``SqliteDatabase.keep_wal_short``): a WAL left to grow into the room
+would take what its own checkpoint needs (measured: a relay that had to hand the reserve
+back to open its file sent one batch of four, then its WAL held the rest of the disk). It
+is allocated again once the disk has room for twice it; a relay that starts on a disk too
+full to open its buffer (SQLite needs room for the WAL index) hands it back for that too.
 
 Its size (and the WAL's bound) is ``reserve_bytes`` of the buffer's bound, but never more
 than a sixteenth of the disk: sized by the bound alone (4 MiB by default), it was never taken
@@ -57,6 +61,10 @@ class Reserve:
         self._size = size
         self._next_try = 0.0
 
+    @property
+    def held(self) -> bool:
+        return self._path.exists()
+
     def ensure(self) -> None:
         """Allocate the reserve if it is missing and the disk has room for twice it (taking it
         must not fill the disk the buffer drains on); never fails."""
@@ -99,6 +107,7 @@ async def make_room(reserve: Reserve, db: SqliteDatabase) -> bool:
     if not reserve.release():
         return False
     try:
+        await db.keep_wal_short(True)
         await db.checkpoint()
     except StorageError as exc:
         log.error("disk full: cannot checkpoint the buffer's WAL", extra={"error": str(exc)})

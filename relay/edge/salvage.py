@@ -88,7 +88,14 @@ async def check_buffers(
             extra={"path": str(buffer_path)},
         )
     for path in [buffer_path, *shard_files(buffer_path)]:
-        problem = await asyncio.to_thread(_damage, path)
+        try:
+            problem = await asyncio.to_thread(_damage, path)
+        except sqlite3.Error as exc:  # not a verdict on the file: it is left as it is
+            log.warning(
+                "cannot check a buffer file at start (disk full?): left as it is",
+                extra={"path": str(path), "error": str(exc)},
+            )
+            continue
         if problem is not None:
             aside = await asyncio.to_thread(_move_aside, path)
             log.error(
@@ -110,7 +117,10 @@ def damaged_files(buffer_path: Path) -> list[Path]:
 
 
 def _damage(path: Path) -> str | None:
-    """What is wrong with the file, or None when it is sound (or does not exist)."""
+    """What is wrong with the file, or None when it is sound (or does not exist). Only
+    SQLite's word that the file is damaged is a verdict: any other failure (a full disk, an
+    I/O error, a WAL index that cannot be made) is raised, and must never have the file
+    moved aside: the salvage might then not read its WAL, and the counts there were lost."""
     if not path.exists():
         return None
     if path.stat().st_size == 0 and not _wal(path).exists():
@@ -119,8 +129,13 @@ def _damage(path: Path) -> str | None:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        if getattr(exc, "sqlite_errorcode", None) in _DAMAGED_CODES:
+            return str(exc)
+        raise
     return None if found == ["ok"] else "; ".join(found)
+
+
+_DAMAGED_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
 def _move_aside(path: Path) -> Path:

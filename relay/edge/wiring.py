@@ -136,7 +136,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             if settings.workers == 1:  # else done once by ``initialise``
                 await _check_buffers(settings, ran_before)
             for database, store in opened:
-                await database.open()
+                await _open(database, reserve)
                 store.start()
             await upstream.open()
             if leader:
@@ -215,6 +215,17 @@ def _ran_before(settings: Settings) -> bool:
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
     wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
+
+
+async def _open(db: SqliteDatabase, reserve: Reserve) -> None:
+    """Open a buffer file; on a disk too full for the WAL index SQLite needs to open it (a
+    file closed cleanly has none), with the room the reserve hands back."""
+    try:
+        await db.open()
+    except StorageError:
+        if not reserve.release():
+            raise
+        await db.open()
 
 
 async def _first_check(monitor: BufferMonitor) -> None:
