@@ -30,7 +30,7 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
-from relay.core.errors import StorageError
+from relay.core.errors import DiskFull, StorageError
 from relay.edge.space import reserve_bytes
 from relay.store.sqlite import SqliteDatabase
 
@@ -62,8 +62,20 @@ class Reserve:
         self._next_try = 0.0
 
     @property
+    def size(self) -> int:
+        return self._size
+
+    @property
     def held(self) -> bool:
         return self._path.exists()
+
+    def room(self) -> int:
+        """Bytes free on the disk."""
+        try:
+            disk = os.statvfs(self._path.parent)
+        except OSError:
+            return 0
+        return disk.f_bavail * disk.f_frsize
 
     def ensure(self) -> None:
         """Allocate the reserve if it is missing and the disk has room for twice it (taking it
@@ -71,10 +83,9 @@ class Reserve:
         if self._path.exists() or time.monotonic() < self._next_try:
             return
         self._next_try = time.monotonic() + RETRY_AFTER
+        if self.room() < 2 * self._size:
+            return
         try:
-            disk = os.statvfs(self._path.parent)
-            if disk.f_bavail * disk.f_frsize < 2 * self._size:
-                return
             fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError:
             return
@@ -91,7 +102,7 @@ class Reserve:
         """Hand the space back (the disk is full); True if there was any to give."""
         try:
             self._path.unlink()
-        except FileNotFoundError:
+        except OSError:  # none, or a read-only disk
             return False
         RELEASED.inc()
         log.warning(
@@ -112,3 +123,26 @@ async def make_room(reserve: Reserve, db: SqliteDatabase) -> bool:
     except StorageError as exc:
         log.error("disk full: cannot checkpoint the buffer's WAL", extra={"error": str(exc)})
     return True
+
+
+class IngestGate:
+    """While the reserve is out, new counts are taken only into room the drain has freed
+    inside the buffer file (at least the reserve's size): a commit that grows the file on a
+    full disk leaves the WAL with pages no checkpoint can place, and then nothing could be
+    written, the drain's acknowledgements included (measured: SDKs that went on posting
+    after the reserve was handed back took its room, and the restarted relay drained
+    nothing). SDKs get 503 and keep their counts meanwhile."""
+
+    def __init__(self, reserve: Reserve, db: SqliteDatabase) -> None:
+        self._reserve = reserve
+        self._db = db
+
+    async def admit(self) -> None:
+        if self._reserve.held or self._reserve.room() >= 2 * self._reserve.size:
+            return  # the reserve is there, or will be taken at the next check
+        row = await self._db.fetch_one(
+            "SELECT (SELECT freelist_count FROM pragma_freelist_count())"
+            " * (SELECT page_size FROM pragma_page_size())"
+        )
+        if row is None or row[0] < self._reserve.size:
+            raise DiskFull("the disk is full: counts are taken again once the buffer drained")

@@ -78,9 +78,12 @@ _CONFLICTS = {
 
 async def check_buffers(
     buffer_path: Path, synchronous: str, wal_bytes: int, ran_before: bool
-) -> None:
+) -> list[Path]:
     """Check the leader's file and every shard before anything opens them. ``ran_before``:
-    the instance id generated at a relay's first start was there before this one."""
+    the instance id generated at a relay's first start was there before this one. Returns
+    the files that could not be checked (left as they are; a full disk, most likely): said
+    once the relay could open them, a read-only disk being one error alone."""
+    unchecked: list[Path] = []
     if ran_before and not await asyncio.to_thread(buffer_path.exists):
         log.error(
             "buffer file missing although this relay ran here before: the counts it had"
@@ -90,11 +93,8 @@ async def check_buffers(
     for path in [buffer_path, *shard_files(buffer_path)]:
         try:
             problem = await asyncio.to_thread(_damage, path)
-        except sqlite3.Error as exc:  # not a verdict on the file: it is left as it is
-            log.warning(
-                "cannot check a buffer file at start (disk full?): left as it is",
-                extra={"path": str(path), "error": str(exc)},
-            )
+        except sqlite3.Error:  # not a verdict on the file: it is left as it is
+            unchecked.append(path)
             continue
         if problem is not None:
             aside = await asyncio.to_thread(_move_aside, path)
@@ -110,6 +110,7 @@ async def check_buffers(
                 "salvaged from the damaged buffer file",
                 extra={"path": str(path), "rows": saved, "entries": _entries(saved)},
             )
+    return unchecked
 
 
 def damaged_files(buffer_path: Path) -> list[Path]:

@@ -29,7 +29,7 @@ from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.reporter import Reporter
-from relay.edge.reserve import Reserve, make_room, reserve_size
+from relay.edge.reserve import IngestGate, Reserve, make_room, reserve_size
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
 from relay.edge.space import BufferSpace
@@ -110,7 +110,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     )
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
-    app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
+    app[INGEST] = Ingest(ShardedBuffer(own, buffer, IngestGate(reserve, db).admit), hop=hop)
     resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
@@ -133,11 +133,17 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
-            if settings.workers == 1:  # else done once by ``initialise``
-                await _check_buffers(settings, ran_before)
+            # with several workers, checked once by ``initialise``
+            unchecked = await _check_buffers(settings, ran_before) if settings.workers == 1 else []
             for database, store in opened:
                 await _open(database, reserve)
                 store.start()
+            for path in unchecked:
+                log.warning(
+                    "buffer file not checked for damage at start: it could not be opened"
+                    " then (disk full?)",
+                    extra={"path": str(path)},
+                )
             await upstream.open()
             if leader:
                 await _first_check(monitor)
@@ -202,9 +208,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     return app
 
 
-async def _check_buffers(settings: Settings, ran_before: bool) -> None:
+async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
     wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
-    await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+    return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
 
 
 def _ran_before(settings: Settings) -> bool:
@@ -223,7 +229,7 @@ async def _open(db: SqliteDatabase, reserve: Reserve) -> None:
     try:
         await db.open()
     except StorageError:
-        if not reserve.release():
+        if reserve.room() >= reserve.size or not reserve.release():
             raise
         await db.open()
 
