@@ -130,7 +130,7 @@ def _damage(path: Path) -> str | None:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
     except sqlite3.DatabaseError as exc:
-        if getattr(exc, "sqlite_errorcode", None) in _DAMAGED_CODES:
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED_CODES:  # primary code
             return str(exc)
         raise
     return None if found == ["ok"] else "; ".join(found)
