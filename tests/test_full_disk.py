@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from service import (
     Service,
+    drained,
     free_port,
     get_json,
     running,
@@ -151,6 +152,35 @@ def test_a_buffer_file_that_cannot_be_checked_at_start_is_left_as_it_is(tmp_path
             assert "buffer file not checked for damage at start" in relay.logs()
             assert not damaged_files(disk / "buffer.db")
             settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
+
+
+def test_a_damaged_buffer_is_salvaged_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A damaged buffer file met at start on a disk with room for a part of what can be
+    salvaged: it is left as it was (it was half copied into a new file, and the rest, still
+    in the file moved aside, never sent), and salvaged whole once there is room."""
+    with (
+        tmpfs(tmp_path / "disk", "16m") as disk,
+        running(tmp_path / "central", env=CENTRAL_ENV) as central,
+    ):
+        posted = fill_and_kill(tmp_path / "relay", disk, central, batches=20)
+        buffer = disk / "buffer.db"
+        with closing(sqlite3.connect(buffer)) as db:  # everything in the file itself
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = 4096
+        with buffer.open("r+b") as file:  # one page in the middle, fixed bytes
+            file.seek(buffer.stat().st_size // page // 2 * page)
+            file.write(bytes(range(256)) * (page // 256))
+        fill(disk / "ballast")
+        room = buffer.stat().st_size // 4
+        os.truncate(disk / "ballast", (disk / "ballast").stat().st_size - room)
+        with pytest.raises(RuntimeError, match="cannot salvage"):
+            start(tmp_path / "relay", env=drain(disk, central))
+        assert not damaged_files(buffer)  # put back as it was
+        (disk / "ballast").unlink()
+        with running(tmp_path / "relay", env=drain(disk, central)) as relay:
+            assert len(damaged_files(buffer)) == 1
+            drained(central, ADMIN, relay, CLIENT)
+            assert posted / 2 <= stored(central.url, ADMIN, "disk") <= posted
 
 
 def test_a_full_disk_loses_nothing_and_drains_while_still_full(tmp_path: Path) -> None:
