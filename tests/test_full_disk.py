@@ -75,12 +75,12 @@ def test_a_relay_restarts_on_a_full_disk_and_drains_it(tmp_path: Path) -> None:
 
 
 def fill(path: Path) -> None:
-    """A file taking whatever room the disk has left."""
-    with path.open("wb") as ballast:
+    """A file taking whatever room the disk has left (unbuffered: nothing is left to
+    flush, and fail, when it is closed)."""
+    with path.open("wb", buffering=0) as ballast:
         try:
-            while True:
-                ballast.write(b"\0" * 65536)
-                ballast.flush()
+            while ballast.write(b"\0" * 65536):
+                pass
         except OSError:
             pass
 
@@ -124,7 +124,9 @@ def test_storage_failures_back_off_and_the_relay_recovers_when_space_returns(
             waits = [b["retry_in"] for b in (first, *rest)]
             assert waits == [min(5.0, 0.2 * 2**n) for n in range(1, 5)]
             assert all(b["at"] - a["at"] >= a["retry_in"] - 0.05 for a, b in pairwise(rest))
-            assert stored(central.url, ADMIN, "disk") == 0
+            # a batch cut before the disk filled may go out (its ack cannot be written: it
+            # goes again later, under the same idempotency key); nothing goes twice
+            assert stored(central.url, ADMIN, "disk") <= accepted
             assert get_json(f"{relay.url}/api/client/features", CLIENT)["version"] == 2
             pin.close()
             (disk / "ballast").unlink()

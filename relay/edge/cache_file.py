@@ -41,8 +41,7 @@ async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
     them)."""
     try:
         problem = await asyncio.to_thread(damage, cache.path)
-    except sqlite3.Error as exc:  # no verdict (a full disk): opened as it is
-        log.warning("cache file not checked for damage", extra={"error": str(exc)})
+    except sqlite3.Error:  # no verdict (a full disk, a read-only one): opening tells
         problem = None
     if problem is not None:
         aside = await asyncio.to_thread(move_aside, cache.path)
