@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from aiohttp import web
@@ -64,7 +64,7 @@ async def stream_page(
     of the next page, with ``cursor(position(last row))``, or null on the last page. Memory
     and the time the event loop is held per step are a chunk's, whatever ``limit`` is."""
 
-    async def parts() -> AsyncIterator[bytes]:
+    async def parts() -> AsyncGenerator[bytes, None]:
         out, at, left = ends[0], after, limit
         while True:
             wanted = min(chunk, left + 1)  # one past the page tells if another follows
