@@ -8,17 +8,24 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from aiohttp import web
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from relay.api.errors import BadDataError
 from relay.api.responses import streamed
 from relay.core.domain import whole_number
+from relay.wire.common import MAX_NAME
 
 T = TypeVar("T")
 P = TypeVar("P")
+
+NO_NUL = r"^[^\x00]*$"
+"""What the text of a cursor matches: a cursor's values reach the database, and PostgreSQL
+text cannot hold NUL (its error would be a 503, not the 400 of a bad cursor)."""
+CursorName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NO_NUL)]
+"""A name in a cursor, by the rules of names in bodies."""
 
 
 def whole(value: str | None, name: str, most: int, default: int) -> int:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
 from aiohttp import web
-from pydantic import Field, TypeAdapter
+from pydantic import TypeAdapter
 
 from relay.api.errors import NotFoundError
-from relay.api.paging import next_url, position, whole
+from relay.api.paging import CursorName, next_url, position, whole
 from relay.central.edges import after as relay_after
 from relay.central.edges import connected, place
 from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
@@ -35,9 +35,9 @@ INSTANCES_PAGE, MAX_INSTANCES_PAGE = 200, 1_000
 RELAYS_PAGE, MAX_RELAYS_PAGE = 100, 1_000
 SCANNED_INSTANCES, RELAYED_INSTANCES = 10_000, 200
 
-_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
-_FLAG_PLACE = TypeAdapter(tuple[_Name, _Name])  # the last flag shown: project, name
-_PLACE = TypeAdapter(tuple[_Name, _Name, _Name])  # the last instance: app, env, instance
+_FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
+# the last instance: app, environment, instance
+_PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
 
 @page
