@@ -20,7 +20,13 @@ from relay.app import build_app
 from relay.central.admin import DEFAULT_INSTANCES
 from relay.central.flags.unknown import MAX_REPORTS
 from relay.central.state import USAGE
-from relay.central.web.pages import FLAGS_PAGE, INSTANCES_PAGE, RELAYS_PAGE
+from relay.central.web.pages import (
+    APPS_SHOWN,
+    FLAGS_PAGE,
+    INSTANCES_PAGE,
+    RELAYS_PAGE,
+    UNREPORTED_SHOWN,
+)
 from relay.central.wiring import central_database
 from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
 from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
@@ -194,6 +200,25 @@ async def test_the_relays_page_is_paged(client: Any) -> None:
         f"relay-{n:03d}" for n in range(100, RELAYS_PAGE + 5)
     ]
     assert "Link" not in tail.headers
+
+
+async def test_relays_known_only_from_registrations_are_a_bounded_list(client: Any) -> None:
+    """One key registered 200 instances, each through 100 made-up relays of long names:
+    the list of relays known only from ``connectVia`` named every relay with every
+    application it served, a 13.6 MB page built on the event loop (300 ms) at every view.
+    It now names at most ``UNREPORTED_SHOWN`` relays and ``APPS_SHOWN`` applications each."""
+    for n in range(200):
+        hops = [
+            {"appName": f"r{n}-{h}-" + "r" * 240, "instanceId": f"i{h}-" + "i" * 240}
+            for h in range(100)
+        ]
+        body = {"appName": f"app-{n:03d}-" + "a" * 240, "instanceId": "i", "connectVia": hops}
+        response = await client.post("/api/client/register", json=body, headers=auth(DEV_KEY))
+        assert response.status == 202, await response.text()
+    await sign_in(client)
+    html = await page(client, "/relays")
+    assert len(re.findall(r'<li id="relay-', html)) == UNREPORTED_SHOWN
+    assert len(html) < UNREPORTED_SHOWN * (APPS_SHOWN + 2) * 300, len(html)
 
 
 async def test_an_application_keeps_its_most_recently_seen_instances(client: Any) -> None:

@@ -34,6 +34,9 @@ FLAGS_PAGE, MAX_FLAGS_PAGE = 100, 1_000
 INSTANCES_PAGE, MAX_INSTANCES_PAGE = 200, 1_000
 RELAYS_PAGE, MAX_RELAYS_PAGE = 100, 1_000
 SCANNED_INSTANCES, RELAYED_INSTANCES = 10_000, 200
+UNREPORTED_SHOWN, APPS_SHOWN = 100, 10
+"""Relays known only from ``connectVia`` listed (those of the most recently seen instances),
+and the applications named for each: what one key's made-up hops can put on the page."""
 
 _FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
 # the last instance: app, environment, instance
@@ -215,23 +218,30 @@ async def relays(request: web.Request) -> web.Response:
     after = relay_after(request.query)
     found = await connected(request.app[EDGES], after=after, limit=limit + 1)
     reported, more = found[:limit], len(found) > limit
-    via: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for app_name, hops in await request.app[USAGE].relayed(SCANNED_INSTANCES, RELAYED_INSTANCES):
-        for hop in hops:
-            via[hop].add(app_name)
-    known = await request.app[EDGES].known([hop[1] for hop in via])
-    unreported = sorted((hop, sorted(apps)) for hop, apps in via.items() if hop[1] not in known)
-    serving = {hop[1]: sorted(apps) for hop, apps in via.items()}
     following = next_url(request, limit, place(reported[-1])) if more else None
     return render(
         request,
         "relays.html",
         reported=reported,
-        unreported=unreported if after is None else [],
-        serving=serving,
+        unreported=await _unreported(request) if after is None else [],
         now=datetime.now(UTC),
         next=following,
     )
+
+
+async def _unreported(request: web.Request) -> list[tuple[tuple[str, str], list[str], int]]:
+    """Up to ``UNREPORTED_SHOWN`` relays seen in recent instances' ``connectVia`` that have
+    no report, each with up to ``APPS_SHOWN`` applications it serves and how many more."""
+    via: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for app_name, hops in await request.app[USAGE].relayed(SCANNED_INSTANCES, RELAYED_INSTANCES):
+        for hop in hops:
+            via[hop].add(app_name)
+    known = await request.app[EDGES].known([hop[1] for hop in via])
+    unknown = sorted([hop for hop in via if hop[1] not in known][:UNREPORTED_SHOWN])
+    return [
+        (hop, sorted(via[hop])[:APPS_SHOWN], max(0, len(via[hop]) - APPS_SHOWN))
+        for hop in unknown
+    ]
 
 
 @page
