@@ -32,6 +32,9 @@ MAX_VARIANTS = 8
 """Variants drawn apart in a chart; the others are summed as "other"."""
 FLAGS_PAGE, MAX_FLAGS_PAGE = 100, 1_000
 INSTANCES_PAGE, MAX_INSTANCES_PAGE = 200, 1_000
+HOPS_SHOWN = 5
+"""Relays of an instance's path named on the applications page (a key may send 100 made-up
+ones an instance: named all, a page of 1,000 instances was 67 MB built on the event loop)."""
 RELAYS_PAGE, MAX_RELAYS_PAGE = 100, 1_000
 SCANNED_INSTANCES, RELAYED_INSTANCES = 10_000, 200
 UNREPORTED_SHOWN, APPS_SHOWN = 100, 10
@@ -205,7 +208,14 @@ async def applications(request: web.Request) -> web.Response:
             apps.append((row.app_name, []))
         apps[-1][1].append(row.instance)
     following = next_url(request, limit, list(shown[-1].place)) if more else None
-    return render(request, "applications.html", apps=apps, first=after is None, next=following)
+    return render(
+        request,
+        "applications.html",
+        apps=apps,
+        first=after is None,
+        next=following,
+        hops_shown=HOPS_SHOWN,
+    )
 
 
 @page
