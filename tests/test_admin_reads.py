@@ -247,6 +247,21 @@ async def test_the_applications_page_names_a_bounded_path_per_instance(client: A
     assert len(html) < 1_000 * (HOPS_SHOWN + 2) * 800, len(html)  # a relay named: 700 B
 
 
+async def test_which_relays_have_a_report_is_read_through_an_index(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """The relays page asks which of up to 20,000 identifiers (made up by one key's
+    registrations) have a report: each statement of 100 scanned every report (0.27 s a
+    view over 10,000 reports). It now reads the identifiers' index."""
+    await sqlite_client(aiohttp_client, tmp_path)
+    with sqlite3.connect(tmp_path / "data" / "relay.db") as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT identifier FROM edge_reports WHERE identifier IN (?, ?)",
+            ("a", "b"),
+        ).fetchall()
+    assert "USING COVERING INDEX edge_reports_identifier" in str(plan), plan
+
+
 async def test_an_application_keeps_its_most_recently_seen_instances(client: Any) -> None:
     """Writes past the bound replace the least recently seen: the table does not grow."""
     for batch in range(3):
