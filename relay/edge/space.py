@@ -3,12 +3,15 @@ counts, registrations, impact metric series, outbox batches, dead letters, idemp
 and the WAL.
 
 Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`` rows
-(ingest goes on between them), and never what was written after it began: dead letters
+(ingest goes on between them), and never what was written after it began; only counts
+decide what is left, so everything that is not a count goes before any count: dead letters
 (refused for good already), then idempotency keys (an old key only matters if its request
 is retried after it is gone, and a caller flooding keys must not push counts out), then
-outbox batches (cut from the oldest counts), then impact metric series by when they were
-last updated (before counts: their number is what SDKs' labels make it), then counts by hour
-and by when they were last written, then registrations by when they were last seen.
+outbox batches that hold only registrations and impact samples, then impact metric series
+by when they were last updated (their number is what SDKs' labels make it), then
+registrations by when they were last seen (a key can make up instances without end), then
+outbox batches with counts (cut from the oldest counts), then counts by hour and by when
+they were last written.
 """
 
 from __future__ import annotations
@@ -134,10 +137,11 @@ class BufferSpace:
         steps: tuple[tuple[str, Step], ...] = (
             ("dead_letters", self._in_writer(self._dead_letters)),
             ("idempotency_keys", self._in_writer(self._keys)),
-            ("outbox", self._in_writer(self._batches)),
+            ("outbox", self._in_writer(partial(self._batches, counts=0))),
             ("impact_metrics", self._in_writer(self._series)),
-            ("metrics", self._in_writer(self._counts)),
             ("registrations", self._in_writer(self._registrations)),
+            ("outbox", self._in_writer(partial(self._batches, counts=1))),
+            ("metrics", self._in_writer(self._counts)),
         )
         for table, step in steps:
             per_row = 0  # page bytes one row frees, as last seen
@@ -200,13 +204,14 @@ class BufferSpace:
 
     @staticmethod
     async def _batches(
-        tx: Transaction, before: float, limit: int, into: Evicted
+        tx: Transaction, before: float, limit: int, into: Evicted, counts: int
     ) -> tuple[int, int]:
-        """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least."""
+        """Batches of up to 10,000 entries, those with counts or those without
+        (``counts``): ``limit`` counts entries, one batch at least."""
         rows = await tx.fetch_all(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id"
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE counts = ? ORDER BY id"
             f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}, body",
-            (limit,),
+            (counts, limit),
         )
         into.entries += sum(row[0] for row in rows)
         into.evaluations += sum(_evaluations(row[2]) for row in rows)
