@@ -246,3 +246,35 @@ async def test_a_relay_passes_on_what_its_upstream_takes_whatever_it_was_posted(
     await eventually(reports, "a report of the relay")
     mine = EdgeInstanceData.model_validate_json(reports()[0])  # what its upstream reads
     assert "legit" in [e.identifier for e in mine.connectedEdges]
+
+
+async def test_a_report_carried_by_another_relay_does_not_replace_a_fresh_direct_one(
+    tmp_path: Path,
+) -> None:
+    """Any key a relay accepts can make it carry a report under any identifier: the relay
+    that has the identifier, reporting itself with a key of the same scope, stays listed as
+    it reported itself until its own report goes stale."""
+    db = cache_file(tmp_path, "NORMAL")
+    await db.open()
+    try:
+        store = EdgeReportStore(db, ReportBounds(per_scope=10, total=10, direct_for=180.0))
+        scope = ReportScope("development", ("default",))
+
+        async def save(made: dict[str, Any], at: float) -> None:
+            await store.save(scope, flatten(EdgeInstanceData.model_validate(made)), at)
+
+        def apps() -> dict[str, tuple[str, str | None]]:
+            return {r.identifier: (r.report.appName, r.via) for r in stored}
+
+        await save(report("victim", appName="real"), 1000.0)
+        await save(report("carrier", report("victim", appName="forged")), 1010.0)
+        stored = await store.latest()
+        assert apps()["victim"] == ("real", None)
+        await save(report("carrier", report("victim", appName="forged")), 1181.0)  # stale
+        stored = await store.latest()
+        assert apps()["victim"] == ("forged", "carrier")
+        await save(report("victim", appName="real"), 1190.0)  # its own report wins again
+        stored = await store.latest()
+        assert apps()["victim"] == ("real", None)
+    finally:
+        await db.close()

@@ -39,7 +39,9 @@ REPORT_INTERVAL = 60.0
 """Seconds between two reports of a relay (Unleash Edge's, and ours by default)."""
 KEEP = 7 * 24 * 3600.0
 """Seconds a relay that stopped reporting stays listed (stale)."""
-BOUNDS = ReportBounds(per_scope=MAX_REPORTED, total=10_000)
+BOUNDS = ReportBounds(
+    per_scope=MAX_REPORTED, total=10_000, direct_for=STALE_AFTER * REPORT_INTERVAL
+)
 """A whole tree per key scope; ten such in all (each relay's record: a few kB at most)."""
 PAGE_RELAYS = 1_000
 _PROJECTS = Annotated[str, Field(max_length=64 * 1024, pattern=NO_NUL)]

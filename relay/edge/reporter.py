@@ -47,8 +47,9 @@ from relay.wire.edges import (
 log = logging.getLogger(__name__)
 
 REFUSED_RETRY = 3600.0
-REPORT_BOUNDS = ReportBounds(per_scope=50, total=200)
-"""Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most."""
+REPORT_BOUNDS = ReportBounds(per_scope=50, total=200, direct_for=STALE_AFTER * 60.0)
+"""Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most;
+a relay's own report outranks one carried for it for three default report intervals."""
 _LATENCY = {"features": "features", "metrics": "bulk", "edge": "edge_report"}
 """``latencyUpstream`` field -> the operation ``UPSTREAM_LATENCY`` times."""
 
