@@ -25,7 +25,7 @@ from relay.edge.cache_file import cache_file
 from relay.edge.reporter import REPORT_BOUNDS
 from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
-from relay.wire.edges import MAX_REPORT_BYTES, EdgeInstanceData
+from relay.wire.edges import MAX_DEPTH, MAX_REPORT_BYTES, EdgeInstanceData
 
 REPORT_PATH = "/api/client/metrics/edge"
 # what an older version stored for a report with avg = 1e999: pydantic wrote +inf as null
@@ -206,5 +206,75 @@ async def test_reports_are_bounded_per_scope_and_in_all_the_oldest_out(tmp_path:
             (("b",), "b2"),
             (("a",), "a2"),
         }
+    finally:
+        await db.close()
+
+
+def chain(identifier: str, depth: int) -> dict[str, Any]:
+    """A report carrying a chain of relays, ``depth`` in all (itself included)."""
+    below = report(f"{identifier}-{depth - 1}")
+    for level in range(depth - 2, 0, -1):
+        below = report(f"{identifier}-{level}", below)
+    return report(identifier, below) if depth > 1 else report(identifier)
+
+
+async def test_a_relay_passes_on_what_its_upstream_takes_whatever_it_was_posted(
+    client: Any, make_relay: Any, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A report as deep as a parse allows (99 relays in a chain), or as large as one report
+    may be, was taken at a relay and put first in its own report: that report was then one
+    level too deep for its upstream to read (400, every minute while the deep one was
+    kept), or had no room left for the other relays below (they were never passed on).
+    Reports are now bounded in depth (MAX_DEPTH), and a relay passes on every downstream
+    report that fits, skipping those that do not."""
+    for service in (client, await make_relay()):
+        too_deep = chain("deep", MAX_DEPTH + 1)
+        answer = await service.post(REPORT_PATH, json=too_deep, headers=auth(DEV_KEY))
+        assert answer.status == 400, await answer.text()
+    relay = await make_relay(tmp_path / "relay-2", report_interval=0.1)
+    largest = wide("largest", below=42)  # as large as a report may be, as kept
+    while len(EdgeInstanceData.model_validate(largest).model_dump_json()) < MAX_REPORT_BYTES - 350:
+        largest["connectedEdges"].append(report(f"pad-{len(largest['connectedEdges'])}"))
+    for posted in (report("legit"), chain("deepest", MAX_DEPTH), largest):
+        answer = await relay.post(REPORT_PATH, json=posted, headers=auth(DEV_KEY))
+        assert answer.status == 202, await answer.text()
+    sent_before = len(upstream.received)
+
+    def reports() -> list[bytes]:
+        return [r.body for r in upstream.received[sent_before:] if r.path == REPORT_PATH]
+
+    await eventually(reports, "a report of the relay")
+    mine = EdgeInstanceData.model_validate_json(reports()[0])  # what its upstream reads
+    assert "legit" in [e.identifier for e in mine.connectedEdges]
+
+
+async def test_a_report_carried_by_another_relay_does_not_replace_a_fresh_direct_one(
+    tmp_path: Path,
+) -> None:
+    """Any key a relay accepts can make it carry a report under any identifier: the relay
+    that has the identifier, reporting itself with a key of the same scope, stays listed as
+    it reported itself until its own report goes stale."""
+    db = cache_file(tmp_path, "NORMAL")
+    await db.open()
+    try:
+        store = EdgeReportStore(db, ReportBounds(per_scope=10, total=10, direct_for=180.0))
+        scope = ReportScope("development", ("default",))
+
+        async def save(made: dict[str, Any], at: float) -> None:
+            await store.save(scope, flatten(EdgeInstanceData.model_validate(made)), at)
+
+        def apps() -> dict[str, tuple[str, str | None]]:
+            return {r.identifier: (r.report.appName, r.via) for r in stored}
+
+        await save(report("victim", appName="real"), 1000.0)
+        await save(report("carrier", report("victim", appName="forged")), 1010.0)
+        stored = await store.latest()
+        assert apps()["victim"] == ("real", None)
+        await save(report("carrier", report("victim", appName="forged")), 1181.0)  # stale
+        stored = await store.latest()
+        assert apps()["victim"] == ("forged", "carrier")
+        await save(report("victim", appName="real"), 1190.0)  # its own report wins again
+        stored = await store.latest()
+        assert apps()["victim"] == ("real", None)
     finally:
         await db.close()

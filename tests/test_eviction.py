@@ -22,6 +22,7 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
 from relay.edge.reserve import Reserve
 from relay.edge.space import BufferSpace
+from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -304,3 +305,33 @@ async def test_a_batch_in_flight_while_counts_flood_is_delivered_not_evicted(
     assert {f"first-{i:03}" for i in range(50)} <= set(sent)
     assert len(sent) == len(set(sent))
     assert len(sent) + (evicted() - before) == 50 + posts * per_post
+
+
+async def test_registrations_are_evicted_before_counts(
+    make_relay: Any, upstream: FakeUpstream
+) -> None:
+    """Registrations are no counts: a key that registers made-up instances while the
+    upstream takes nothing (8 MB of them under a 4 MiB bound) must not make the buffer
+    evict acknowledged counts while its registrations stay (they were evicted last)."""
+    upstream.default = Answer(503)  # nothing leaves the buffer
+    relay = await make_relay(buffer_max_bytes=CAP, backoff_max=60)
+    entries = [metric(f"kept-{i:04}", yes=2, no=1) for i in range(1_000)]
+    posted = await relay.post("/api/client/metrics/bulk", json=bulk(entries), headers=auth(DEV_KEY))
+    assert posted.status == 202
+    strategies = [f"s{i:02}-{'x' * 200}" for i in range(40)]  # ~8 kB an instance
+    for n in range(10):
+        apps = [
+            {"appName": "made-up", "environment": "development", "instanceId": f"{n}-{i:03}"}
+            | {"strategies": strategies}
+            for i in range(100)
+        ]
+        response = await relay.post(
+            "/api/client/metrics/bulk", json=bulk(applications=apps), headers=auth(DEV_KEY)
+        )
+        assert response.status == 202, await response.text()
+    await asyncio.sleep(2 * MONITOR_INTERVAL)
+    upstream.default = Answer(202)
+    await relay.close()  # the final flush sends what is held
+    totals = upstream.totals()
+    lost = [i for i in range(1_000) if totals.get((f"kept-{i:04}", "app")) != (2, 1)]
+    assert not lost, f"{len(lost)} acknowledged counts evicted for registrations"

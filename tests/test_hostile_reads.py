@@ -157,6 +157,10 @@ async def test_raw_pages_of_any_size_read_every_row_once(client: Any) -> None:
         "after=WzEsImEiLCJiIl0",
         "after=WzEsIlx1MDAwMCIsImIiLDFd",
         "after=WzEwMDAwMDAwMDAwMDAwMDAwMDAwMDBd",
+        # three strings (the shape of an instance's or a relay's cursor), one with a NUL
+        "after=WyJcdTAwMDAiLCJbXSIsIngiXQ",
+        "after=WyJhIiwiW1wiXHUwMDAwXCJdIiwieCJd",
+        "after=WyJhIiwiW10iLCJ4XHUwMDAwIl0",
     ],
 )
 @pytest.mark.parametrize(

@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from typing import Annotated, TypeVar
 
 from aiohttp import web
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from relay.api.errors import BadDataError
 from relay.api.responses import streamed
 from relay.core.domain import whole_number
+from relay.wire.common import MAX_NAME
 
 T = TypeVar("T")
 P = TypeVar("P")
+
+NO_NUL = r"^[^\x00]*$"
+"""What the text of a cursor matches: a cursor's values reach the database, and PostgreSQL
+text cannot hold NUL (its error would be a 503, not the 400 of a bad cursor)."""
+CursorName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NO_NUL)]
+"""A name in a cursor, by the rules of names in bodies."""
 
 
 def whole(value: str | None, name: str, most: int, default: int) -> int:
@@ -64,7 +71,7 @@ async def stream_page(
     of the next page, with ``cursor(position(last row))``, or null on the last page. Memory
     and the time the event loop is held per step are a chunk's, whatever ``limit`` is."""
 
-    async def parts() -> AsyncIterator[bytes]:
+    async def parts() -> AsyncGenerator[bytes, None]:
         out, at, left = ends[0], after, limit
         while True:
             wanted = min(chunk, left + 1)  # one past the page tells if another follows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -19,19 +19,23 @@ def model_response(model: BaseModel, status: int = 200) -> web.Response:
     )
 
 
-async def streamed(request: web.Request, parts: AsyncIterator[bytes]) -> web.StreamResponse:
+async def streamed(
+    request: web.Request, parts: AsyncGenerator[bytes, None]
+) -> web.StreamResponse:
     """A 200 JSON answer sent part by part as ``parts`` produces them, so a large one is never
     whole in memory. The first part is produced before anything is sent: an error until then
     is still an error answer. A failure later can only cut the connection, logged: the
     client sees an incomplete body (its chunked encoding never ends), never a whole one.
-    Each part waits for the client to read the previous ones (``write_timeout``). A HEAD
-    gets the headers alone: its client reads no body, so one sent would be taken as the
-    next answer."""
+    Each part waits for the client to read the previous ones (``write_timeout``).
+
+    To HEAD, the headers alone: aiohttp frames nothing written to a HEAD answer, so a
+    part written would reach the connection as the start of the next answer."""
     first = await anext(parts)
     response = web.StreamResponse()
     response.content_type = "application/json"
     await response.prepare(request)
     if request.method == "HEAD":
+        await parts.aclose()
         await response.write_eof()
         return response
     try:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, StrictInt, TypeAdapter
 
 from relay.api.body import read_json
 from relay.api.errors import NotFoundError
-from relay.api.paging import array_items, position, stream_page, whole
+from relay.api.paging import CursorName, array_items, position, stream_page, whole
 from relay.api.responses import model_response
 from relay.api.routing import Handler, Route
 from relay.central.key_store import KeyRecord
@@ -21,7 +21,7 @@ from relay.central.state import KEYS, PROJECTS, USAGE
 from relay.central.usage import Instance, Position
 from relay.core.domain import from_epoch, hour_start
 from relay.wire import admin as wire
-from relay.wire.common import MAX_NAME, KeyType
+from relay.wire.common import KeyType
 from relay.wire.strategies import Strategy
 
 DEFAULT_HOURS_BACK = 48
@@ -34,10 +34,10 @@ CHUNK_INSTANCES = 100  # an instance is up to ~80 KB (100 relays and 100 strateg
 
 _ROWS = TypeAdapter(list[wire.RawMetric])
 _Int = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]  # what the columns hold
-_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
 # the period's start, then the last row sent (app, environment, hour) once there is one
-_CURSOR = TypeAdapter(tuple[_Int] | tuple[_Int, _Name, _Name, _Int])
-_PLACE = TypeAdapter(tuple[_Name, _Name, _Name])  # the last instance sent: app, env, instance
+_CURSOR = TypeAdapter(tuple[_Int] | tuple[_Int, CursorName, CursorName, _Int])
+# the last instance sent: app, environment, instance
+_PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
 
 async def add_environment(request: web.Request) -> web.Response:

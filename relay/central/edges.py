@@ -20,13 +20,12 @@ from pydantic import Field, TypeAdapter
 from relay.api.auth import PRINCIPAL
 from relay.api.body import read_kept
 from relay.api.client import client_route
-from relay.api.paging import next_url, position, whole
+from relay.api.paging import NO_NUL, CursorName, next_url, position, whole
 from relay.central.admin import admin_route
 from relay.central.state import EDGES
 from relay.core.domain import from_epoch
 from relay.core.edges import STALE_AFTER, ReportScope, flatten
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
-from relay.wire.common import MAX_NAME
 from relay.wire.edges import (
     MAX_REPORT_BYTES,
     MAX_REPORTED,
@@ -40,11 +39,13 @@ REPORT_INTERVAL = 60.0
 """Seconds between two reports of a relay (Unleash Edge's, and ours by default)."""
 KEEP = 7 * 24 * 3600.0
 """Seconds a relay that stopped reporting stays listed (stale)."""
-BOUNDS = ReportBounds(per_scope=MAX_REPORTED, total=10_000)
+BOUNDS = ReportBounds(
+    per_scope=MAX_REPORTED, total=10_000, direct_for=STALE_AFTER * REPORT_INTERVAL
+)
 """A whole tree per key scope; ten such in all (each relay's record: a few kB at most)."""
 PAGE_RELAYS = 1_000
-_NAME = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
-_AFTER = TypeAdapter(tuple[_NAME, Annotated[str, Field(max_length=64 * 1024)], _NAME])
+_PROJECTS = Annotated[str, Field(max_length=64 * 1024, pattern=NO_NUL)]
+_AFTER = TypeAdapter(tuple[CursorName, _PROJECTS, CursorName])
 """A page's cursor: the environment, projects (as stored) and identifier of its last relay."""
 
 

@@ -114,6 +114,7 @@ class BufferMonitor:
         self._trigger = max(64 * 1024, max_bytes // 32)
         self._written = 0
         self._published_at = -PUBLISH_EVERY
+        self._full = False  # the disk was full at the last check, with no reserve to give
 
     def written(self, size: int) -> None:
         """Hears of each group commit's bytes: a flood wakes the check at once."""
@@ -131,14 +132,28 @@ class BufferMonitor:
                 await self._bound()
             elif self._space.wal_bytes() > self._wal_bytes:
                 await self._db.checkpoint()
-        except DiskFull:  # deleting needs a little room too
-            await make_room(self._reserve, self._db)
-            raise
+        except DiskFull as exc:  # deleting needs a little room too
+            if not await make_room(self._reserve, self._db):
+                self._disk_full(str(exc))
+            return
+        if self._full:
+            self._full = False
+            log.info("buffer: the disk has room again")
         if footprint <= self._max_bytes:
             await asyncio.to_thread(self._reserve.ensure)
+        await self._db.keep_wal_short(not self._reserve.held)
         if time.monotonic() - self._published_at >= PUBLISH_EVERY:  # counting reads every row
             self._published_at = time.monotonic()
             self._publish(await self._space.stats())
+
+    def _disk_full(self, error: str) -> None:
+        """Said once, not at every check: the drain (``relay.edge.flusher``) goes on."""
+        if not self._full:
+            self._full = True
+            log.warning(
+                "disk full, no reserve left: the buffer's WAL waits for room to be checkpointed",
+                extra={"error": error},
+            )
 
     async def _bound(self) -> None:
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data

@@ -39,7 +39,10 @@ async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
     """``cache`` opened (a damaged file moved aside first), with the flag copies ``buffer``
     holds from an older version: called before ``buffer`` is opened (its migration drops
     them)."""
-    problem = await asyncio.to_thread(damage, cache.path)
+    try:
+        problem = await asyncio.to_thread(damage, cache.path)
+    except sqlite3.Error:  # no verdict (a full disk, a read-only one): opening tells
+        problem = None
     if problem is not None:
         aside = await asyncio.to_thread(move_aside, cache.path)
         log.error(

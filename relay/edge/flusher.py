@@ -31,7 +31,12 @@ while the upstream has not accepted anything since its last failure, only a smal
 
 A claim that the disk cannot hold (full) is retried at once in halves, down to one entry,
 and the size that fitted is where the next claim starts: a full buffer drains in steps that
-fit. Any storage failure makes the loop back off as an upstream failure does.
+fit. A claim that fails even so does not stop the batches already waiting from being sent:
+their acknowledgements free pages, a claim needs some. Any other storage failure makes the
+loop back off: exponentially from ``interval``, capped at ``backoff_max``, without jitter
+(nothing else competes for the disk), counted apart from the upstream's failures (a batch
+the upstream accepts does not make a disk that refuses its acknowledgement any better). The
+first failure is logged as a warning, the next ones at debug, and the recovery once.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class Flusher:
         self._interval = interval
         self._backoff_max = backoff_max
         self._failures = 0
+        self._storage_failures = 0
         self._retry_at = 0.0
         self._healthy = True  # the upstream accepted the last batch it answered
         self._claim_size = CLAIM_ENTRIES
@@ -136,6 +142,8 @@ class Flusher:
         log.info("final flush", extra={"drained": drained, "left_buffered": left, "why": why})
 
     def _why_kept(self) -> str:
+        if self._storage_failures:
+            return "buffer storage failed (disk full?)"
         if self._blocked:
             return f"upstream refused the key of {', '.join(sorted(self._blocked))}"
         if self._warned_no_key:
@@ -161,12 +169,32 @@ class Flusher:
         if time.monotonic() < self._retry_at:
             return False
         try:
-            return await self._flush()
+            drained = await self._flush()
         except StorageError as exc:  # a full disk, most likely: never a tight retry loop
             if isinstance(exc, DiskFull):
                 await self._on_disk_full()
-            self._back_off("buffer storage failed, backing off", None, None, str(exc))
+            self._storage_failed(exc)
             return False
+        if self._storage_failures:
+            log.info("buffer storage works again", extra={"failures": self._storage_failures})
+            self._storage_failures = 0
+        return drained
+
+    def _storage_failed(self, exc: StorageError) -> None:
+        """Back off (see the module's docstring); a warning for the first failure only."""
+        self._storage_failures += 1
+        exponent = min(self._storage_failures, 30)
+        delay = min(self._backoff_max, self._interval * 2**exponent)
+        self._retry_at = time.monotonic() + delay
+        log.log(
+            logging.WARNING if self._storage_failures == 1 else logging.DEBUG,
+            "buffer storage failed, backing off",
+            extra={
+                "detail": str(exc)[:200],
+                "retry_in": round(delay, 3),
+                "failures": self._storage_failures,
+            },
+        )
 
     async def _flush(self) -> bool:
         await self._gather()
@@ -175,15 +203,23 @@ class Flusher:
         may_claim, probing = True, False
         accepted = False  # the upstream accepted the batch sent last
         refused = 0  # batches refused in a row
+        unclaimed: StorageError | None = None  # a claim the disk could not hold
         while True:
             active = self._active_environments()
             waiting = await self._outbox.pending(active, PENDING_PAGE + len(skipped))
             page = [batch for batch in waiting if batch.id not in skipped]
             if may_claim and active and (not page or page[0].attempts > 0):
                 probing = not self._healthy  # then claim more once the probe is accepted
-                may_claim = await self._claim(active) and not probing
+                try:
+                    may_claim = await self._claim(active) and not probing
+                except StorageError as exc:
+                    if not page:
+                        raise
+                    may_claim, unclaimed = False, exc  # send what waits, then back off
                 continue
             if not page:
+                if unclaimed is not None:
+                    raise unclaimed
                 return not self._blocked
             for batch in page:
                 # an environment refused mid-page waits; the others go on

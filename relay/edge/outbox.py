@@ -1,10 +1,11 @@
 """The relay's outbox: buffered counts cut into upstream batches, and batches' fates.
 
 Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registrations``,
-``impact_metrics``) into
-outbox rows in one transaction, under the same write lock as ingest, so a count is always in
-exactly one place: the buffer (where new counts for its key are added to it) or one outbox
-batch (whose body is fixed). A batch leaves the outbox only when the upstream has taken it
+``impact_metrics``) into outbox rows in one transaction, under the same write lock as
+ingest, so a count is always in exactly one place: the buffer (where new counts for its key
+are added to it) or one outbox batch (whose body is fixed). Each batch says whether it
+holds counts: eviction takes those holding only registrations and impact samples first
+(``relay.edge.space``). A batch leaves the outbox only when the upstream has taken it
 (``ack``) or refused it for good (``dead_letter``), or when eviction deletes it to bound the
 buffer, which it never does while the batch is being sent (``sending``): a batch is counted
 either delivered or evicted, never both.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Collection, Set
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Set
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -135,14 +136,13 @@ class SqliteOutbox:
         applications = [_application(environment, row) for row in registrations]
         impact = [_impact(row) for row in series]
         now = time.time()
+        bodies = batching.cut(applications, metrics, self._max_batch_bytes, impact)
         await tx.executemany(
-            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at,"
+            " counts) VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (environment, str(uuid.uuid4()), payload, entries, now)
-                for payload, entries in batching.cut(
-                    applications, metrics, self._max_batch_bytes, impact
-                )
+                (environment, str(uuid.uuid4()), payload, entries, now, counts)
+                for payload, entries, counts in _marked(bodies, len(applications), len(metrics))
             ],
         )
         await tx.executemany(
@@ -193,11 +193,17 @@ class SqliteOutbox:
             return False
         now = time.time()
         async with self._db.transaction() as tx:
+            counts = await tx.fetch_all("SELECT counts FROM outbox WHERE id = ?", (batch.id,))
+            if not counts:  # evicted meanwhile
+                return True
             await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
             await tx.executemany(
-                "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(batch.environment, str(uuid.uuid4()), body, n, now) for body, n in parts],
+                "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at,"
+                " counts) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (batch.environment, str(uuid.uuid4()), body, n, now, counts[0][0])
+                    for body, n in parts
+                ],
             )
         return True
 
@@ -233,6 +239,20 @@ class SqliteOutbox:
 
 
 _NOTHING: batching.Piece = (0, 0, {})
+
+
+def _marked(
+    bodies: Iterable[tuple[bytes, int]], applications: int, metrics: int
+) -> Iterator[tuple[bytes, int, int]]:
+    """Each body with 1 if it holds counts, else 0. ``batching.cut`` takes registrations,
+    then counts, then impact samples, in order: a body holds counts when the entries it took
+    overlap the counts' (after the ``applications``, ``metrics`` of them). Only a body at
+    the border of registrations and counts holds both."""
+    start = 0
+    for payload, entries in bodies:
+        end = start + entries
+        yield payload, entries, int(start < applications + metrics and end > applications)
+        start = end
 
 
 async def _leave(tx: Transaction, key: tuple[str, str, str, int], rest: batching.Piece) -> None:

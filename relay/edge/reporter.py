@@ -32,7 +32,9 @@ from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import MAX_LIST
 from relay.wire.edges import (
+    MAX_DEPTH,
     MAX_REPORT_BYTES,
     MAX_REPORTED,
     REPORT_PATH,
@@ -45,8 +47,9 @@ from relay.wire.edges import (
 log = logging.getLogger(__name__)
 
 REFUSED_RETRY = 3600.0
-REPORT_BOUNDS = ReportBounds(per_scope=50, total=200)
-"""Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most."""
+REPORT_BOUNDS = ReportBounds(per_scope=50, total=200, direct_for=STALE_AFTER * 60.0)
+"""Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most;
+a relay's own report outranks one carried for it for three default report intervals."""
 _LATENCY = {"features": "features", "metrics": "bulk", "edge": "edge_report"}
 """``latencyUpstream`` field -> the operation ``UPSTREAM_LATENCY`` times."""
 
@@ -132,17 +135,20 @@ class Reporter:
         return mine.model_copy(update={"connectedEdges": await self._connected(now, room)})
 
     async def _connected(self, now: float, room: int) -> list[EdgeInstanceData]:
-        """The latest report of each relay downstream, newest first, within what one report
-        may carry (relays, and ``room`` bytes)."""
+        """The latest report of each relay downstream, newest first, as many as one report
+        may carry (relays, ``room`` bytes, one level less deep than ``MAX_DEPTH``): one
+        that does not fit is left out, never a reason to leave out the others."""
         below: list[EdgeInstanceData] = []
         carried = 1
         for stored in await self._downstream.latest(now - STALE_AFTER * self._interval):
-            size = len(flatten(stored.report))
-            room -= len(stored.report.model_dump_json().encode()) + 1  # and a comma
-            if len(below) == 100 or carried + size > MAX_REPORTED or room < 0:
+            if len(below) == MAX_LIST:
                 break
+            size = len(flatten(stored.report))
+            taken = len(stored.report.model_dump_json().encode()) + 1  # and a comma
+            if carried + size > MAX_REPORTED or taken > room or stored.report.depth >= MAX_DEPTH:
+                continue
             below.append(stored.report)
-            carried += size
+            carried, room = carried + size, room - taken
         return below
 
     def _latency(self) -> UpstreamLatency:

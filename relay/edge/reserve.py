@@ -8,8 +8,17 @@ completes, so every later write appends to the WAL, and nothing is ever freed. T
 (``<data_dir>/buffer.reserve``, allocated, never sparse, as large as the WAL is allowed to
 grow) is the room that breaks this: when the flusher or the buffer monitor meets a full
 disk, it is deleted and the WAL checkpointed at once (``make_room``), before anything else
-writes; the drain then reuses the pages it frees. It is allocated again once the disk has
-room for twice it.
+writes; the drain then reuses the pages it frees. While it is out, the WAL is checkpointed
+after every commit (``SqliteDatabase.keep_wal_short``): a WAL left to grow into the room
+would take what its own checkpoint needs (measured: a relay that had to hand the reserve
+back to open its file sent one batch of four, then its WAL held the rest of the disk). It
+is allocated again once the disk has room for twice it; a relay that starts on a disk too
+full to open its buffer (SQLite needs room for the WAL index) hands it back for that too.
+
+Its size (and the WAL's bound) is ``reserve_bytes`` of the buffer's bound, but never more
+than a sixteenth of the disk: sized by the bound alone (4 MiB by default), it was never taken
+on a disk smaller than twice it, and a relay without one filled a 6 MiB disk to a state it
+could not drain from (the WAL holding everything, no checkpoint possible).
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
-from relay.core.errors import StorageError
+from relay.core.errors import DiskFull, StorageError
+from relay.edge.space import reserve_bytes
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -31,6 +41,18 @@ RELEASED = Counter(
     "Times the disk was full and the space set aside for draining was handed back",
 )
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
+MIN_BYTES = 64 * 1024
+
+
+def reserve_size(max_bytes: int, data_dir: Path) -> int:
+    """The reserve's size and the WAL's bound for a buffer capped at ``max_bytes`` in
+    ``data_dir`` (see the module's docstring)."""
+    existing = next(p for p in (data_dir, *data_dir.parents) if p.exists())
+    try:
+        disk = os.statvfs(existing)
+    except OSError:
+        return reserve_bytes(max_bytes)
+    return min(reserve_bytes(max_bytes), max(MIN_BYTES, disk.f_blocks * disk.f_frsize // 16))
 
 
 class Reserve:
@@ -39,16 +61,31 @@ class Reserve:
         self._size = size
         self._next_try = 0.0
 
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def held(self) -> bool:
+        return self._path.exists()
+
+    def room(self) -> int:
+        """Bytes free on the disk."""
+        try:
+            disk = os.statvfs(self._path.parent)
+        except OSError:
+            return 0
+        return disk.f_bavail * disk.f_frsize
+
     def ensure(self) -> None:
         """Allocate the reserve if it is missing and the disk has room for twice it (taking it
         must not fill the disk the buffer drains on); never fails."""
         if self._path.exists() or time.monotonic() < self._next_try:
             return
         self._next_try = time.monotonic() + RETRY_AFTER
+        if self.room() < 2 * self._size:
+            return
         try:
-            disk = os.statvfs(self._path.parent)
-            if disk.f_bavail * disk.f_frsize < 2 * self._size:
-                return
             fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError:
             return
@@ -65,7 +102,7 @@ class Reserve:
         """Hand the space back (the disk is full); True if there was any to give."""
         try:
             self._path.unlink()
-        except FileNotFoundError:
+        except OSError:  # none, or a read-only disk
             return False
         RELEASED.inc()
         log.warning(
@@ -81,7 +118,31 @@ async def make_room(reserve: Reserve, db: SqliteDatabase) -> bool:
     if not reserve.release():
         return False
     try:
+        await db.keep_wal_short(True)
         await db.checkpoint()
     except StorageError as exc:
         log.error("disk full: cannot checkpoint the buffer's WAL", extra={"error": str(exc)})
     return True
+
+
+class IngestGate:
+    """While the reserve is out, new counts are taken only into room the drain has freed
+    inside the buffer file (at least the reserve's size): a commit that grows the file on a
+    full disk leaves the WAL with pages no checkpoint can place, and then nothing could be
+    written, the drain's acknowledgements included (measured: SDKs that went on posting
+    after the reserve was handed back took its room, and the restarted relay drained
+    nothing). SDKs get 503 and keep their counts meanwhile."""
+
+    def __init__(self, reserve: Reserve, db: SqliteDatabase) -> None:
+        self._reserve = reserve
+        self._db = db
+
+    async def admit(self) -> None:
+        if self._reserve.held or self._reserve.room() >= 2 * self._reserve.size:
+            return  # the reserve is there, or will be taken at the next check
+        row = await self._db.fetch_one(
+            "SELECT (SELECT freelist_count FROM pragma_freelist_count())"
+            " * (SELECT page_size FROM pragma_page_size())"
+        )
+        if row is None or row[0] < self._reserve.size:
+            raise DiskFull("the disk is full: counts are taken again once the buffer drained")

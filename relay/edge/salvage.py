@@ -10,7 +10,11 @@ Every table is then read as far as it can be, forwards and then backwards from i
 rows on both sides of a damaged page are kept, and written into the new file: counts and
 registrations (added to what is there), outbox batches with their idempotency keys (a
 batch the upstream took already is recognised when sent again), idempotency keys and dead
-letters.
+letters, in one transaction: on a disk without room for it all, nothing is kept of the
+attempt, the damaged file is put back where it was and the relay does not start (a salvage
+half done left the rest in the file moved aside, never sent). Only SQLite's word that a
+file is damaged moves it aside: a file that cannot be opened for the check (a full disk) is
+left as it is.
 
 A buffer file missing while the instance id generated with it is there means counts
 acknowledged before are gone: that is logged as an error too (a relay given its
@@ -28,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from relay.core.errors import StorageError
 from relay.edge.shards import shard_files
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -80,9 +85,12 @@ _CONFLICTS = {
 
 async def check_buffers(
     buffer_path: Path, synchronous: str, wal_bytes: int, ran_before: bool
-) -> None:
+) -> list[Path]:
     """Check the leader's file and every shard before anything opens them. ``ran_before``:
-    the instance id generated at a relay's first start was there before this one."""
+    the instance id generated at a relay's first start was there before this one. Returns
+    the files that could not be checked (left as they are; a full disk, most likely): said
+    once the relay could open them, a read-only disk being one error alone."""
+    unchecked: list[Path] = []
     if ran_before and not await asyncio.to_thread(buffer_path.exists):
         log.error(
             "buffer file missing although this relay ran here before: the counts it had"
@@ -90,21 +98,33 @@ async def check_buffers(
             extra={"path": str(buffer_path)},
         )
     for path in [buffer_path, *shard_files(buffer_path)]:
-        problem = await asyncio.to_thread(damage, path)
+        try:
+            problem = await asyncio.to_thread(damage, path)
+        except sqlite3.Error:  # not a verdict on the file: it is left as it is
+            unchecked.append(path)
+            continue
         if problem is not None:
             aside = await asyncio.to_thread(move_aside, path)
             log.error(
                 "buffer file damaged: moved aside, salvaging what can still be read into a new one",
                 extra={"path": str(path), "moved_to": str(aside), "problem": problem[:500]},
             )
-            fresh = SqliteDatabase(path, BUFFER_SCHEMA, synchronous, wal_bytes)
-            await fresh.open()
-            await fresh.close()
-            saved = await asyncio.to_thread(_salvage, aside, path)
+            try:
+                fresh = SqliteDatabase(path, BUFFER_SCHEMA, synchronous, wal_bytes)
+                await fresh.open()
+                await fresh.close()
+                saved = await asyncio.to_thread(_salvage, aside, path)
+            except (StorageError, sqlite3.Error) as exc:  # a full disk: all or nothing
+                await asyncio.to_thread(_put_back, aside, path)
+                raise StorageError(
+                    f"cannot salvage the damaged buffer file {path} now ({exc}): it is left"
+                    " as it was, and salvaged at the next start"
+                ) from exc
             log.error(
                 "salvaged from the damaged buffer file",
                 extra={"path": str(path), "rows": saved, "entries": _entries(saved)},
             )
+    return unchecked
 
 
 def damaged_files(buffer_path: Path) -> list[Path]:
@@ -112,7 +132,10 @@ def damaged_files(buffer_path: Path) -> list[Path]:
 
 
 def damage(path: Path) -> str | None:
-    """What is wrong with the file, or None when it is sound (or does not exist)."""
+    """What is wrong with the file, or None when it is sound (or does not exist). Only
+    SQLite's word that the file is damaged is a verdict: any other failure (a full disk, an
+    I/O error, a WAL index that cannot be made) is raised, and must never have the file
+    moved aside: the salvage might then not read its WAL, and the counts there were lost."""
     if not path.exists():
         return None
     if path.stat().st_size == 0 and not _wal(path).exists():
@@ -121,8 +144,13 @@ def damage(path: Path) -> str | None:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED_CODES:  # primary code
+            return str(exc)
+        raise
     return None if found == ["ok"] else "; ".join(found)
+
+
+_DAMAGED_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
 def move_aside(path: Path) -> Path:
@@ -136,6 +164,15 @@ def move_aside(path: Path) -> Path:
     return aside
 
 
+def _put_back(aside: Path, path: Path) -> None:
+    """Undo ``move_aside``: the new file goes, the damaged one is where it was."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    aside.rename(path)
+    if _wal(aside).exists():
+        _wal(aside).rename(_wal(path))
+
+
 def _entries(saved: dict[str, int]) -> int:
     return sum(saved.get(t, 0) for t in ("metrics", "registrations", "outbox_entries"))
 
@@ -147,14 +184,14 @@ def _salvage(damaged: Path, into: Path) -> dict[str, int]:
         source = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
     except sqlite3.DatabaseError:
         return saved
-    with closing(source), closing(sqlite3.connect(into)) as target:
+    # one transaction: a salvage the disk cannot hold leaves nothing half-copied
+    with closing(source), closing(sqlite3.connect(into)) as target, target:
         for table, (columns, key) in _TABLES.items():
             rows = list(_readable(source, table, columns, key))
             marks = ", ".join("?" * len(columns.split(",")))
-            with target:
-                target.executemany(
-                    f"INSERT INTO {table} ({columns}) VALUES ({marks}) {_CONFLICTS[table]}", rows
-                )
+            target.executemany(
+                f"INSERT INTO {table} ({columns}) VALUES ({marks}) {_CONFLICTS[table]}", rows
+            )
             saved[table] = len(rows)
             if table == "outbox":
                 saved["outbox_entries"] = sum(row[3] for row in rows)

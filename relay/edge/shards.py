@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,11 +63,21 @@ def shard_path(buffer_path: Path, worker: int) -> Path:
 class ShardedBuffer:
     """The ingest sink of a worker: its own shard, or the leader's file for keyed requests."""
 
-    def __init__(self, own: MetricsStore, leader: MetricsStore) -> None:
+    def __init__(
+        self,
+        own: MetricsStore,
+        leader: MetricsStore,
+        admit: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``admit`` raises ``DiskFull`` when the disk has no room for new counts
+        (``relay.edge.reserve.IngestGate``)."""
         self._own = own
         self._leader = leader
+        self._admit = admit
 
     async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
+        if self._admit is not None:
+            await self._admit()
         store = self._own if idempotency_key is None else self._leader
         return await store.write(batch, idempotency_key)
 

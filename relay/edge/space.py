@@ -6,11 +6,14 @@ Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`
 (ingest goes on between them), in two parts measured apart, so neither can push the other
 out. Idempotency keys are bounded by their own pages (``key_bytes``), oldest first, those
 written just now included: a caller flooding keys only ever evicts keys. The rest is bounded
-by its pages without the keys', and never loses what was written after its eviction began:
-dead letters (refused for good already), then outbox batches (cut from the oldest counts;
-never one being sent), then impact metric series by when they were last updated (before
-counts: their number is what SDKs' labels make it), then counts by hour and by when they
-were last written, then registrations by when they were last seen.
+by its pages without the keys', and never loses what was written after its eviction began;
+only counts decide what is left of it, so everything that is not a count goes before any
+count: dead letters (refused for good already), then outbox batches that hold only
+registrations and impact samples, then impact metric series by when they were last updated
+(their number is what SDKs' labels make it), then registrations by when they were last seen
+(a key can make up instances without end), then outbox batches with counts (cut from the
+oldest counts), then counts by hour and by when they were last written. An outbox batch
+being sent is never evicted.
 """
 
 from __future__ import annotations
@@ -150,10 +153,11 @@ class BufferSpace:
         await self._trim(keys, self.key_bytes, keys_target, before, evicted)
         rest: tuple[tuple[str, Step], ...] = (
             ("dead_letters", self._in_writer(self._dead_letters)),
-            ("outbox", self._in_writer(partial(self._batches, sending=sending))),
+            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=0))),
             ("impact_metrics", self._in_writer(self._series)),
-            ("metrics", self._in_writer(self._counts)),
             ("registrations", self._in_writer(self._registrations)),
+            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=1))),
+            ("metrics", self._in_writer(self._counts)),
         )
         await self._trim(rest, self.rest_bytes, target, before, evicted)
         return evicted
@@ -238,16 +242,22 @@ class BufferSpace:
 
     @staticmethod
     async def _batches(
-        tx: Transaction, before: float, limit: int, into: Evicted, sending: Set[int]
+        tx: Transaction,
+        before: float,
+        limit: int,
+        into: Evicted,
+        sending: Set[int],
+        counts: int,
     ) -> tuple[int, int]:
-        """Batches of up to 10,000 entries: ``limit`` counts entries, one batch at least.
-        ``sending`` is read here, in the transaction (copying a set of ints holds the GIL
-        throughout, so the event loop's changes to it are seen whole or not at all)."""
+        """Batches of up to 10,000 entries, those with counts or those without
+        (``counts``): ``limit`` counts entries, one batch at least. ``sending`` is read
+        here, in the transaction (copying a set of ints holds the GIL throughout, so the
+        event loop's changes to it are seen whole or not at all)."""
         rows = await tx.fetch_all(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
-            " WHERE id NOT IN (SELECT value FROM json_each(?)) ORDER BY id"
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE counts = ?"
+            " AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id"
             f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}, body",
-            (json.dumps(sorted(sending)), limit),
+            (counts, json.dumps(sorted(sending)), limit),
         )
         into.entries += sum(row[0] for row in rows)
         into.evaluations += sum(_evaluations(row[2]) for row in rows)

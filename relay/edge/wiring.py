@@ -30,10 +30,10 @@ from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reporter import REPORT_BOUNDS, Reporter
 from relay.edge.reporter import ROUTES as reporter_routes
-from relay.edge.reserve import Reserve, make_room
+from relay.edge.reserve import IngestGate, Reserve, make_room, reserve_size
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.space import BufferSpace, reserve_bytes
+from relay.edge.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
@@ -76,7 +76,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     # the leader's file: the flusher's, and where requests with an Idempotency-Key go
     db = _buffer_file(settings, settings.buffer_path)
-    wal_bytes = reserve_bytes(settings.buffer_max_bytes)
+    wal_bytes = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     monitor = BufferMonitor(
@@ -114,7 +114,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     )
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
-    app[INGEST] = Ingest(ShardedBuffer(own, buffer), hop=hop)
+    app[INGEST] = Ingest(ShardedBuffer(own, buffer, IngestGate(reserve, db).admit), hop=hop)
     resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
@@ -140,13 +140,20 @@ def build(settings: Settings, worker: int) -> web.Application:
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
             if settings.workers == 1:  # else done once by ``initialise``
-                await _check_buffers(settings, ran_before)
+                unchecked = await _check_buffers(settings, ran_before)
                 await open_cache(cache, settings.buffer_path)
             else:
+                unchecked = []
                 await cache.open()
             for database, store in opened:
-                await database.open()
+                await _open(database, reserve)
                 store.start()
+            for path in unchecked:
+                log.warning(
+                    "buffer file not checked for damage at start: it could not be opened"
+                    " then (disk full?)",
+                    extra={"path": str(path)},
+                )
             await upstream.open()
             if leader:
                 await _first_check(monitor)
@@ -212,9 +219,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     return app
 
 
-async def _check_buffers(settings: Settings, ran_before: bool) -> None:
-    wal = reserve_bytes(settings.buffer_max_bytes)
-    await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
+    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
+    return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
 
 
 def _ran_before(settings: Settings) -> bool:
@@ -223,8 +230,19 @@ def _ran_before(settings: Settings) -> bool:
 
 
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
-    wal = reserve_bytes(settings.buffer_max_bytes)
+    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
+
+
+async def _open(db: SqliteDatabase, reserve: Reserve) -> None:
+    """Open a buffer file; on a disk too full for the WAL index SQLite needs to open it (a
+    file closed cleanly has none), with the room the reserve hands back."""
+    try:
+        await db.open()
+    except StorageError:
+        if reserve.room() >= reserve.size or not reserve.release():
+            raise
+        await db.open()
 
 
 async def _first_check(monitor: BufferMonitor) -> None:

@@ -38,6 +38,11 @@ class ReportBounds:
     """Relays kept per scope; a save of more keeps the first."""
     total: int
     """Relays kept in all; past it the oldest go, whatever their scope."""
+    direct_for: float = 0.0
+    """Seconds a relay's own report is not replaced by one another relay carried for it:
+    whoever holds a key accepted by some relay can make that relay carry a report under
+    any identifier, and its upstream key's scope; the relay that really has the identifier
+    and reports with a key of that scope stays listed as it reported itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,9 @@ class EdgeReportStore:
                 " (environment, projects, identifier, app_name, via, reported_at, report)",
                 "ON CONFLICT (environment, projects, identifier) DO UPDATE SET"
                 " app_name = excluded.app_name, via = excluded.via,"
-                " reported_at = excluded.reported_at, report = excluded.report",
+                " reported_at = excluded.reported_at, report = excluded.report"
+                " WHERE excluded.via IS NULL OR edge_reports.via IS NOT NULL"
+                f" OR edge_reports.reported_at < {float(at - self._bounds.direct_for)!r}",
                 rows,
             )
             await self._bound(tx, scope.environment, projects)

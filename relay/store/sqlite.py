@@ -83,6 +83,8 @@ class SqliteDatabase:
         self._migrations = migrations
         self._synchronous = synchronous
         self._wal_bytes = wal_bytes
+        self._wal_pages = 1000  # SQLite's default, unless wal_bytes says otherwise
+        self._wal_short = False
         self._thread: ThreadPoolExecutor | None = None
         self._writer: sqlite3.Connection | None = None  # used on self._thread only
         self._turn: int | None = None  # fd of <file>-lock
@@ -95,6 +97,7 @@ class SqliteDatabase:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._turn = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o600)
             self._writer = await self._call(self._open_writer)
+            self._wal_short = False
             self._reader = await aiosqlite.connect(self.path, isolation_level=None)
             self._reader.row_factory = sqlite3.Row
             await self._reader.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -127,8 +130,9 @@ class SqliteDatabase:
             conn.execute("PRAGMA journal_mode=WAL")
             if self._wal_bytes is not None:
                 page = conn.execute("PRAGMA page_size").fetchone()[0]
+                self._wal_pages = max(1, self._wal_bytes // page)
                 conn.execute(f"PRAGMA journal_size_limit = {int(self._wal_bytes)}")
-                conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, self._wal_bytes // page)}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {self._wal_pages}")
             self._migrate(conn)
             _check_writable(conn)
         except BaseException:
@@ -165,6 +169,16 @@ class SqliteDatabase:
         write transactions."""
         async with self._write_lock:
             await self.on_writer(self._truncate_wal)
+
+    async def keep_wal_short(self, short: bool) -> None:
+        """Checkpoint after every commit (``short``: the disk is full, and a WAL left to grow
+        would take the room its own checkpoint needs), or when the WAL reaches ``wal_bytes``."""
+        if short == self._wal_short:
+            return
+        pages = 1 if short else self._wal_pages
+        async with self._write_lock:  # between transactions
+            await self.on_writer(lambda c: c.execute(f"PRAGMA wal_autocheckpoint = {pages}"))
+        self._wal_short = short
 
     def _truncate_wal(self, conn: sqlite3.Connection) -> None:
         assert self._turn is not None

@@ -11,9 +11,9 @@ are ignored. Ours are optional: the buffer, the outbox, dead letters and the las
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import ConfigDict, Field, NonNegativeInt, RootModel
+from pydantic import ConfigDict, Field, NonNegativeInt, PrivateAttr, RootModel, model_validator
 
 from relay.wire.common import MAX_LIST, Name, NonNegativeFinite, Text, Wire
 
@@ -21,6 +21,9 @@ REPORT_PATH = "/api/client/metrics/edge"
 """Where relays post their reports (Unleash Edge's path)."""
 MAX_REPORTED = 1000
 """Relays one report may carry, its own and those of every relay below it."""
+MAX_DEPTH = 16
+"""Relays in a chain one report may carry, itself included: each relay passes on those below
+it one level deeper, and a report nested about 100 deep no longer parses at all."""
 MAX_REPORT_BYTES = 64 * 1024
 """Bytes of one report as kept (its JSON without the fields ignored), with those it carries:
 Unleash Edge's reports are a few kB each."""
@@ -67,6 +70,21 @@ class EdgeInstanceData(Wire):
     outboxBatches: NonNegativeInt | None = None
     deadLetters: NonNegativeInt | None = None
     lastFlush: LastFlush | None = None
+    _depth: int = PrivateAttr(1)
+
+    @model_validator(mode="after")
+    def _shallow(self) -> Self:
+        """At most ``MAX_DEPTH`` relays in a chain (validated from the innermost out, so
+        each level adds one to the depth of those below it)."""
+        self._depth = 1 + max((below._depth for below in self.connectedEdges), default=0)
+        if self._depth > MAX_DEPTH:
+            raise ValueError(f"connectedEdges nest more than {MAX_DEPTH} relays deep")
+        return self
+
+    @property
+    def depth(self) -> int:
+        """Relays in the longest chain of this report, itself included."""
+        return self._depth
 
 
 class ConnectedEdge(EdgeInstanceData):

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
 from aiohttp import web
-from pydantic import Field, TypeAdapter
+from pydantic import TypeAdapter
 
 from relay.api.errors import NotFoundError
-from relay.api.paging import next_url, position, whole
+from relay.api.paging import CursorName, next_url, position, whole
 from relay.central.edges import after as relay_after
 from relay.central.edges import connected, place
 from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
@@ -31,13 +31,21 @@ MAX_ROWS = 10_000
 MAX_VARIANTS = 8
 """Variants drawn apart in a chart; the others are summed as "other"."""
 FLAGS_PAGE, MAX_FLAGS_PAGE = 100, 1_000
-INSTANCES_PAGE, MAX_INSTANCES_PAGE = 200, 1_000
+INSTANCES_PAGE = MAX_INSTANCES_PAGE = 200
+"""Instances on one applications page, whatever ``limit`` asks: each may carry 100 relays' names
+of its path, read and checked (1,000 such took 0.9 s of the event loop)."""
+HOPS_SHOWN = 5
+"""Relays of an instance's path named on the applications page (a key may send 100 made-up
+ones an instance: named all, a page of 1,000 instances was 67 MB built on the event loop)."""
 RELAYS_PAGE, MAX_RELAYS_PAGE = 100, 1_000
 SCANNED_INSTANCES, RELAYED_INSTANCES = 10_000, 200
+UNREPORTED_SHOWN, APPS_SHOWN = 100, 10
+"""Relays known only from ``connectVia`` listed (those of the most recently seen instances),
+and the applications named for each: what one key's made-up hops can put on the page."""
 
-_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00]*$")]
-_FLAG_PLACE = TypeAdapter(tuple[_Name, _Name])  # the last flag shown: project, name
-_PLACE = TypeAdapter(tuple[_Name, _Name, _Name])  # the last instance: app, env, instance
+_FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
+# the last instance: app, environment, instance
+_PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
 
 @page
@@ -202,7 +210,14 @@ async def applications(request: web.Request) -> web.Response:
             apps.append((row.app_name, []))
         apps[-1][1].append(row.instance)
     following = next_url(request, limit, list(shown[-1].place)) if more else None
-    return render(request, "applications.html", apps=apps, first=after is None, next=following)
+    return render(
+        request,
+        "applications.html",
+        apps=apps,
+        first=after is None,
+        next=following,
+        hops_shown=HOPS_SHOWN,
+    )
 
 
 @page
@@ -215,23 +230,30 @@ async def relays(request: web.Request) -> web.Response:
     after = relay_after(request.query)
     found = await connected(request.app[EDGES], after=after, limit=limit + 1)
     reported, more = found[:limit], len(found) > limit
-    via: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for app_name, hops in await request.app[USAGE].relayed(SCANNED_INSTANCES, RELAYED_INSTANCES):
-        for hop in hops:
-            via[hop].add(app_name)
-    known = await request.app[EDGES].known([hop[1] for hop in via])
-    unreported = sorted((hop, sorted(apps)) for hop, apps in via.items() if hop[1] not in known)
-    serving = {hop[1]: sorted(apps) for hop, apps in via.items()}
     following = next_url(request, limit, place(reported[-1])) if more else None
     return render(
         request,
         "relays.html",
         reported=reported,
-        unreported=unreported if after is None else [],
-        serving=serving,
+        unreported=await _unreported(request) if after is None else [],
         now=datetime.now(UTC),
         next=following,
     )
+
+
+async def _unreported(request: web.Request) -> list[tuple[tuple[str, str], list[str], int]]:
+    """Up to ``UNREPORTED_SHOWN`` relays seen in recent instances' ``connectVia`` that have
+    no report, each with up to ``APPS_SHOWN`` applications it serves and how many more."""
+    via: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for app_name, hops in await request.app[USAGE].relayed(SCANNED_INSTANCES, RELAYED_INSTANCES):
+        for hop in hops:
+            via[hop].add(app_name)
+    known = await request.app[EDGES].known([hop[1] for hop in via])
+    unknown = sorted([hop for hop in via if hop[1] not in known][:UNREPORTED_SHOWN])
+    return [
+        (hop, sorted(via[hop])[:APPS_SHOWN], max(0, len(via[hop]) - APPS_SHOWN))
+        for hop in unknown
+    ]
 
 
 @page
