@@ -240,3 +240,32 @@ def test_workers_start_and_serve_on_a_full_disk(tmp_path: Path) -> None:
             assert not list(disk.glob("prometheus*")), "metric files on the buffer's disk"
         finally:
             assert relay.stop() == 0
+
+
+def test_a_shard_that_cannot_be_merged_is_said_once(tmp_path: Path) -> None:
+    """With two workers on a full disk the other worker's file cannot be merged (it needs
+    room of its own: see the README); on the merged main that was an error line at every
+    flusher and monitor tick, 60 in 15 s. Once the disk has room, every count arrives."""
+    port = free_port()
+    upstream = f"http://127.0.0.1:{port}"
+    with tmpfs(tmp_path / "disk", "6m") as disk:
+        env = drain(disk, upstream, RELAY_WORKERS="2")
+        relay = start(tmp_path / "relay", env=env, wait_for="/health")
+        accepted, batch = 0, 0
+        while post(relay, entries(batch))[0] == 202:
+            accepted, batch = accepted + 500, batch + 1
+        relay.stop(signal.SIGKILL)
+        with running(tmp_path / "central", env=CENTRAL_ENV, port=port) as central:
+            relay = start(tmp_path / "full", env=env)
+            try:
+                time.sleep(10)
+            finally:
+                assert relay.stop() == 0
+            assert relay.logs().count("cannot merge a buffer shard") <= 1
+            remount(disk, "size=64m")
+            relay = start(tmp_path / "grown", env=env)
+            try:
+                settle(central, ADMIN, "disk", accepted, (relay, CLIENT))
+                assert relay.logs().count("cannot merge a buffer shard") == 0
+            finally:
+                assert relay.stop() == 0
