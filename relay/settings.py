@@ -24,10 +24,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.logs import LogFormat
 
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -318,9 +318,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
-        url = self.database_url
-        if url is not None and not url.startswith(("sqlite:///", *POSTGRES_SCHEMES)):
-            raise ValueError(f"database_url: unsupported scheme in {url.split(':', 1)[0]!r}")
+        if self.database_url is not None:
+            check_database_url(self.database_url)
         for name, field in type(self).model_fields.items():
             needs = usage(field)
             if needs.required and needs.mode is self.mode and getattr(self, name) is None:

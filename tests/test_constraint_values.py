@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from conftest import standalone_settings
 from flagkit import call, create_flag, env_path, ok
+from yggdrasil_engine.engine import UnleashEngine
 
 from relay.app import build_app
 from relay.central.wiring import central_database
@@ -70,12 +71,8 @@ def ours(operator: str, value: str) -> Any:
     return value
 
 
-async def test_only_values_the_sdk_reads_as_we_do_are_saved(
-    aiohttp_client: Any, tmp_path: Path, node_sdk: Path
-) -> None:
-    """On today's main NUM_EQ "1_000" and "\\u0665" and DATE_AFTER "2024-W01-1" are saved
-    (200), and the Node SDK reads them as NaN."""
-    client = await aiohttp_client(build_app(standalone_settings(tmp_path)))
+async def accepted_values(client: Any) -> list[tuple[str, str]]:
+    """The candidates a strategy takes; each refused one is a 400 naming its value."""
     await create_flag(client, "checkout")
     candidates = [
         *(("NUM_EQ", v) for v in NUMBERS),
@@ -93,11 +90,61 @@ async def test_only_values_the_sdk_reads_as_we_do_are_saved(
             continue
         assert status == 400, (value, answer)
         assert [d["path"] for d in answer["details"]] == ["/body/constraints/1/value"], answer
+    return accepted
+
+
+async def test_only_values_the_sdk_reads_as_we_do_are_saved(
+    aiohttp_client: Any, tmp_path: Path, node_sdk: Path
+) -> None:
+    """On today's main NUM_EQ "1_000" and "\\u0665" and DATE_AFTER "2024-W01-1" are saved
+    (200), and the Node SDK reads them as NaN."""
+    accepted = await accepted_values(await aiohttp_client(build_app(standalone_settings(tmp_path))))
     for refused in (("NUM_EQ", "1_000"), ("NUM_EQ", ARABIC_FIVE), ("DATE_AFTER", "2024-W01-1")):
         assert refused not in accepted
     assert len(accepted) >= 15, accepted  # the usual forms are all still taken
     for (operator, value), read in zip(accepted, sdk_reads(node_sdk, accepted), strict=True):
         assert read == ours(operator, value), (operator, value, read)
+
+
+def engine_holds(operator: str, value: str, context: str) -> bool:
+    """Whether the Python SDK's engine (yggdrasil, shared by most SDKs) enables a flag with
+    the one constraint, for the context value ``context``."""
+    engine = UnleashEngine()
+    constraint = {"contextName": "x", "operator": operator, "value": value}
+    strategy = {"name": "default", "parameters": {}, "constraints": [constraint]}
+    engine.take_state(
+        json.dumps(
+            {"version": 1, "features": [{"name": "f", "enabled": True, "strategies": [strategy]}]}
+        )
+    )
+    enabled: bool = engine.is_enabled("f", {"properties": {"x": context}}).is_enabled
+    return enabled
+
+
+def instant(milliseconds: int) -> str:
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=milliseconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def test_the_python_sdk_evaluates_every_value_we_accept(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """On the merged main DATE_AFTER "2024-01-01T00:00:00.123456789Z" (any fraction but
+    milliseconds) was saved, and yggdrasil holds it false both before and after it."""
+    accepted = await accepted_values(await aiohttp_client(build_app(standalone_settings(tmp_path))))
+    assert ("DATE_AFTER", "2024-01-01T00:00:00.123+05:30") in accepted
+    first, last = (
+        ours("DATE_AFTER", v) for v in ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z")
+    )
+    for operator, value in accepted:
+        if operator != "DATE_AFTER":
+            assert engine_holds(operator, value, value), (operator, value)
+            continue
+        at = ours(operator, value)
+        for moment, holds, fails in ((at + 1, "AFTER", "BEFORE"), (at - 1, "BEFORE", "AFTER")):
+            if first <= moment <= last:
+                assert engine_holds(f"DATE_{holds}", value, instant(moment)), value
+                assert not engine_holds(f"DATE_{fails}", value, instant(moment)), value
 
 
 async def test_a_value_an_older_version_saved_is_read_back_as_saved(

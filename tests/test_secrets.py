@@ -167,3 +167,31 @@ def test_command_line_errors_never_repeat_a_value(arguments: list[str], named: s
     assert "error:" in done.stderr
     assert ADMIN_SECRET not in done.stderr + done.stdout
     assert named in done.stderr  # what is at fault is said
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://relay:{SECRET[:16]}/{SECRET[16:]}@127.0.0.1/relay",  # / not encoded
+        f"postgresql://relay:{SECRET[:16]}#{SECRET[16:]}@127.0.0.1/relay",
+        f"postgres://relay:{SECRET}@[::1/relay",
+        f"postgresql//relay@127.0.0.1/relay?password={SECRET}",  # scheme without its colon
+    ],
+)
+def test_a_database_url_that_cannot_be_read_is_refused_without_its_password(url: str) -> None:
+    """On the merged main a password with an unencoded ``/`` or ``#`` crashed every command
+    with a traceback ending ``Port could not be cast to integer value as '<password>'``."""
+    for command in (["serve"], ["keys", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "relay", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "RELAY_DATABASE_URL": url},
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("relay: error: invalid settings: database_url"), done.stderr
+        assert "Traceback" not in done.stderr
+        for part in (SECRET[:16], SECRET[16:]):
+            assert part not in done.stderr + done.stdout

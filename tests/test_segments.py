@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conftest import assert_error
-from flagkit import add_strategy, call, client_features, create_flag, env_path, ok
+from flagkit import add_strategy, call, client_features, create_flag, env_path, ok, turn
 
 SEGMENTS = "/api/admin/segments"
 IN_7 = {"contextName": "userId", "operator": "IN", "values": ["7"]}
@@ -110,3 +111,31 @@ async def test_strategies_name_existing_segments_of_their_project(client: Any) -
         {"name": "shared", "constraints": [], "project": "shop"},
     )
     assert status == 400 and error["details"][0]["path"] == "/body/project"
+
+
+async def test_a_flag_with_its_segments_inlined_holds_at_most_256_kib(client: Any) -> None:
+    """On the merged main a flag's 256 KiB counted its strategies without their segments:
+    a strategy naming four 200 KB segments was saved, and an SDK older than segments (or
+    one that sends no Unleash-Client-Spec) got an 800 KB flag; a segment could also grow
+    past the bound after the flag named it."""
+    big = {"contextName": "u", "operator": "IN", "values": [f"{i:0200d}" for i in range(1000)]}
+    ids = [(await new_segment(client, f"big-{n}", constraints=[big]))["id"] for n in range(4)]
+    small = (await new_segment(client, "small"))["id"]
+    await create_flag(client, "checkout")
+    path = f"{env_path('checkout')}/strategies"
+    status, error = await call(client, "POST", path, {"name": "default", "segments": ids})
+    assert status == 400 and "262144" in error["message"], error
+    assert error["details"][0]["path"] == "/body", error
+    saved = await add_strategy(client, "checkout", {"name": "default", "segments": [ids[0]]})
+    one = f"{path}/{saved['id']}"
+    status, error = await call(client, "PUT", one, {"name": "default", "segments": ids[:2]})
+    assert status == 400 and "262144" in error["message"], error
+    await add_strategy(client, "checkout", {"name": "default", "segments": [small]})
+    twice = {"name": "small", "constraints": [big, big]}
+    status, error = await call(client, "PUT", f"{SEGMENTS}/{small}", twice)
+    assert status == 400 and "checkout" in error["message"], error
+    await turn(client, "checkout", True)
+    status, body, _ = await client_features(client, spec=None)
+    assert status == 200
+    [flag] = body["features"]
+    assert len(json.dumps(flag)) < 300 * 1024

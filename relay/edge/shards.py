@@ -91,6 +91,9 @@ class ShardMerger:
         self._synchronous = synchronous
         self._wal_bytes = wal_bytes
         self._merging = asyncio.Lock()  # the flusher and the buffer monitor both merge
+        # shards that could not be merged, said once until they can: on a full disk the
+        # flusher and the monitor retry every tick (measured: 4 error lines a second)
+        self._failing: set[Path] = set()
 
     async def merge(self) -> int:
         """Move every shard's counts and registrations into the leader's buffer; returns
@@ -103,10 +106,17 @@ class ShardMerger:
                     await db.open()
                     moved += await self._drain(SqliteOutbox(db, MERGE_BATCH_BYTES))
                 except StorageError as exc:
-                    log.error(
+                    level = logging.DEBUG if path in self._failing else logging.ERROR
+                    self._failing.add(path)
+                    log.log(
+                        level,
                         "cannot merge a buffer shard",
                         extra={"path": str(path), "error": str(exc)},
                     )
+                else:
+                    if path in self._failing:
+                        self._failing.discard(path)
+                        log.info("buffer shard merged again", extra={"path": str(path)})
                 finally:
                     await db.close()
         MERGED.inc(moved)

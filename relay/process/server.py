@@ -20,7 +20,8 @@ idempotency exact; in relay mode each buffers in its own file (``relay.edge.shar
   restarts the service (what was answered 202 is on disk and flushed after the restart).
   Workers end with the supervisor even when it is killed with SIGKILL (Linux only).
 - Prometheus metrics are summed over the workers by prometheus_client's multiprocess mode
-  (files in ``<data_dir>/prometheus``); that mode has no ``process_*`` metrics.
+  (files in memory, off the buffer's disk: ``supervisor.metrics_files``); that mode has no
+  ``process_*`` metrics.
 
 Workers and the start-up child are ``python -m relay.process.server``, given the settings as JSON on
 stdin (never in the environment or the command line, which other users can read) and their

@@ -6,11 +6,12 @@ Constraints are checked when they are saved, so that one the SDKs cannot evaluat
 with a 400 (its ``value`` named) rather than served: for ``NUM_*`` a plain decimal number that
 every SDK parses to the same finite number (the Node SDK's ``Number()`` makes NaN of ``1_000``
 and Arabic-Indic digits, which Python's ``float`` takes); for ``DATE_*`` an RFC 3339
-date-time with its offset (no ISO week or ordinal dates, no local times, which SDKs read in
-their own zone); for ``SEMVER_*`` a strict SemVer that the Node SDK's ``semver`` takes (256
-characters, parts up to 2^53 - 1); at least one value for the string operators; for
-``REGEX`` an expression RE2 compiles, never inverted. What was saved is read back as it was
-(``SAVED``), so a constraint an older version took never makes a read fail.
+date-time with its offset, to the second or the millisecond (no ISO week or ordinal dates, no
+local times, which SDKs read in their own zone); for ``SEMVER_*`` a strict SemVer that the
+Node SDK's ``semver`` takes (256 characters, parts up to 2^53 - 1); at least one value for
+the string operators; for ``REGEX`` an expression RE2 compiles, never inverted. What was
+saved is read back as it was (``SAVED``), so a constraint an older version took never makes
+a read fail.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ Parameters = Annotated[dict[Name, Value], Field(max_length=MAX_LIST)]
 # what JavaScript's Number(), Python's float, Go's ParseFloat and Java's parseDouble all read
 # as the same number: ASCII digits, no "_", no hexadecimal, no ".5" or "5." (Ruby refuses them)
 _NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-# RFC 3339's date-time, with the upper-case T and Z that Go's time.RFC3339 requires
+# RFC 3339's date-time, with the upper-case T and Z that Go's time.RFC3339 requires, and
+# seconds whole or to the millisecond: yggdrasil (the engine of the Python, Ruby, .NET...
+# SDKs) holds a constraint with any other fraction false both before and after its time
 _DATE_TIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{3})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
 _SEMVER_LENGTH = 256  # node-semver's MAX_LENGTH
 _SAFE_INTEGER = 2**53 - 1  # node-semver refuses a larger major, minor or patch

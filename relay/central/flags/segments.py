@@ -11,7 +11,7 @@ import json
 import time
 from datetime import UTC, datetime
 
-from relay.central.flags.records import Reads, load_segments
+from relay.central.flags.records import Reads, load_flags, load_segments
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
@@ -87,6 +87,7 @@ class SegmentService:
             )
             if not updated:
                 raise NotFound(f"Could not find segment with id {id}")
+            await _check_users(w, id)
 
     async def delete(self, id: int) -> None:
         async with self._write() as w:
@@ -105,6 +106,21 @@ class SegmentService:
 async def _check_project(w: FlagWrite, project: str | None) -> None:
     if project is not None:
         await w.project_exists(project)
+
+
+async def _check_users(w: FlagWrite, id: int) -> None:
+    """Every flag environment that names the segment stays within what a flag may hold
+    with the segment's new constraints inlined."""
+    users = await load_flags(
+        w.tx,
+        "name IN (SELECT s.feature_name FROM feature_strategy_segments l"
+        " JOIN feature_strategies s ON s.id = l.strategy_id WHERE l.segment_id = ?)",
+        (id,),
+    )
+    for flag in users:
+        for environment, state in sorted(flag.environments.items()):
+            if any(id in strategy.segments for strategy in state.strategies):
+                await w.check_room(flag, environment, path="/body/constraints")
 
 
 def _columns(body: UpsertSegment) -> tuple[object, ...]:

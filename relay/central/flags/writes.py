@@ -107,7 +107,7 @@ class FlagWrite:
             )  # + 1 here, not in SQL: after 2^31 - 1 it would overflow PostgreSQL's integer
             sort_order = 0 if row[0] is None else min(int(row[0]) + 1, MAX_SORT_ORDER)
         columns = _body_columns(strategy, sort_order)
-        _check_room(flag, environment, None, columns)
+        await self.check_room(flag, environment, None, (columns, strategy.segments))
         await self.tx.execute(
             "INSERT INTO feature_environments (feature_name, environment) VALUES (?, ?)"
             " ON CONFLICT (feature_name, environment) DO NOTHING",
@@ -137,7 +137,7 @@ class FlagWrite:
         strategy = with_defaults(flag.name, body)
         sort_order = current.sort_order if strategy.sortOrder is None else strategy.sortOrder
         columns = _body_columns(strategy, sort_order)
-        _check_room(flag, environment, current.id, columns)
+        await self.check_room(flag, environment, current.id, (columns, strategy.segments))
         await self.tx.execute(
             "UPDATE feature_strategies SET name = ?, title = ?, disabled = ?, sort_order = ?,"
             " constraints = ?, parameters = ?, variants = ? WHERE id = ?",
@@ -161,6 +161,46 @@ class FlagWrite:
                 "UPDATE feature_environments SET enabled = 0"
                 " WHERE feature_name = ? AND environment = ?",
                 (flag.name, environment),
+            )
+
+    async def check_room(
+        self,
+        flag: FlagRecord,
+        environment: str,
+        replaced: str | None = None,
+        added: tuple[tuple[object, ...], Sequence[int]] | None = None,
+        path: str = "/body",
+    ) -> None:
+        """Refuse a write that would take the flag's strategies in ``environment`` past
+        ``MAX_ENVIRONMENT_BYTES`` as an SDK older than segments gets them, each with its
+        segments' constraints inlined (``replaced``: the id of the strategy ``added``
+        replaces; ``added``: its columns and segment ids)."""
+        strategies: list[tuple[tuple[object, ...], Sequence[int]]] = [
+            (_record_columns(s), s.segments)
+            for s in flag.environment(environment).strategies
+            if s.id != replaced
+        ]
+        strategies += [added] if added is not None else []
+        ids = sorted({i for _, segments in strategies for i in segments})
+        marks = ", ".join("?" * len(ids))
+        rows = (
+            await self.tx.fetch_all(
+                f"SELECT id, constraints FROM segments WHERE id IN ({marks})", ids
+            )
+            if ids
+            else []
+        )
+        inlined = {int(row[0]): len(str(row[1]).encode()) for row in rows}
+        size = sum(
+            _bytes(columns) + sum(inlined.get(i, 0) for i in set(segments))
+            for columns, segments in strategies
+        )
+        if size > MAX_ENVIRONMENT_BYTES:
+            raise InvalidInput(
+                f"would make the strategies of {flag.name} in {environment} {size} bytes of"
+                f" JSON with their segments, over the {MAX_ENVIRONMENT_BYTES} a flag may hold"
+                " in one environment",
+                path,
             )
 
     async def _check_segments(self, flag: FlagRecord, ids: Sequence[int]) -> None:
@@ -187,21 +227,6 @@ class FlagWrite:
                 "INSERT INTO feature_strategy_segments (strategy_id, segment_id) VALUES (?, ?)",
                 (strategy_id, segment),
             )
-
-
-def _check_room(
-    flag: FlagRecord, environment: str, replaced: str | None, columns: tuple[object, ...]
-) -> None:
-    """Refuse a strategy that would take the flag's strategies in ``environment`` past
-    ``MAX_ENVIRONMENT_BYTES`` (``replaced``: the id of the one it replaces)."""
-    others = [s for s in flag.environment(environment).strategies if s.id != replaced]
-    size = _bytes(columns) + sum(_bytes(_record_columns(s)) for s in others)
-    if size > MAX_ENVIRONMENT_BYTES:
-        raise InvalidInput(
-            f"would make the strategies of {flag.name} in {environment} {size} bytes of JSON,"
-            f" over the {MAX_ENVIRONMENT_BYTES} a flag may hold in one environment",
-            "/body",
-        )
 
 
 def _bytes(columns: tuple[object, ...]) -> int:
