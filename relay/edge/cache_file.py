@@ -20,6 +20,7 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
+from relay.edge.reserve import Reserve, open_with_room
 from relay.edge.salvage import damage, move_aside
 from relay.store.sql import CACHE_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -35,7 +36,7 @@ def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:
     return SqliteDatabase(data_dir / CACHE_FILE, CACHE_SCHEMA, synchronous, WAL_BYTES)
 
 
-async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
+async def open_cache(cache: SqliteDatabase, buffer: Path, reserve: Reserve | None = None) -> None:
     """``cache`` opened (a damaged file moved aside first), with the flag copies ``buffer``
     holds from an older version: called before ``buffer`` is opened (its migration drops
     them)."""
@@ -49,7 +50,7 @@ async def open_cache(cache: SqliteDatabase, buffer: Path) -> None:
             "cache file damaged: moved aside, flags are fetched again",
             extra={"path": str(cache.path), "moved_to": str(aside), "problem": problem[:500]},
         )
-    await cache.open()
+    await open_with_room(cache, reserve)
     await adopt(cache, buffer)
 
 

@@ -42,6 +42,16 @@ RELEASED = Counter(
 )
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
 MIN_BYTES = 64 * 1024
+WAL_SHARE = 4
+
+
+def wal_bound(reserve: int) -> int:
+    """Where the buffer's WAL is checkpointed: a quarter of the reserve. What a checkpoint
+    must place in the database file is what the WAL holds not yet copied, up to this bound
+    plus the commit that crossed it, and the reserve handed back on a full disk must hold
+    that: checkpointed at the reserve's own size, a commit past it left a WAL the reserve
+    could not place, and the relay drained nothing until the disk grew."""
+    return reserve // WAL_SHARE
 
 
 def reserve_size(max_bytes: int, data_dir: Path) -> int:
@@ -146,3 +156,14 @@ class IngestGate:
         )
         if row is None or row[0] < self._reserve.size:
             raise DiskFull("the disk is full: counts are taken again once the buffer drained")
+
+
+async def open_with_room(db: SqliteDatabase, reserve: Reserve | None) -> None:
+    """Open a file beside the buffer; on a disk too full for the WAL index SQLite needs to
+    open it (a file closed cleanly has none), with the room the reserve hands back."""
+    try:
+        await db.open()
+    except StorageError:
+        if reserve is None or reserve.room() >= reserve.size or not reserve.release():
+            raise
+        await db.open()

@@ -30,7 +30,14 @@ from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reporter import REPORT_BOUNDS, Reporter
 from relay.edge.reporter import ROUTES as reporter_routes
-from relay.edge.reserve import IngestGate, Reserve, make_room, reserve_size
+from relay.edge.reserve import (
+    IngestGate,
+    Reserve,
+    make_room,
+    open_with_room,
+    reserve_size,
+    wal_bound,
+)
 from relay.edge.salvage import check_buffers
 from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
 from relay.edge.space import BufferSpace
@@ -101,7 +108,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, KeyType.CLIENT) for key in settings.upstream_tokens)
     }
-    shards = ShardMerger(settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bytes)
+    shards = ShardMerger(
+        settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bound(wal_bytes)
+    )
     flusher = Flusher(
         outbox,
         upstream,
@@ -139,15 +148,18 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
-            if settings.workers == 1:  # else done once by ``initialise``
+            # the buffer files before the cache's: on a full disk they need the reserve more
+            # (with one worker, the cache takes the flag copies of an older buffer.db before
+            # its migration drops them: ``initialise`` does that for several)
+            unchecked: list[Path] = []
+            if settings.workers == 1:
                 unchecked = await _check_buffers(settings, ran_before)
-                await open_cache(cache, settings.buffer_path)
-            else:
-                unchecked = []
-                await cache.open()
+                await open_cache(cache, settings.buffer_path, reserve)
             for database, store in opened:
-                await _open(database, reserve)
+                await open_with_room(database, reserve)
                 store.start()
+            if settings.workers > 1:
+                await open_with_room(cache, reserve)
             for path in unchecked:
                 log.warning(
                     "buffer file not checked for damage at start: it could not be opened"
@@ -220,7 +232,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
-    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
+    wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
     return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
 
 
@@ -230,19 +242,8 @@ def _ran_before(settings: Settings) -> bool:
 
 
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
-    wal = reserve_size(settings.buffer_max_bytes, settings.data_dir)
+    wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
-
-
-async def _open(db: SqliteDatabase, reserve: Reserve) -> None:
-    """Open a buffer file; on a disk too full for the WAL index SQLite needs to open it (a
-    file closed cleanly has none), with the room the reserve hands back."""
-    try:
-        await db.open()
-    except StorageError:
-        if reserve.room() >= reserve.size or not reserve.release():
-            raise
-        await db.open()
 
 
 async def _first_check(monitor: BufferMonitor) -> None:
