@@ -136,26 +136,45 @@ async def make_room(reserve: Reserve, db: SqliteDatabase) -> bool:
 
 
 class IngestGate:
-    """While the reserve is out, new counts are taken only into room the drain has freed
-    inside the buffer file (at least the reserve's size): a commit that grows the file on a
-    full disk leaves the WAL with pages no checkpoint can place, and then nothing could be
-    written, the drain's acknowledgements included (measured: SDKs that went on posting
-    after the reserve was handed back took its room, and the restarted relay drained
-    nothing). SDKs get 503 and keep their counts meanwhile."""
+    """While the disk is nearly full (less room than the reserve), new counts are taken only
+    while the WAL is at most half the reserve: a reader holding checkpoints back let it grow
+    past what the reserve could place, and a relay restarted on the full disk drained
+    nothing (found in CI). While the reserve is out, new counts are taken only into room
+    the drain has freed inside the buffer file (at least the reserve's size): a commit that
+    grows the file on a full disk leaves the WAL with pages no checkpoint can place, and then
+    nothing could be written, the drain's acknowledgements included (measured: SDKs that
+    went on posting after the reserve was handed back took its room, and the restarted relay
+    drained nothing). SDKs get 503 and keep their counts meanwhile."""
 
     def __init__(self, reserve: Reserve, db: SqliteDatabase) -> None:
         self._reserve = reserve
         self._db = db
 
     async def admit(self) -> None:
-        if self._reserve.held or self._reserve.room() >= 2 * self._reserve.size:
-            return  # the reserve is there, or will be taken at the next check
+        size, room = self._reserve.size, self._reserve.room()
+        if self._reserve.held:
+            if room >= size or _wal_bytes(self._db) <= size // 2:
+                return
+            # nearly full, and checkpoints lag (a reader holds them back): the WAL must stay
+            # what the reserve can place in the database once the disk is full
+            raise DiskFull(
+                "the disk is nearly full: counts are taken again once the buffer's WAL is copied"
+            )
+        if room >= 2 * size:
+            return  # the reserve will be taken at the next check
         row = await self._db.fetch_one(
             "SELECT (SELECT freelist_count FROM pragma_freelist_count())"
             " * (SELECT page_size FROM pragma_page_size())"
         )
         if row is None or row[0] < self._reserve.size:
             raise DiskFull("the disk is full: counts are taken again once the buffer drained")
+
+
+def _wal_bytes(db: SqliteDatabase) -> int:
+    try:
+        return os.stat(f"{db.path}-wal").st_size
+    except FileNotFoundError:
+        return 0
 
 
 async def open_with_room(db: SqliteDatabase, reserve: Reserve | None) -> None:
