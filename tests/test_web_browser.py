@@ -145,11 +145,20 @@ class Visit:
     def click(self, css: str) -> None:
         """Click, and wait for the page the click leads to (forms and links here all load
         a new page)."""
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
-        old = self.find("html")
-        self.find(css).click()
+        for attempt in range(3):
+            old = self.find("html")
+            try:
+                self.find(css).click()
+                break
+            except WebDriverException as exc:
+                # the document was still being replaced (after a resize or a navigation):
+                # its nodes are gone; found again in the new one
+                if attempt == 2 or "does not belong to the document" not in str(exc):
+                    raise
         WebDriverWait(self.driver, 30).until(expected_conditions.staleness_of(old))
 
 
