@@ -142,6 +142,18 @@ def test_files_are_created_for_the_service_user_alone(tmp_path: Path) -> None:
         assert all(mode == 0o600 for mode in files.values()), seen
 
 
+def relay_command(arguments: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """``relay <arguments>`` run to its end, with ``env`` added to this environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "relay", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [
@@ -156,13 +168,7 @@ def test_files_are_created_for_the_service_user_alone(tmp_path: Path) -> None:
 def test_command_line_errors_never_repeat_a_value(arguments: list[str], named: str) -> None:
     """On today's main ``relay serve --tokens <key>`` answers ``unrecognized arguments:
     --tokens <key>``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "relay", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = relay_command(arguments)
     assert done.returncode == 2
     assert "error:" in done.stderr
     assert ADMIN_SECRET not in done.stderr + done.stdout
@@ -182,14 +188,7 @@ def test_a_database_url_that_cannot_be_read_is_refused_without_its_password(url:
     """On the merged main a password with an unencoded ``/`` or ``#`` crashed every command
     with a traceback ending ``Port could not be cast to integer value as '<password>'``."""
     for command in (["serve"], ["keys", "list"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "relay", *command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, "RELAY_DATABASE_URL": url},
-        )
+        done = relay_command(command, RELAY_DATABASE_URL=url)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("relay: error: invalid settings: database_url"), done.stderr
         assert "Traceback" not in done.stderr
