@@ -151,16 +151,16 @@ class IngestGate:
         self._db = db
 
     async def admit(self) -> None:
-        size, room = self._reserve.size, self._reserve.room()
-        if self._reserve.held:
-            if room >= size or _wal_bytes(self._db) <= size // 2:
+        size = self._reserve.size
+        if self._reserve.held:  # a stat of the WAL first: statvfs is the rarer need
+            if _wal_bytes(self._db) <= size // 2 or self._reserve.room() >= size:
                 return
             # nearly full, and checkpoints lag (a reader holds them back): the WAL must stay
             # what the reserve can place in the database once the disk is full
             raise DiskFull(
                 "the disk is nearly full: counts are taken again once the buffer's WAL is copied"
             )
-        if room >= 2 * size:
+        if self._reserve.room() >= 2 * size:
             return  # the reserve will be taken at the next check
         row = await self._db.fetch_one(
             "SELECT (SELECT freelist_count FROM pragma_freelist_count())"
