@@ -69,7 +69,7 @@ def _scope_of(environment: str, granted: tuple[str, ...], query: str, spec: str 
     )
 
 
-def _fresh(if_none_match: str | None, etag: str) -> bool:
+def fresh(if_none_match: str | None, etag: str) -> bool:
     """The client holds this ETag (``If-None-Match`` may list several, or be weak)."""
     if if_none_match is None or if_none_match == etag:
         return if_none_match is not None
@@ -79,7 +79,7 @@ def _fresh(if_none_match: str | None, etag: str) -> bool:
 def answer(request: web.Request, rendered: Rendered) -> web.Response:
     """The answer's bytes with its ETag, or 304 when the client holds that ETag."""
     headers = {"ETag": rendered.etag}
-    if _fresh(request.headers.get("If-None-Match"), rendered.etag):
+    if fresh(request.headers.get("If-None-Match"), rendered.etag):
         return web.Response(status=304, headers=headers)
     return web.Response(body=rendered.body, content_type="application/json", headers=headers)
 

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, validate
+from relay.api import client, frontend, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
-from relay.api.state import INGEST, KEY_RESOLVER, READY
+from relay.api.state import FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
@@ -43,6 +43,7 @@ from relay.central.state import (
 from relay.central.usage import UsageReader
 from relay.central.web.routes import add_web
 from relay.core.errors import StorageError
+from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
@@ -113,6 +114,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
+    app[FRONTEND_SOURCE] = served
+    app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
 
@@ -170,7 +173,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
-    routes += impact.ROUTES
+    routes += [*impact.ROUTES, *frontend.routes(not settings.disable_all_endpoint, (503,))]
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 

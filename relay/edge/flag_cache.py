@@ -71,6 +71,7 @@ class FlagCache:
         self._fetcher = Fetcher(upstream, identity)
         self._interval = interval
         self._configured = {k: parse_key(k, KeyType.CLIENT).principal for k in configured}
+        self._covering: dict[Scope, FlagScope] = {}  # the copy a narrower scope came from
         self._settled: set[str] = set()  # configured keys with a copy or refused
         self._on_ready: Callable[[], None] | None = on_ready
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
@@ -93,6 +94,21 @@ class FlagCache:
     ) -> bytes | None:
         entry, rendered = await self._entry(key, principal)
         return self._views.feature(entry, rendered, scope, name)
+
+    def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
+        """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""
+        last = self._covering.get(scope)
+        entry = None if last is None else self._entries.get(last)
+        if entry is None or entry.rendered is None:
+            entry = next(
+                (e for e in self._entries.values() if e.rendered and covers(e.scope)), None
+            )
+            if entry is None or entry.rendered is None:
+                return None
+            if len(self._covering) >= MAX_SCOPE_KEYS:
+                self._covering.clear()
+            self._covering[scope] = entry.scope
+        return self._views.get(entry, entry.rendered, scope)
 
     async def _entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
         expired = self._refused.check(key)

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import client, validate
+from relay.api import client, frontend, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
-from relay.api.state import INGEST, KEY_RESOLVER, READY
+from relay.api.state import FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.core.domain import Hop
 from relay.core.errors import StorageError
+from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import flag_api, passthrough
@@ -25,6 +26,7 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flag_cache import TICK, FlagCache
 from relay.edge.flag_store import FlagStore
+from relay.edge.frontend_flags import FrontendFlags
 from relay.edge.flusher import Flusher
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
@@ -142,6 +144,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
+    app[FRONTEND_SOURCE] = FrontendFlags(flags, [*settings.client_tokens, *settings.upstream_tokens])
+    app[FRONTENDS] = Frontends()
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
     reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
@@ -223,6 +227,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     routes = [
         *client.ROUTES,
         *flag_api.ROUTES,
+        *frontend.routes(not settings.disable_all_endpoint, (403, 503)),
         *reporter_routes,
         *passthrough.ROUTES,
         *validate.ROUTES,

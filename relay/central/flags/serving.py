@@ -27,9 +27,10 @@ from prometheus_client import Counter, Gauge
 
 from relay.api.client_features import built, derived
 from relay.central.flags.records import Reads, current_revision, load_state
-from relay.core.client_features import Catalog, Rendered, Scope, catalog
+from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
 from relay.core.errors import StorageError
 from relay.core.flags import FlagState
+from relay.core.keys import Principal
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,11 @@ class ClientFeaturesCache:
         else:
             self._rendered.move_to_end(scope)
         return rendered
+
+    async def document(self, principal: Principal) -> Rendered:
+        """A frontend key's flags: its projects in its environment, segments as ids."""
+        projects = projects_of(principal.projects, ())
+        return await self.answer(Scope(principal.environment, projects, None, False))
 
     async def feature(self, scope: Scope, name: str) -> bytes | None:
         return self._catalog(await self._current(), scope).feature(scope, name)

@@ -1,0 +1,243 @@
+"""The Frontend API's answers, pure: a caller's context read as Unleash reads it, a scope's
+flags evaluated for it (``relay.core.evaluate``), and the toggles as JSON.
+
+- **Context** (Unleash's ``createContext``): ``appName``, ``environment``, ``userId``,
+  ``sessionId`` and ``remoteAddress`` are fields, an empty one is absent; every other key,
+  and those under ``properties``, are properties (``properties`` wins on a clash).
+  ``currentTime`` is a property like any other: date constraints use the server's clock.
+  Absent, ``remoteAddress`` is the caller's address and ``sessionId`` a fresh random one;
+  ``appName`` and ``environment`` default to what Unleash's own evaluation client has
+  (``frontend-api``, ``default``).
+- **Answers.** Each scope's flags are compiled once per ETag (``Frontends.compiled``), and
+  each flag's toggle is rendered once per outcome (enabled, variant): an answer is those
+  fragments joined. A frontend SDK polls with the same context every 15 s: answers per
+  (scope ETag, context, kind) are kept while they cannot change (no flag of the scope reads
+  the clock or chance), bounded in bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from relay.core.catalog import Rendered
+from relay.core.evaluate import Compiled, Context, Evaluation, compile_features
+
+FIELDS = ("appName", "environment", "userId", "sessionId", "remoteAddress")
+DEFAULT_APP = "frontend-api"
+DEFAULT_ENVIRONMENT = "default"
+
+MAX_COMPILED = 256
+MAX_COMPILED_BYTES = 256 * 1024 * 1024
+"""Compiled scopes kept, counted by the bytes of the answers they came from (a compiled
+form takes a few times its source's bytes)."""
+MAX_ANSWERS = 100_000
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+Fields = dict[str, str]
+
+
+def _text(value: object) -> str | None:
+    """A context value as its text, as JavaScript's ``String`` writes it; None is absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Fields, Fields]:
+    """A query's ``(fields, properties)``: ``properties[name]=value`` and unknown keys are
+    properties; a key given twice counts once, first wins (as ``qs`` would make it a list,
+    which no constraint matches)."""
+    fields: Fields = {}
+    rest: Fields = {}
+    given: Fields = {}
+    for key, value in pairs:
+        if key in FIELDS:
+            fields.setdefault(key, value)
+        elif key.startswith("properties[") and key.endswith("]"):
+            given.setdefault(key[11:-1], value)
+        else:
+            rest.setdefault(key, value)
+    return fields, rest | given
+
+
+def from_body(
+    fields: Mapping[str, object],
+    extra: Mapping[str, object],
+    properties: Mapping[str, object] | None,
+) -> tuple[Fields, Fields]:
+    """A ``POST`` body's context as ``(fields, properties)``, values as text."""
+    known = {k: t for k in FIELDS if (t := _text(fields.get(k))) is not None}
+    merged = {**extra, **(properties or {})}
+    return known, {k: t for k, v in merged.items() if (t := _text(v)) is not None}
+
+
+def context_of(
+    fields: Fields,
+    properties: Fields,
+    caller: str | None,
+    now: datetime,
+    session: Callable[[], str] = lambda: secrets.token_hex(18),
+) -> Context:
+    """The context evaluated: empty fields absent, the caller's address and a fresh
+    session where none was given (Unleash's ``enrichContextWithIp``)."""
+
+    def field(name: str) -> str | None:
+        return fields.get(name) or None
+
+    return Context(
+        app_name=field("appName") or DEFAULT_APP,
+        environment=field("environment") or DEFAULT_ENVIRONMENT,
+        user_id=field("userId"),
+        session_id=field("sessionId") or session(),
+        remote_address=field("remoteAddress") or caller,
+        current_time=now,
+        properties=properties,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    body: bytes
+    etag: str
+
+
+class Scoped:
+    """One scope's flags compiled, and each flag's toggle rendered once per outcome."""
+
+    __slots__ = ("cacheable", "compiled", "fragments", "size")
+
+    def __init__(self, rendered: Rendered) -> None:
+        self.compiled: Compiled = compile_features(json.loads(rendered.body))
+        self.cacheable = not self.compiled.varies
+        self.fragments: dict[tuple[Any, ...], bytes] = {}
+        self.size = len(rendered.body)
+
+    def answer(self, context: Context, everything: bool) -> Answer:
+        parts = [
+            self._fragment(evaluation)
+            for evaluation in self.compiled.evaluate(context)
+            if everything or evaluation.enabled
+        ]
+        body = b'{"toggles":[' + b",".join(parts) + b"]}"
+        return Answer(body, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+
+    def one(self, context: Context, name: str) -> bytes | None:
+        evaluation = self.compiled.evaluate_one(name, context)
+        return None if evaluation is None else self._fragment(evaluation)
+
+    def _fragment(self, evaluation: Evaluation) -> bytes:
+        variant = evaluation.variant
+        payload = variant.payload
+        key = (
+            evaluation.name,
+            evaluation.enabled,
+            variant.name,
+            variant.enabled,
+            variant.feature_enabled,
+            None if payload is None else (payload["type"], payload["value"]),
+        )
+        found = self.fragments.get(key)
+        if found is None:
+            found = self.fragments[key] = _toggle(evaluation)
+        return found
+
+
+def _toggle(evaluation: Evaluation) -> bytes:
+    variant = evaluation.variant
+    shown: dict[str, Any] = {"name": variant.name, "enabled": variant.enabled}
+    if variant.payload is not None:
+        shown["payload"] = {"type": variant.payload["type"], "value": variant.payload["value"]}
+    shown["feature_enabled"] = shown["featureEnabled"] = variant.feature_enabled
+    toggle = {
+        "name": evaluation.name,
+        "enabled": evaluation.enabled,
+        "variant": shown,
+        "impressionData": evaluation.impression_data,
+    }
+    return json.dumps(toggle, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Frontends:
+    """Compiled scopes by ETag, and the answers that cannot change, both least recently
+    used first out and bounded in bytes."""
+
+    def __init__(
+        self,
+        most_compiled: int = MAX_COMPILED,
+        compiled_bytes: int = MAX_COMPILED_BYTES,
+        most_answers: int = MAX_ANSWERS,
+        answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        self._scoped: OrderedDict[str, Scoped] = OrderedDict()
+        self._scoped_bytes = 0
+        self._answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        self._answers_bytes = 0
+        self._limits = (most_compiled, compiled_bytes, most_answers, answer_bytes)
+        self.hits = 0
+        self.misses = 0
+
+    def scoped(self, rendered: Rendered) -> Scoped:
+        found = self._scoped.get(rendered.etag)
+        if found is not None:
+            self._scoped.move_to_end(rendered.etag)
+            return found
+        found = self._scoped[rendered.etag] = Scoped(rendered)
+        self._scoped_bytes += found.size
+        most, most_bytes = self._limits[:2]
+        while len(self._scoped) > 1 and (
+            len(self._scoped) > most or self._scoped_bytes > most_bytes
+        ):
+            self._scoped_bytes -= self._scoped.popitem(last=False)[1].size
+        return found
+
+    def answer(self, rendered: Rendered, context: Context, everything: bool) -> Answer:
+        scoped = self.scoped(rendered)
+        if not scoped.cacheable:
+            return scoped.answer(context, everything)
+        key = (rendered.etag, everything, _identity(context))
+        found = self._answers.get(key)
+        if found is not None:
+            self.hits += 1
+            self._answers.move_to_end(key)
+            return found
+        self.misses += 1
+        found = self._answers[key] = scoped.answer(context, everything)
+        self._answers_bytes += _size(found)
+        most, most_bytes = self._limits[2:]
+        while self._answers and (
+            len(self._answers) > most or self._answers_bytes > most_bytes
+        ):
+            self._answers_bytes -= _size(self._answers.popitem(last=False)[1])
+        return found
+
+    @property
+    def held(self) -> int:
+        """Bytes held: sources of the compiled scopes, and answers kept."""
+        return self._scoped_bytes + self._answers_bytes
+
+
+def _identity(context: Context) -> tuple[Any, ...]:
+    """What of a context can decide an answer that reads neither clock nor chance."""
+    return (
+        context.app_name,
+        context.environment,
+        context.user_id,
+        context.session_id,
+        context.remote_address,
+        tuple(sorted(context.properties.items())),
+    )
+
+
+def _size(answer: Answer) -> int:
+    return len(answer.body) + 200  # the key and the entry's own overhead
