@@ -118,14 +118,14 @@ def _test(
             stickiness = params.get("stickiness") or "default"
             group = params.get("groupId", flag)
             return _rollout(rollout, group, rollout_stickiness(stickiness, randrange)), (
-                f"{stickiness} is outside the {rollout}% rollout"
+                f"{stickiness} is absent or outside the {rollout}% rollout"
             )
         case "gradualRolloutUserId" | "gradualRolloutSessionId":
             percentage = _percentage(params, "percentage")
             field = "userId" if name == "gradualRolloutUserId" else "sessionId"
             group_id = params.get("groupId")
             check = never if group_id is None else _rollout(percentage, group_id, getter(field))
-            return check, f"{field} is outside the {percentage}% rollout"
+            return check, f"{field} is absent or outside the {percentage}% rollout"
         case "gradualRolloutRandom":
             return _random(_percentage(params, "percentage"), randrange), "outside the random %"
         case "remoteAddress":
