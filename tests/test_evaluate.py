@@ -42,7 +42,7 @@ DOCUMENT = {
 
 def _reason(name: str, **context: Any) -> str:
     compiled = compile_features(DOCUMENT, hostname="here")
-    found = compiled.evaluate_one(name, Context(current_time=NOW, **context))
+    found = compiled.evaluate_one(name, Context(current_time=NOW, **context), explain=True)
     assert found is not None
     return str(found.reason)
 
@@ -71,7 +71,7 @@ def test_a_reason_is_structured_for_programs() -> None:
     found = compiled.evaluate_one("beta", Context(current_time=NOW, user_id="bob"))
     assert found is not None and found.enabled
     assert (found.reason.decision, found.reason.strategy) == (Decision.MATCHED, 2)
-    missed = compiled.evaluate_one("beta", Context(current_time=NOW))
+    missed = compiled.evaluate_one("beta", Context(current_time=NOW), explain=True)
     assert missed is not None and missed.reason.decision is Decision.NO_MATCH
     first = missed.reason.misses[0]
     assert (first.strategy, first.constraint, first.context_name, first.operator) == (

@@ -1,9 +1,9 @@
 """A client features document compiled once per revision, and evaluated per context.
 
 Every answer a flag can give is built at compile time (one ``Evaluation`` per strategy and
-variant, per dependency failure, per miss), so an evaluation walks the compiled checks and
-hands back one of those: no JSON is read and, but for a flag with several strategies that
-none matched, nothing is allocated.
+variant, per dependency failure), so an evaluation walks the compiled checks and hands back
+one of those: no JSON is read and nothing is allocated. Only ``explain`` (the playground)
+builds a reason per call, naming each strategy's miss.
 """
 
 from __future__ import annotations
@@ -11,23 +11,21 @@ from __future__ import annotations
 import random
 import socket
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
+from relay.core.evaluate.constraints import Check
 from relay.core.evaluate.context import Context, Random
 from relay.core.evaluate.outcome import (
     DISABLED,
     DISABLED_ON,
     Decision,
     Evaluation,
-    Miss,
     Reason,
     Variant,
 )
 from relay.core.evaluate.strategies import Rule, compile_rule, compile_segments
 from relay.core.evaluate.variants import NONE, VariantSet, compile_variants
-
-_MEMO = 256  # answers kept per flag for combinations of misses (several strategies, none matched)
 
 
 def _answers(
@@ -43,9 +41,10 @@ def _answers(
 
 @dataclass(slots=True, eq=False)
 class _Strategy:
-    rule: Rule
-    variants: VariantSet | None
+    checks: tuple[Check, ...]  # its constraints', then its own test (see Rule)
+    variants: VariantSet | None  # its own, else the flag's
     matched: tuple[Evaluation, ...]
+    rule: Rule
 
 
 @dataclass(slots=True, eq=False)
@@ -75,8 +74,8 @@ class _Flag:
     variants: VariantSet | None
     off: Evaluation
     unconditional: tuple[Evaluation, ...]  # on with no strategy, per variant
+    unmatched: Evaluation  # no strategy matched (the misses left out: see explain)
     dependencies: tuple[_Dependency, ...] = ()
-    missed: dict[tuple[Miss, ...], Evaluation] = field(default_factory=dict)
 
     def evaluate(self, context: Context) -> Evaluation:
         if not self.enabled:
@@ -87,24 +86,23 @@ class _Flag:
         if not self.strategies:
             variants = self.variants
             return self.unconditional[NONE if variants is None else variants.choose(context)]
-        misses = []
         for strategy in self.strategies:
-            miss = strategy.rule.miss(context)
-            if miss is None:
-                variants = strategy.variants or self.variants
+            for check in strategy.checks:
+                if not check(context):
+                    break
+            else:
+                variants = strategy.variants
                 return strategy.matched[NONE if variants is None else variants.choose(context)]
-            misses.append(miss)
-        return self._missed(tuple(misses))
+        return self.unmatched
 
-    def _missed(self, misses: tuple[Miss, ...]) -> Evaluation:
-        found = self.missed.get(misses)
-        if found is None:
-            off = self.off
-            reason = Reason(Decision.NO_MATCH, misses=misses)
-            found = Evaluation(off.name, off.project, False, DISABLED, off.impression_data, reason)
-            if len(self.missed) < _MEMO:
-                self.missed[misses] = found
-        return found
+    def explain(self, context: Context) -> Evaluation:
+        """``evaluate``, with each strategy's miss when none matched (what the playground
+        shows; it costs a list and two objects, which the Frontend API does without)."""
+        found = self.evaluate(context)
+        if found is not self.unmatched:
+            return found
+        misses = tuple(m for s in self.strategies if (m := s.rule.miss(context)) is not None)
+        return replace(found, reason=Reason(Decision.NO_MATCH, misses=misses))
 
 
 def _compile_flag(
@@ -121,10 +119,12 @@ def _compile_flag(
         rule = compile_rule(raw, position, name, segments, hostname, randrange)
         reason = Reason(Decision.MATCHED, position, str(raw.get("name")))
         matched = _answers(flag, True, reason, variants or own)
-        strategies.append(_Strategy(rule, variants, matched))
+        strategies.append(_Strategy(rule.all_checks(), variants or own, matched, rule))
     off = _answers(flag, False, Reason(Decision.OFF), None)[NONE]
     unconditional = _answers(flag, True, Reason(Decision.NO_STRATEGIES), own)
-    return _Flag(name, flag.get("enabled") is True, tuple(strategies), own, off, unconditional)
+    unmatched = _answers(flag, False, Reason(Decision.NO_MATCH), None)[NONE]
+    enabled = flag.get("enabled") is True
+    return _Flag(name, enabled, tuple(strategies), own, off, unconditional, unmatched)
 
 
 def _first_stickiness(flag: Mapping[str, Any]) -> str | None:
@@ -167,14 +167,21 @@ class Compiled:
     flags: tuple[_Flag, ...]
     by_name: Mapping[str, _Flag]
 
-    def evaluate(self, context: Context) -> list[Evaluation]:
-        """Every flag, in the document's order."""
+    def evaluate(self, context: Context, *, explain: bool = False) -> list[Evaluation]:
+        """Every flag, in the document's order. ``explain`` fills a flag's reason with each
+        strategy's miss when none matched (else the reason only says none did)."""
+        if explain:
+            return [flag.explain(context) for flag in self.flags]
         return [flag.evaluate(context) for flag in self.flags]
 
-    def evaluate_one(self, name: str, context: Context) -> Evaluation | None:
+    def evaluate_one(
+        self, name: str, context: Context, *, explain: bool = False
+    ) -> Evaluation | None:
         """One flag; None when the document (or the restriction) has no flag of that name."""
         flag = self.by_name.get(name)
-        return None if flag is None else flag.evaluate(context)
+        if flag is None:
+            return None
+        return flag.explain(context) if explain else flag.evaluate(context)
 
     def restrict(self, projects: Collection[str] | None) -> Compiled:
         """Only the flags of ``projects`` (None: all of them)."""

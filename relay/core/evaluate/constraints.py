@@ -46,6 +46,10 @@ _FLOAT = re.compile(
 )
 
 
+_KNOWN = 256
+_UNSEEN: Any = object()
+
+
 def never(context: Context) -> bool:
     return False
 
@@ -163,15 +167,25 @@ def _date(
 
 
 def _semver(read: Getter, order: Order | None, value: str, inverted: bool) -> Check:
+    """A context's version is parsed once per distinct value (apps have few versions): up to
+    ``_KNOWN`` of them are remembered per constraint, each at most 64 characters."""
     version = semver(value)
     if order is None or version is None:
         return never
     target = version.precedence
+    known: dict[str, tuple[Any, ...] | None] = {}
 
     def check(context: Context) -> bool:
         found = read(context)
-        parsed = None if found is None else semver(found)
-        return (parsed is not None and order(parsed.precedence, target)) != inverted
+        if found is None:
+            return inverted
+        key = known.get(found, _UNSEEN)
+        if key is _UNSEEN:
+            parsed = semver(found)
+            key = None if parsed is None else parsed.precedence
+            if len(known) < _KNOWN and len(found) <= 64:
+                known[found] = key
+        return (key is not None and order(key, target)) != inverted
 
     return check
 

@@ -41,6 +41,11 @@ class Rule:
     test: Check | None  # None: the strategy matches whoever passes its constraints
     test_miss: Miss
 
+    def all_checks(self) -> tuple[Check, ...]:
+        """The checks in order, the strategy's own test last: what a match needs."""
+        own = () if self.test is None else (self.test,)
+        return (*(check for check, _ in self.checks), *own)
+
     def miss(self, context: Context) -> Miss | None:
         for check, miss in self.checks:
             if not check(context):
