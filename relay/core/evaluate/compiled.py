@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import socket
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +32,7 @@ def _answers(
     flag: Mapping[str, Any], enabled: bool, reason: Reason, variants: VariantSet | None
 ) -> tuple[Evaluation, ...]:
     """One evaluation per variant of ``variants``, then (index ``NONE``) one without."""
-    name, project = str(flag["name"]), str(flag.get("project") or "default")
+    name, project = str(flag.get("name", "")), str(flag.get("project") or "default")
     impression = flag.get("impressionData") is True
     chosen: list[Variant] = list(variants.variants) if variants is not None else []
     chosen.append(DISABLED_ON if enabled else DISABLED)
@@ -97,7 +97,9 @@ class _Flag:
 
     def explain(self, context: Context) -> Evaluation:
         """``evaluate``, with each strategy's miss when none matched (what the playground
-        shows; it costs a list and two objects, which the Frontend API does without)."""
+        shows; it costs a list and two objects, which the Frontend API does without). The
+        misses are found by a second pass: a strategy left to chance (random stickiness,
+        ``gradualRolloutRandom``) may draw differently there and then not be listed."""
         found = self.evaluate(context)
         if found is not self.unmatched:
             return found
@@ -108,7 +110,7 @@ class _Flag:
 def _compile_flag(
     flag: Mapping[str, Any], segments: Mapping[int, Any], hostname: str, randrange: Random
 ) -> _Flag:
-    name = str(flag["name"])
+    name = str(flag.get("name", ""))
     own = compile_variants(flag.get("variants") or (), name, _first_stickiness(flag), randrange)
     strategies = []
     for position, raw in enumerate(flag.get("strategies") or (), start=1):
@@ -190,9 +192,6 @@ class Compiled:
         wanted = set(projects)
         flags = tuple(f for f in self.flags if f.off.project in wanted)
         return Compiled(flags, {f.name: f for f in flags})
-
-    def __iter__(self) -> Iterator[str]:
-        return (flag.name for flag in self.flags)
 
 
 def compile_features(
