@@ -7,6 +7,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from relay.core.evaluate import Context, Decision, compile_features
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -93,6 +95,11 @@ def test_dates_are_compared_with_the_callers_clock() -> None:
     later = Context(current_time=NOW + timedelta(seconds=1))
     assert [e.enabled for e in compiled.evaluate(before)] == [False]
     assert [e.enabled for e in compiled.evaluate(later)] == [True]
+
+
+def test_a_clock_without_an_offset_is_refused() -> None:
+    with pytest.raises(ValueError, match="offset"):
+        Context(current_time=datetime(2026, 3, 1, 12, 0))
 
 
 def test_application_hostname_compares_the_host_name_given() -> None:

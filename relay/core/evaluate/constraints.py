@@ -8,7 +8,9 @@ operators and ``REGEX``); a regular expression matches anywhere in the value. Wh
 evaluated (an unknown operator, a ``value`` that does not parse as its operator needs, a
 ``v``-prefixed SemVer) makes the constraint false whatever ``inverted`` says, as the Node SDK
 does; yggdrasil turns the whole flag off instead. An expression RE2 refuses never matches
-(before inversion), as in both.
+(before inversion), as in both. A context's number is read as Rust reads it (yggdrasil);
+a date in a property (not ``currentTime``) must be RFC 3339 to the second or millisecond,
+as a constraint's own date.
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ class Context:
     remote_address: str | None = None
     properties: Mapping[str, str] = field(default_factory=lambda: _NO_PROPERTIES)
 
+    def __post_init__(self) -> None:
+        if self.current_time.utcoffset() is None:  # it would not compare with a date's
+            raise ValueError("a context's current_time must carry its offset (aware)")
+
 
 def _current_time(context: Context) -> str:
     """``currentTime`` as text, for the rare constraint that reads it as a string."""
