@@ -202,7 +202,8 @@ def _value_problem(op: str, value: str) -> str | None:
     if op.startswith("NUM_"):
         return None if number(value) is not None else f"{op} needs a decimal number, not {shown}"
     if op.startswith("DATE_"):
-        return None if date_time(value) else f"{op} needs an RFC 3339 date-time, not {shown}"
+        valid = date_time(value) is not None
+        return None if valid else f"{op} needs an RFC 3339 date-time, not {shown}"
     if op.startswith("SEMVER_"):
         return None if semver(value) else f"{op} needs a SemVer version, not {shown}"
     if op != "REGEX":
