@@ -50,7 +50,7 @@ def inline_segments(client_spec: str | None) -> bool:
         )
     major, minor, patch, prerelease = version
     release = (major, minor, patch)
-    return release < SEGMENTS_SPEC or (release == SEGMENTS_SPEC and prerelease)
+    return release < SEGMENTS_SPEC or (release == SEGMENTS_SPEC and bool(prerelease))
 
 
 def projects_of(granted: Iterable[str], asked: Iterable[str]) -> tuple[str, ...] | None:

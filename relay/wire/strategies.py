@@ -21,7 +21,7 @@ import math
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import re2  # type: ignore[import-untyped]
 from pydantic import (
@@ -67,15 +67,46 @@ _SEMVER = re.compile(
 )
 
 
-def semver(value: str) -> tuple[int, int, int, bool] | None:
-    """(major, minor, patch, is a pre-release) of a strict SemVer, else None."""
+class SemVer(NamedTuple):
+    """A strict SemVer's parts; ``precedence`` orders versions as SemVer 2.0.0 does (build
+    metadata ignored, a pre-release before its release, numeric identifiers before others)."""
+
+    major: int
+    minor: int
+    patch: int
+    prerelease: tuple[str, ...]
+
+    @property
+    def precedence(self) -> tuple[Any, ...]:
+        identifiers = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.prerelease)
+        return self.major, self.minor, self.patch, not self.prerelease, identifiers
+
+
+def semver(value: str) -> SemVer | None:
+    """The parts of a strict SemVer, else None (what node-semver's strict parser takes)."""
     found = _SEMVER.match(value) if len(value) <= _SEMVER_LENGTH else None
     if found is None or max(len(found[i]) for i in (1, 2, 3)) > len(str(_SAFE_INTEGER)):
         return None
     major, minor, patch = int(found[1]), int(found[2]), int(found[3])
     if max(major, minor, patch) > _SAFE_INTEGER:
         return None
-    return major, minor, patch, found[4] is not None
+    return SemVer(major, minor, patch, tuple(found[4].split(".")) if found[4] else ())
+
+
+def number(value: str) -> float | None:
+    """A constraint's decimal number as every SDK reads it, else None."""
+    parsed = float(value) if _NUMBER.fullmatch(value) else math.nan
+    return parsed if math.isfinite(parsed) else None
+
+
+def date_time(value: str) -> datetime | None:
+    """An RFC 3339 date-time with its offset (to the second or the millisecond), else None."""
+    if _DATE_TIME.fullmatch(value) is None:
+        return None
+    try:  # a real day and time (no 02-30, no 24:00, no leap second), within years 1 to 9999
+        return datetime.fromisoformat(value).astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
 
 
 class Operator(StrEnum):
@@ -169,10 +200,10 @@ def _value_problem(op: str, value: str) -> str | None:
     """Why the SDKs could not read ``value`` for ``op``; None when they all can."""
     shown = repr(value[:40])
     if op.startswith("NUM_"):
-        number = float(value) if _NUMBER.fullmatch(value) else math.nan
-        return None if math.isfinite(number) else f"{op} needs a decimal number, not {shown}"
+        return None if number(value) is not None else f"{op} needs a decimal number, not {shown}"
     if op.startswith("DATE_"):
-        return None if _date_time(value) else f"{op} needs an RFC 3339 date-time, not {shown}"
+        valid = date_time(value) is not None
+        return None if valid else f"{op} needs an RFC 3339 date-time, not {shown}"
     if op.startswith("SEMVER_"):
         return None if semver(value) else f"{op} needs a SemVer version, not {shown}"
     if op != "REGEX":
@@ -182,16 +213,6 @@ def _value_problem(op: str, value: str) -> str | None:
     except re2.error as exc:
         return f"REGEX needs a valid RE2 regular expression: {exc.args[0].decode(errors='replace')}"
     return None
-
-
-def _date_time(value: str) -> bool:
-    if _DATE_TIME.fullmatch(value) is None:
-        return False
-    try:  # a real day and time (no 02-30, no 24:00, no leap second), within years 1 to 9999
-        datetime.fromisoformat(value).astimezone(UTC)
-    except (ValueError, OverflowError):
-        return False
-    return True
 
 
 class VariantPayload(Strict):

@@ -1,0 +1,219 @@
+"""A client features document compiled once per revision, and evaluated per context.
+
+Every answer a flag can give is built at compile time (one ``Evaluation`` per strategy and
+variant, per dependency failure), so an evaluation walks the compiled checks and hands back
+one of those: no JSON is read and nothing is allocated. Only ``explain`` (the playground)
+builds a reason per call, naming each strategy's miss.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from relay.core.evaluate.constraints import Check
+from relay.core.evaluate.context import Context, Random
+from relay.core.evaluate.outcome import (
+    DISABLED,
+    DISABLED_ON,
+    Decision,
+    Evaluation,
+    Reason,
+    Variant,
+)
+from relay.core.evaluate.strategies import Rule, compile_rule, compile_segments
+from relay.core.evaluate.variants import NONE, VariantSet, compile_variants
+
+
+def _answers(
+    flag: Mapping[str, Any], enabled: bool, reason: Reason, variants: VariantSet | None
+) -> tuple[Evaluation, ...]:
+    """One evaluation per variant of ``variants``, then (index ``NONE``) one without."""
+    name, project = str(flag.get("name", "")), str(flag.get("project") or "default")
+    impression = flag.get("impressionData") is True
+    chosen: list[Variant] = list(variants.variants) if variants is not None else []
+    chosen.append(DISABLED_ON if enabled else DISABLED)
+    return tuple(Evaluation(name, project, enabled, v, impression, reason) for v in chosen)
+
+
+@dataclass(slots=True, eq=False)
+class _Strategy:
+    checks: tuple[Check, ...]  # its constraints', then its own test (see Rule)
+    variants: VariantSet | None  # its own, else the flag's
+    matched: tuple[Evaluation, ...]
+    rule: Rule
+
+
+@dataclass(slots=True, eq=False)
+class _Dependency:
+    parent: _Flag | None
+    enabled: bool
+    variants: frozenset[str]
+    failed: Evaluation  # the child's answer when this dependency is not satisfied
+
+    def satisfied(self, context: Context) -> bool:
+        parent = self.parent
+        if parent is None or parent.dependencies:
+            return False  # missing, or transitive (the SDKs do not follow chains)
+        answer = parent.evaluate(context)
+        if not self.enabled:
+            return not answer.enabled
+        if self.variants:
+            return answer.enabled and answer.variant.name in self.variants
+        return answer.enabled
+
+
+@dataclass(slots=True, eq=False)
+class _Flag:
+    name: str
+    enabled: bool
+    strategies: tuple[_Strategy, ...]
+    variants: VariantSet | None
+    off: Evaluation
+    unconditional: tuple[Evaluation, ...]  # on with no strategy, per variant
+    unmatched: Evaluation  # no strategy matched (the misses left out: see explain)
+    dependencies: tuple[_Dependency, ...] = ()
+
+    def evaluate(self, context: Context) -> Evaluation:
+        if not self.enabled:
+            return self.off
+        for dependency in self.dependencies:
+            if not dependency.satisfied(context):
+                return dependency.failed
+        if not self.strategies:
+            variants = self.variants
+            return self.unconditional[NONE if variants is None else variants.choose(context)]
+        for strategy in self.strategies:
+            for check in strategy.checks:
+                if not check(context):
+                    break
+            else:
+                variants = strategy.variants
+                return strategy.matched[NONE if variants is None else variants.choose(context)]
+        return self.unmatched
+
+    def explain(self, context: Context) -> Evaluation:
+        """``evaluate``, with each strategy's miss when none matched (what the playground
+        shows; it costs a list and two objects, which the Frontend API does without). The
+        misses are found by a second pass: a strategy left to chance (random stickiness,
+        ``gradualRolloutRandom``) may draw differently there and then not be listed."""
+        found = self.evaluate(context)
+        if found is not self.unmatched:
+            return found
+        misses = tuple(m for s in self.strategies if (m := s.rule.miss(context)) is not None)
+        return replace(found, reason=Reason(Decision.NO_MATCH, misses=misses))
+
+
+def _compile_flag(
+    flag: Mapping[str, Any], segments: Mapping[int, Any], hostname: str, randrange: Random
+) -> _Flag:
+    name = str(flag.get("name", ""))
+    own = compile_variants(flag.get("variants") or (), name, _first_stickiness(flag), randrange)
+    strategies = []
+    for position, raw in enumerate(flag.get("strategies") or (), start=1):
+        params = raw.get("parameters") or {}
+        group = str(params.get("groupId", name))
+        stickiness = params.get("stickiness")
+        variants = compile_variants(raw.get("variants") or (), group, stickiness, randrange)
+        rule = compile_rule(raw, position, name, segments, hostname, randrange)
+        reason = Reason(Decision.MATCHED, position, str(raw.get("name")))
+        matched = _answers(flag, True, reason, variants or own)
+        strategies.append(_Strategy(rule.all_checks(), variants or own, matched, rule))
+    off = _answers(flag, False, Reason(Decision.OFF), None)[NONE]
+    unconditional = _answers(flag, True, Reason(Decision.NO_STRATEGIES), own)
+    unmatched = _answers(flag, False, Reason(Decision.NO_MATCH), None)[NONE]
+    enabled = flag.get("enabled") is True
+    return _Flag(name, enabled, tuple(strategies), own, off, unconditional, unmatched)
+
+
+def _first_stickiness(flag: Mapping[str, Any]) -> str | None:
+    variants = flag.get("variants") or ()
+    return str(variants[0].get("stickiness") or "default") if variants else None
+
+
+def _link(flag: _Flag, raw: Mapping[str, Any], flags: Mapping[str, _Flag]) -> None:
+    """Resolves ``dependencies`` to the parents' compiled flags (all compiled by now)."""
+    dependencies = []
+    for dependency in raw.get("dependencies") or ():
+        parent_name = str(dependency.get("feature"))
+        parent = flags.get(parent_name)
+        enabled = dependency.get("enabled") is not False
+        variants = frozenset(str(v) for v in dependency.get("variants") or ())
+        detail = _dependency_detail(parent, enabled, variants)
+        reason = Reason(Decision.PARENT, parent=parent_name, detail=detail)
+        failed = _answers(raw, False, reason, None)[NONE]
+        dependencies.append(_Dependency(parent, enabled, variants, failed))
+    flag.dependencies = tuple(dependencies)
+
+
+def _dependency_detail(parent: _Flag | None, enabled: bool, variants: frozenset[str]) -> str:
+    if parent is None:
+        return "does not exist"
+    if parent.dependencies:
+        return "has dependencies of its own (not followed)"
+    if not enabled:
+        return "is enabled, and must not be"
+    if variants:
+        return f"is not enabled with one of the variants {', '.join(sorted(variants))}"
+    return "is not enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A document's flags, ready to evaluate. ``restrict`` narrows it to some projects (a
+    frontend key's); parents are still found in the whole document."""
+
+    flags: tuple[_Flag, ...]
+    by_name: Mapping[str, _Flag]
+
+    def evaluate(self, context: Context, *, explain: bool = False) -> list[Evaluation]:
+        """Every flag, in the document's order. ``explain`` fills a flag's reason with each
+        strategy's miss when none matched (else the reason only says none did)."""
+        if explain:
+            return [flag.explain(context) for flag in self.flags]
+        return [flag.evaluate(context) for flag in self.flags]
+
+    def evaluate_one(
+        self, name: str, context: Context, *, explain: bool = False
+    ) -> Evaluation | None:
+        """One flag; None when the document (or the restriction) has no flag of that name."""
+        flag = self.by_name.get(name)
+        if flag is None:
+            return None
+        return flag.explain(context) if explain else flag.evaluate(context)
+
+    def restrict(self, projects: Collection[str] | None) -> Compiled:
+        """Only the flags of ``projects`` (None: all of them)."""
+        if projects is None:
+            return self
+        wanted = set(projects)
+        flags = tuple(f for f in self.flags if f.off.project in wanted)
+        return Compiled(flags, {f.name: f for f in flags})
+
+
+def compile_features(
+    document: Mapping[str, Any],
+    *,
+    hostname: str | None = None,
+    rng: random.Random | None = None,
+) -> Compiled:
+    """Compiles the client features format (``GET /api/client/features``: segments as ids in
+    a top-level ``segments`` list, or inlined as constraints), once per revision.
+
+    ``hostname`` is what ``applicationHostname`` compares (default: this machine's,
+    ``socket.gethostname()``, read here once); ``rng`` is the random source of
+    ``gradualRolloutRandom`` and of random stickiness (inject a seeded one in tests). A
+    document partly understood still compiles (see the modules' docstrings for each rule).
+    """
+    host = socket.gethostname() if hostname is None else hostname
+    randrange = (rng or random.Random()).randrange
+    segments = compile_segments(document.get("segments") or ())
+    raw_flags: Sequence[Mapping[str, Any]] = document.get("features") or ()
+    flags = tuple(_compile_flag(f, segments, host, randrange) for f in raw_flags)
+    by_name = {flag.name: flag for flag in flags}
+    for flag, raw in zip(flags, raw_flags, strict=True):
+        _link(flag, raw, by_name)
+    return Compiled(flags, by_name)

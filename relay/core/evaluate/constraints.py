@@ -1,0 +1,240 @@
+"""Constraints compiled into checks: the value parsed once (numbers, dates, SemVer, RE2,
+networks), the context field resolved once, inversion folded in.
+
+The rules are yggdrasil's (the engine of the Python, Ruby, .NET... SDKs), which pass the
+client specification: a missing context value fails every operator but ``NOT_IN`` (before
+inversion); ``IN``/``NOT_IN`` compare exactly (``caseInsensitive`` applies to the ``STR_*``
+operators and ``REGEX``); a regular expression matches anywhere in the value. What cannot be
+evaluated (an unknown operator, a ``value`` that does not parse as its operator needs, a
+``v``-prefixed SemVer) makes the constraint false whatever ``inverted`` says, as the Node SDK
+does; yggdrasil turns the whole flag off instead. An expression RE2 refuses never matches
+(before inversion), as in both. A context's number is read as Rust reads it (yggdrasil);
+a date in a property (not ``currentTime``) must be RFC 3339 to the second or millisecond,
+as a constraint's own date.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import operator
+import re
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+from relay.core.evaluate.context import Context, Getter, getter
+from relay.wire.strategies import date_time, number, semver
+
+Check = Callable[[Context], bool]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+Order = Callable[[Any, Any], bool]
+
+_ORDER: dict[str, Order] = {
+    "GT": operator.gt,
+    "GTE": operator.ge,
+    "LT": operator.lt,
+    "LTE": operator.le,
+    "EQ": operator.eq,
+}
+_DATE_ORDER: dict[str, Order] = {"AFTER": operator.gt, "BEFORE": operator.lt}
+# what Rust's f64::from_str reads (yggdrasil parses a context value so): no spaces, no "_"
+_FLOAT = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.I
+)
+
+
+_KNOWN = 256
+_UNSEEN: Any = object()
+
+
+def never(context: Context) -> bool:
+    return False
+
+
+def compile_constraint(raw: Mapping[str, Any]) -> Check:
+    """One constraint of the client features format as a check of a context."""
+    name = str(raw.get("contextName", ""))
+    op = str(raw.get("operator", ""))
+    inverted = raw.get("inverted") is True
+    case_insensitive = raw.get("caseInsensitive") is True
+    values = [str(v) for v in raw.get("values") or ()]
+    value = raw.get("value")
+    read = getter(name)
+    if op in ("IN", "NOT_IN"):
+        return _membership(read, frozenset(values), op == "NOT_IN", inverted)
+    if op.startswith("STR_"):
+        return _text(read, op, values, case_insensitive, inverted)
+    if op == "IN_CIDR":
+        return _networks(read, values, inverted)
+    if not isinstance(value, str):
+        return never
+    if op.startswith("NUM_"):
+        return _number(read, _ORDER.get(op[4:]), number(value), inverted)
+    if op.startswith("DATE_"):
+        return _date(read, name, _DATE_ORDER.get(op[5:]), date_time(value), inverted)
+    if op.startswith("SEMVER_"):
+        return _semver(read, _ORDER.get(op[7:]), value, inverted)
+    if op == "REGEX":
+        return _regex(read, value, case_insensitive, inverted)
+    return never
+
+
+def _membership(read: Getter, values: frozenset[str], negated: bool, inverted: bool) -> Check:
+    flip = negated != inverted
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        if found is None:
+            return negated != inverted  # only NOT_IN holds for a missing value
+        return (found in values) != flip
+
+    return check
+
+
+def _text(
+    read: Getter, op: str, values: list[str], case_insensitive: bool, inverted: bool
+) -> Check:
+    wanted = tuple(v.lower() for v in values) if case_insensitive else tuple(values)
+    test: Callable[[str], bool]
+    if op == "STR_STARTS_WITH":
+        test = operator.methodcaller("startswith", wanted)
+    elif op == "STR_ENDS_WITH":
+        test = operator.methodcaller("endswith", wanted)
+    elif op == "STR_CONTAINS":
+
+        def test(found: str) -> bool:
+            return any(w in found for w in wanted)
+
+    else:
+        return never
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        if found is None:
+            return inverted
+        return test(found.lower() if case_insensitive else found) != inverted
+
+    return check
+
+
+def _context_number(found: str) -> float:
+    return float(found) if _FLOAT.fullmatch(found) else math.nan
+
+
+def _equal(a: float, b: float) -> bool:
+    return abs(a - b) < sys.float_info.epsilon  # as yggdrasil compares
+
+
+def _number(read: Getter, order: Order | None, target: float | None, inverted: bool) -> Check:
+    if order is None or target is None:
+        return never
+    compare = _equal if order is operator.eq else order
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        parsed = math.nan if found is None else _context_number(found)
+        return compare(parsed, target) != inverted  # NaN compares false
+
+    return check
+
+
+def _date(
+    read: Getter,
+    name: str,
+    order: Order | None,
+    target: datetime | None,
+    inverted: bool,
+) -> Check:
+    """``currentTime`` is the caller's clock as given; any other field is parsed."""
+    if order is None or target is None:
+        return never
+    if name == "currentTime":
+
+        def clock(context: Context) -> bool:
+            return order(context.current_time, target) != inverted
+
+        return clock
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        moment = None if found is None else date_time(found)
+        return (moment is not None and order(moment, target)) != inverted
+
+    return check
+
+
+def _semver(read: Getter, order: Order | None, value: str, inverted: bool) -> Check:
+    """A context's version is parsed once per distinct value (apps have few versions): up to
+    ``_KNOWN`` of them are remembered per constraint, each at most 64 characters."""
+    version = semver(value)
+    if order is None or version is None:
+        return never
+    target = version.precedence
+    known: dict[str, tuple[Any, ...] | None] = {}
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        if found is None:
+            return inverted
+        key = known.get(found, _UNSEEN)
+        if key is _UNSEEN:
+            parsed = semver(found)
+            key = None if parsed is None else parsed.precedence
+            if len(known) < _KNOWN and len(found) <= 64:
+                known[found] = key
+        return (key is not None and order(key, target)) != inverted
+
+    return check
+
+
+def _regex(read: Getter, pattern: str, case_insensitive: bool, inverted: bool) -> Check:
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not case_insensitive
+    try:
+        search = re2.compile(pattern, options).search
+    except re2.error:
+        return lambda context: inverted
+
+    def check(context: Context) -> bool:
+        found = read(context)
+        return (found is not None and search(found) is not None) != inverted
+
+    return check
+
+
+def network(text: str) -> Network | None:
+    """An address or a CIDR block (host bits allowed, as the SDKs take them), else None."""
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        return None
+
+
+def address_in(networks: tuple[Network, ...]) -> Callable[[str | None], bool]:
+    """Whether an address (as text) is in one of ``networks``."""
+
+    def inside(found: str | None) -> bool:
+        if found is None or not networks:
+            return False
+        try:
+            address = ipaddress.ip_address(found)
+        except ValueError:
+            return False
+        return any(address in net for net in networks)
+
+    return inside
+
+
+def _networks(read: Getter, values: list[str], inverted: bool) -> Check:
+    inside = address_in(tuple(n for n in map(network, values) if n is not None))
+
+    def check(context: Context) -> bool:
+        return inside(read(context)) != inverted
+
+    return check

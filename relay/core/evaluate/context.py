@@ -1,0 +1,100 @@
+"""The context a flag is evaluated for, and how a constraint's ``contextName`` or a
+stickiness reads it (resolved once at compile time into a getter).
+
+``current_time`` is the server's clock, given by the caller: a caller's own ``currentTime``
+is never trusted (Unleash 8.2 does the same), so date constraints cannot be steered by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from operator import attrgetter
+from types import MappingProxyType
+
+Getter = Callable[["Context"], str | None]
+Random = Callable[[int, int], int]  # randrange(start, stop): the injectable random source
+
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Who and where a flag is evaluated for. An absent field is None (an empty ``userId``
+    or ``sessionId`` from a request is the caller's to turn into None, as Unleash does)."""
+
+    current_time: datetime
+    app_name: str | None = None
+    environment: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    remote_address: str | None = None
+    properties: Mapping[str, str] = field(default_factory=lambda: _NO_PROPERTIES)
+
+    def __post_init__(self) -> None:
+        if self.current_time.utcoffset() is None:  # it would not compare with a date's
+            raise ValueError("a context's current_time must carry its offset (aware)")
+
+
+def _current_time(context: Context) -> str:
+    """``currentTime`` as text, for the rare constraint that reads it as a string."""
+    moment = context.current_time.astimezone(UTC).isoformat(timespec="milliseconds")
+    return moment.replace("+00:00", "Z")
+
+
+_FIELDS: dict[str, Getter] = {
+    "userId": attrgetter("user_id"),
+    "sessionId": attrgetter("session_id"),
+    "remoteAddress": attrgetter("remote_address"),
+    "appName": attrgetter("app_name"),
+    "environment": attrgetter("environment"),
+    "currentTime": _current_time,
+}
+
+
+def getter(context_name: str) -> Getter:
+    """What ``contextName`` reads: a field of the context, else ``properties[contextName]``."""
+    found = _FIELDS.get(context_name)
+    if found is not None:
+        return found
+
+    def read_property(context: Context) -> str | None:
+        return context.properties.get(context_name)
+
+    return read_property
+
+
+def rollout_stickiness(stickiness: str, randrange: Random) -> Getter:
+    """The value a ``flexibleRollout`` hashes: ``default`` is userId, then sessionId, then a
+    random number (as yggdrasil, 1 to 9999); ``random`` is always random; any other reads
+    that field or property (absent: the strategy does not match)."""
+
+    def random_value(context: Context) -> str:
+        return str(randrange(1, 10000))
+
+    if stickiness == "random":
+        return random_value
+    if stickiness != "default":
+        return getter(stickiness)
+
+    def default(context: Context) -> str:
+        if context.user_id is not None:
+            return context.user_id
+        if context.session_id is not None:
+            return context.session_id
+        return random_value(context)
+
+    return default
+
+
+def variant_stickiness(stickiness: str | None) -> Getter:
+    """The value a variant's weight is chosen by: ``default`` (or none) is userId, then
+    sessionId; any other reads that field or property. None means random (the caller's)."""
+    if stickiness is not None and stickiness != "default":
+        return getter(stickiness)
+
+    def default(context: Context) -> str | None:
+        return context.user_id if context.user_id is not None else context.session_id
+
+    return default
