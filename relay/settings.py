@@ -10,15 +10,12 @@ chart's ``config`` schema from them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
-    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -26,52 +23,17 @@ from pydantic_settings import (
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.logs import LogFormat
+from relay.settings_usage import CommaList, Mode, Usage, usage
+
+__all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-class Mode(enum.StrEnum):
-    """The user-facing names of the two modes; in code their parts are ``central`` and
-    ``edge`` (``relay.central``, ``relay.edge``)."""
-
-    CENTRAL = "standalone"
-    EDGE = "relay"
-
-
 class SqliteSynchronous(enum.StrEnum):
     FULL = "FULL"
     NORMAL = "NORMAL"
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What a setting's description leaves out, for the model's checks and the docs.
-
-    Annotated on a field (``Annotated[float, Usage(Mode.EDGE)]``); a field without one
-    applies in both modes, is optional, and is documented by its description alone.
-    """
-
-    mode: Mode | None = None  # the only mode the setting applies in
-    required: bool = False  # in that mode (a start-up error without it)
-    secret: bool = False  # may hold keys or a password: better the environment than a file
-    note: str | None = None  # more for the example files' comment, after the description
-    example: object = None  # the value config/*.toml shows for no default; a dict: per mode
-
-
-def usage(field: FieldInfo) -> Usage:
-    """The field's Usage; the default one (both modes, optional) when it has none."""
-    return next((m for m in field.metadata if isinstance(m, Usage)), Usage())
-
-
-def _comma_list(value: Any) -> Any:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
-
-
-# A list given as one comma-separated string (in the environment or on the command line)
-CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
 
 
 class Settings(BaseSettings):
