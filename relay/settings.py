@@ -99,6 +99,12 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Client keys (project:environment.secret) created at start when absent",
     )
+    init_frontend_api_tokens: Annotated[
+        CommaList, Usage(Mode.CENTRAL, note="Public by design: shipped in browser code")
+    ] = Field(
+        default_factory=list,
+        description="Frontend keys (project:environment.secret) created at start when absent",
+    )
     upstream_url: Annotated[
         str | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
     ] = Field(None, description="Relay: base URL of the central service, without /api")
@@ -120,6 +126,12 @@ class Settings(BaseSettings):
     ] = Field(
         default_factory=list,
         description="Relay: SDK keys accepted without asking upstream; comma-separated",
+    )
+    frontend_tokens: Annotated[
+        CommaList, Usage(Mode.EDGE, note="Public by design: shipped in browser code")
+    ] = Field(
+        default_factory=list,
+        description="Relay: frontend keys accepted without asking upstream; comma-separated",
     )
     flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"

@@ -34,7 +34,8 @@ class Route:
     handler: Handler
     summary: str
     tag: str
-    auth: KeyType | None = None
+    auth: frozenset[KeyType] | None = None
+    """The key types the route accepts (``relay.api.auth``); None: no key needed."""
     body: type[BaseModel] | None = None
     responses: Mapping[int, type[BaseModel] | None] = field(default_factory=dict)
     """Success statuses and their body models; error statuses are added from ``auth``/``body``."""
@@ -65,7 +66,7 @@ def _checked(route: Route) -> Handler:
         return inner
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        if required is not None:
+        if required:
             request[PRINCIPAL] = await authenticate(request, required)
         for name in parameters:
             _check_parameter(name, request.match_info[name])
