@@ -242,9 +242,18 @@ class Settings(BaseSettings):
     auth_failure_window: float = Field(
         60.0, gt=0, description="Seconds over which auth_failure_limit refills"
     )
-    cors_origins: CommaList = Field(
+    cors_origins: Annotated[
+        CommaList, Usage(note="Not the frontend paths: frontend_cors_origins is theirs")
+    ] = Field(
         default_factory=list,
         description="Browser origins allowed by CORS, comma-separated; empty: CORS off",
+    )
+    frontend_cors_origins: Annotated[
+        CommaList, Usage(note="The frontend keys are public: any origin is Unleash's default")
+    ] = Field(
+        default_factory=lambda: ["*"],
+        description="Origins allowed by CORS on /api/frontend and /api/proxy (*: any);"
+        " empty: no CORS there",
     )
     idempotency_ttl: float = Field(
         24 * 3600.0, gt=0, description="Seconds an Idempotency-Key is remembered"
