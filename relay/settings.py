@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.logs import LogFormat
-from relay.settings_usage import CommaList, Mode, Usage, usage
+from relay.settings_usage import CommaList, Mode, NetworkList, Usage, usage
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
@@ -248,6 +248,18 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Browser origins allowed by CORS, comma-separated; empty: CORS off",
     )
+    trust_proxy: bool = Field(
+        False,
+        description="Take the caller's address from X-Forwarded-For (or Forwarded) when the"
+        " peer is one of proxy_trusted_servers",
+    )
+    proxy_trusted_servers: Annotated[
+        NetworkList, Usage(note="Required with trust_proxy, e.g. 10.0.0.0/8 in a cluster")
+    ] = Field(
+        default_factory=list,
+        description="Reverse proxies' IPs and CIDRs, comma-separated, whose forwarded addresses"
+        " are believed",
+    )
     frontend_cors_origins: Annotated[
         CommaList, Usage(note="The frontend keys are public: any origin is Unleash's default")
     ] = Field(
@@ -303,6 +315,9 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.database_url is not None:
             check_database_url(self.database_url)
+        if self.trust_proxy and not self.proxy_trusted_servers:
+            # trusting every peer would let any caller choose its address
+            raise ValueError("trust_proxy needs proxy_trusted_servers (the proxies' IPs/CIDRs)")
         for name, field in type(self).model_fields.items():
             needs = usage(field)
             if needs.required and needs.mode is self.mode and getattr(self, name) is None:

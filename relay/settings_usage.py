@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import enum
+import ipaddress
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 from pydantic.fields import FieldInfo
 from pydantic_settings import NoDecode
 
@@ -49,3 +50,16 @@ def _comma_list(value: Any) -> Any:
 
 # A list given as one comma-separated string (in the environment or on the command line)
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
+
+
+def _networks(value: list[str]) -> list[str]:
+    for item in value:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ValueError(f"{item!r} is not an IP address or CIDR") from None
+    return value
+
+
+# IP addresses and CIDRs, comma-separated
+NetworkList = Annotated[CommaList, AfterValidator(_networks)]

@@ -17,6 +17,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
+from relay.api.client_address import PROXY_TRUST, ProxyTrust
 from relay.api.connections import open_files, write_in_slices
 from relay.api.cors import POLICIES, api_policy, cors_headers, cors_middleware, frontend_policy
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
@@ -38,6 +39,7 @@ def new_application(settings: Settings) -> web.Application:
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[PROXY_TRUST] = ProxyTrust.of(settings.trust_proxy, settings.proxy_trusted_servers)
     app[POLICIES] = (
         frontend_policy(settings.frontend_cors_origins),
         api_policy(settings.cors_origins),

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from aiohttp import web
 
+from relay.api.client_address import caller_address
 from relay.api.errors import AuthenticationRequired, NoAccessError, TooManyRequests
 from relay.api.state import AUTH_FAILURES, KEY_RESOLVER
 from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
@@ -55,7 +56,7 @@ async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Princ
     if not unknown:
         return found
     budget = request.app[AUTH_FAILURES]
-    address = client_address(request.remote)
+    address = client_address(caller_address(request))
     try:
         budget.spend(address, len(unknown))
     except TooManyRequests:
