@@ -6,6 +6,7 @@ into the same durable ingest as every other count."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -13,10 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth, raw
+from conftest import (
+    ADMIN_KEY,
+    DEV_KEY,
+    MakeClient,
+    assert_error,
+    auth,
+    raw,
+    relay_settings,
+    standalone_settings,
+)
 from fake_upstream import FakeUpstream
 from service import eventually, running
 from test_cli import relay
+from test_web import csrf, page, sign_in
+
+from relay.app import build_app
 
 FRONTEND_KEY = "default:development.frontend-secret-for-tests-0123456789"
 WRONG_TYPE = "invalid token: expected a different token type for this endpoint"
@@ -141,6 +154,44 @@ async def test_a_relay_learns_a_frontend_key_from_its_upstream(
     ]
     assert counted == [(6, 2)]  # both posts, carried upstream once
 
+
+
+async def test_the_web_page_makes_frontend_keys(client: Any) -> None:
+    await sign_in(client)
+    html = await page(client, "/keys")
+    assert "<option>frontend</option>" in html
+    made = await client.post(
+        "/keys",
+        data={
+            "csrf": csrf(html),
+            "type": "frontend",
+            "environment": "development",
+            "project": "default",
+            "name": "shop-web",
+        },
+    )
+    created = await made.text()
+    assert made.status == 201, created
+    secret = re.search(r'value="(default:development\.[0-9a-f]{64})"', created)
+    assert secret, created
+    await check_key_types(client, secret.group(1), DEV_KEY, ADMIN_KEY)
+
+
+async def test_a_relay_learns_a_frontend_key_from_a_standalone_upstream(
+    aiohttp_server: Any, aiohttp_client: Any, tmp_path: Path
+) -> None:
+    settings = standalone_settings(tmp_path / "central", init_frontend_api_tokens=[FRONTEND_KEY])
+    central = await aiohttp_server(build_app(settings))
+    central_client = await aiohttp_client(central)
+    url = str(central.make_url("")).rstrip("/")
+    relay_app = build_app(relay_settings(tmp_path / "relay", url, client_tokens=[]))
+    at_relay = await aiohttp_client(relay_app)
+    await check_key_types(at_relay, FRONTEND_KEY, DEV_KEY)
+
+    async def stored() -> bool:
+        return [(r["yes"], r["no"]) for r in await raw(central_client, "banner")] == [(6, 2)]
+
+    await eventually(stored, "the browser's counts stored upstream, once")
 
 @pytest.mark.process
 def test_keys_create_frontend_command(tmp_path: Path) -> None:
