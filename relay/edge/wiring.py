@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import client, validate
+from relay.api import client, frontend_metrics, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -124,7 +124,11 @@ def build(settings: Settings, worker: int) -> web.Application:
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer, IngestGate(reserve, db).admit), hop=hop)
-    resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
+    configured = {
+        KeyType.CLIENT: settings.client_tokens,
+        KeyType.FRONTEND: settings.frontend_tokens,
+    }
+    resolver = SdkKeyResolver(configured, upstream, settings.key_cache_ttl)
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
@@ -222,6 +226,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
     routes = [
         *client.ROUTES,
+        *frontend_metrics.ROUTES,
         *flag_api.ROUTES,
         *reporter_routes,
         *passthrough.ROUTES,
