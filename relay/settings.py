@@ -10,15 +10,12 @@ chart's ``config`` schema from them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
-    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -26,52 +23,17 @@ from pydantic_settings import (
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.logs import LogFormat
+from relay.settings_usage import CommaList, Mode, NetworkList, Usage, usage
+
+__all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-class Mode(enum.StrEnum):
-    """The user-facing names of the two modes; in code their parts are ``central`` and
-    ``edge`` (``relay.central``, ``relay.edge``)."""
-
-    CENTRAL = "standalone"
-    EDGE = "relay"
-
-
 class SqliteSynchronous(enum.StrEnum):
     FULL = "FULL"
     NORMAL = "NORMAL"
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What a setting's description leaves out, for the model's checks and the docs.
-
-    Annotated on a field (``Annotated[float, Usage(Mode.EDGE)]``); a field without one
-    applies in both modes, is optional, and is documented by its description alone.
-    """
-
-    mode: Mode | None = None  # the only mode the setting applies in
-    required: bool = False  # in that mode (a start-up error without it)
-    secret: bool = False  # may hold keys or a password: better the environment than a file
-    note: str | None = None  # more for the example files' comment, after the description
-    example: object = None  # the value config/*.toml shows for no default; a dict: per mode
-
-
-def usage(field: FieldInfo) -> Usage:
-    """The field's Usage; the default one (both modes, optional) when it has none."""
-    return next((m for m in field.metadata if isinstance(m, Usage)), Usage())
-
-
-def _comma_list(value: Any) -> Any:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
-
-
-# A list given as one comma-separated string (in the environment or on the command line)
-CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
 
 
 class Settings(BaseSettings):
@@ -137,6 +99,12 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Client keys (project:environment.secret) created at start when absent",
     )
+    init_frontend_api_tokens: Annotated[
+        CommaList, Usage(Mode.CENTRAL, note="Public by design: shipped in browser code")
+    ] = Field(
+        default_factory=list,
+        description="Frontend keys (project:environment.secret) created at start when absent",
+    )
     upstream_url: Annotated[
         str | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
     ] = Field(None, description="Relay: base URL of the central service, without /api")
@@ -158,6 +126,12 @@ class Settings(BaseSettings):
     ] = Field(
         default_factory=list,
         description="Relay: SDK keys accepted without asking upstream; comma-separated",
+    )
+    frontend_tokens: Annotated[
+        CommaList, Usage(Mode.EDGE, note="Public by design: shipped in browser code")
+    ] = Field(
+        default_factory=list,
+        description="Relay: frontend keys accepted without asking upstream; comma-separated",
     )
     flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
@@ -268,9 +242,33 @@ class Settings(BaseSettings):
     auth_failure_window: float = Field(
         60.0, gt=0, description="Seconds over which auth_failure_limit refills"
     )
-    cors_origins: CommaList = Field(
+    cors_origins: Annotated[
+        CommaList, Usage(note="Not the frontend paths: frontend_cors_origins is theirs")
+    ] = Field(
         default_factory=list,
         description="Browser origins allowed by CORS, comma-separated; empty: CORS off",
+    )
+    trust_proxy: bool = Field(
+        False,
+        description="Take the caller's address from X-Forwarded-For (or Forwarded) when the"
+        " peer is one of proxy_trusted_servers",
+    )
+    proxy_trusted_servers: Annotated[
+        NetworkList, Usage(note="Required with trust_proxy, e.g. 10.0.0.0/8 in a cluster")
+    ] = Field(
+        default_factory=list,
+        description="Reverse proxies' IPs and CIDRs, comma-separated, whose forwarded addresses"
+        " are believed",
+    )
+    disable_all_endpoint: bool = Field(
+        False, description="No /api/frontend/all nor /api/proxy/all (Edge's --disable-all-endpoint)"
+    )
+    frontend_cors_origins: Annotated[
+        CommaList, Usage(note="The frontend keys are public: any origin is Unleash's default")
+    ] = Field(
+        default_factory=lambda: ["*"],
+        description="Origins allowed by CORS on /api/frontend and /api/proxy (*: any);"
+        " empty: no CORS there",
     )
     idempotency_ttl: float = Field(
         24 * 3600.0, gt=0, description="Seconds an Idempotency-Key is remembered"
@@ -320,6 +318,9 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.database_url is not None:
             check_database_url(self.database_url)
+        if self.trust_proxy and not self.proxy_trusted_servers:
+            # trusting every peer would let any caller choose its address
+            raise ValueError("trust_proxy needs proxy_trusted_servers (the proxies' IPs/CIDRs)")
         for name, field in type(self).model_fields.items():
             needs = usage(field)
             if needs.required and needs.mode is self.mode and getattr(self, name) is None:

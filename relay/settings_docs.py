@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
-from relay.settings import Mode, Settings, usage
+from relay.settings import Settings
+from relay.settings_usage import Mode, usage
 
 README = Path("README.md")
 VALUES_SCHEMA = Path("helm/relay/values.schema.json")

@@ -43,6 +43,7 @@ class FakeUpstream:
     def __init__(self, valid_keys: dict[str, str] | None = None) -> None:
         """``valid_keys``: key -> environment, answered by ``/edge/validate``."""
         self.valid_keys = valid_keys or {}
+        self.key_types: dict[str, str] = {}  # key -> type /edge/validate answers (client)
         self.script: list[Answer] = []
         self.default = Answer()
         self.received: list[Received] = []
@@ -122,7 +123,7 @@ class FakeUpstream:
         valid = [
             {
                 "token": t,
-                "type": "client",
+                "type": self.key_types.get(t, "client"),
                 "projects": ["default"],
                 "environment": self.valid_keys[t],
             }

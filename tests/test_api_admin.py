@@ -241,7 +241,8 @@ async def test_api_token_validation(client: Any) -> None:
     for body in (
         {"type": "client"},
         {"type": "client", "environment": "nope"},
-        {"type": "frontend", "environment": "development"},
+        {"type": "frontend"},  # frontend keys are made (issue 21), with an environment
+        {"type": "personal", "environment": "development"},
     ):
         response = await admin_post(client, "/api/admin/api-tokens", body)
         assert response.status == 400, body

@@ -21,12 +21,14 @@ PROD_FRONT_KEY = "default:production.front-secret-for-tests-0123456789"
 
 
 def iso(delta: timedelta) -> str:
-    return (datetime.now(UTC) + delta).isoformat().replace("+00:00", "Z")
+    return (datetime.now(UTC) + delta).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 async def build(client: Any) -> None:
     """Flags of every kind the tests read, in project default's development."""
     await ok(client, "POST", "/api/admin/projects", {"id": "other", "name": "other"}, 201)
+    env = {"environment": "development"}
+    await ok(client, "POST", "/api/admin/projects/other/environments", env)
     for name in ("on", "off", "vip", "half", "by-plan", "later", "here", "colours"):
         await create_flag(client, name)
     await create_flag(client, "elsewhere", project="other")
@@ -36,14 +38,23 @@ async def build(client: Any) -> None:
     plan = {"contextName": "plan", "operator": "IN", "values": ["gold"]}
     await add_strategy(client, "by-plan", {"name": "default", "constraints": [plan]})
     # the server's clock decides: a caller's currentTime is only a property
-    future = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": iso(timedelta(days=3650))}
+    future = {
+        "contextName": "currentTime",
+        "operator": "DATE_AFTER",
+        "value": iso(timedelta(days=3650)),
+    }
     await add_strategy(client, "later", {"name": "default", "constraints": [future]})
     here = {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.1"}}
     await add_strategy(client, "here", here)
     colours = rollout(100, stickiness="userId", groupId="colours")
     colours["variants"] = [
-        {"name": "blue", "weight": 1000, "weightType": "variable", "stickiness": "userId",
-         "payload": {"type": "string", "value": "#00f"}},
+        {
+            "name": "blue",
+            "weight": 1000,
+            "weightType": "variable",
+            "stickiness": "userId",
+            "payload": {"type": "string", "value": "#00f"},
+        },
     ]
     await add_strategy(client, "colours", colours)
     for name in ("on", "vip", "half", "by-plan", "later", "here", "colours"):
@@ -52,10 +63,10 @@ async def build(client: Any) -> None:
 
 async def frontend(
     client: Any, query: str = "", key: str = FRONT_KEY, path: str = "/api/frontend", **kw: Any
-) -> tuple[int, Any, dict[str, str]]:
+) -> tuple[int, Any, Any]:
     response = await client.get(f"{path}{query}", headers=auth(key) | kw.pop("headers", {}))
     raw = await response.read()
-    return response.status, (await response.json() if raw else None), dict(response.headers)
+    return response.status, (await response.json() if raw else None), response.headers
 
 
 def names(body: dict[str, Any]) -> set[str]:
@@ -90,7 +101,10 @@ async def test_enabled_flags_for_a_context(standalone: Any) -> None:
     }
     plain = next(t for t in body["toggles"] if t["name"] == "on")
     assert plain["variant"] == {
-        "name": "disabled", "enabled": False, "feature_enabled": True, "featureEnabled": True
+        "name": "disabled",
+        "enabled": False,
+        "feature_enabled": True,
+        "featureEnabled": True,
     }
     _, bob, _ = await frontend(standalone, "?userId=bob&sessionId=s1")
     assert "vip" not in names(bob)
@@ -192,7 +206,9 @@ async def test_bad_contexts_are_400(standalone: Any, body: Any) -> None:
 
 async def test_keys_of_other_types_are_refused(standalone: Any) -> None:
     assert (await frontend(standalone, key=DEV_KEY))[0] in (401, 403)
-    assert (await frontend(standalone, key="default:development.unknown-0123456789abcdef"))[0] == 401
+    assert (await frontend(standalone, key="default:development.unknown-0123456789abcdef"))[
+        0
+    ] == 401
 
 
 # --- relay mode: a frontend key's flags come from the copy of a client key's ---
@@ -229,10 +245,12 @@ async def test_a_relay_evaluates_its_upstreams_flags_through_an_outage(
 async def test_a_relay_without_a_client_key_for_the_environment_says_so(
     make_relay: Any, upstream: FakeUpstream
 ) -> None:
-    relay = await make_relay(frontend_tokens=[FRONT_KEY, PROD_FRONT_KEY], client_tokens=[DEV_KEY],
-                             upstream_tokens=[DEV_KEY])
+    relay = await make_relay(
+        frontend_tokens=[FRONT_KEY, PROD_FRONT_KEY],
+        client_tokens=[DEV_KEY],
+        upstream_tokens=[DEV_KEY],
+    )
     assert (await frontend(relay))[0] == 200
     status, body, _ = await frontend(relay, key=PROD_FRONT_KEY)
     assert status == 403
     assert "production" in body["message"]
-

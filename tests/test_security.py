@@ -104,7 +104,7 @@ class FrontendKeysUpstream(FakeUpstream):
                 "tokens": [
                     {
                         "token": t,
-                        "type": "frontend",
+                        "type": t.split(".")[1].split("-")[0],  # "frontend", "weird"
                         "projects": ["*"],
                         "environment": "development",
                     }
@@ -130,13 +130,15 @@ async def test_frontend_and_unknown_key_types_are_refused(
             }
         )
         client = await aiohttp_client(build_app(settings))
-        response = await client.post(
-            "/api/client/metrics/bulk",
-            json=bulk([metric(yes=1)]),
-            headers=auth("default:development.a-frontend-key-123456"),
-        )
-        assert response.status == 401
-        assert_error(await response.json(), "AuthenticationRequired")
+        for key, status, name in (
+            ("default:development.frontend-key-123456", 403, "NoAccessError"),  # as Unleash
+            ("default:development.weird-key-123456", 401, "AuthenticationRequired"),
+        ):
+            response = await client.post(
+                "/api/client/metrics/bulk", json=bulk([metric(yes=1)]), headers=auth(key)
+            )
+            assert response.status == status
+            assert_error(await response.json(), name)
     finally:
         await fake.close()
 

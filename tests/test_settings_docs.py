@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from relay.cli import main
-from relay.settings import Mode, Settings, usage
+from relay.settings import Settings
 from relay.settings_docs import documents, stale, toml_value
+from relay.settings_usage import Mode, usage
 
 ROOT = Path(__file__).parent.parent
 DOCUMENTS = sorted(documents(ROOT))

@@ -17,8 +17,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
+from relay.api.client_address import PROXY_TRUST, ProxyTrust
 from relay.api.connections import open_files, write_in_slices
-from relay.api.cors import cors_middleware
+from relay.api.cors import POLICIES, api_policy, cors_headers, cors_middleware, frontend_policy
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
@@ -29,9 +30,7 @@ from relay.settings import Settings
 
 def new_application(settings: Settings) -> web.Application:
     """An application not ready yet (``/ready`` answers 503 until ``READY`` is set)."""
-    middlewares: list[Middleware] = [observe]
-    if settings.cors_origins:
-        middlewares.append(cors_middleware(settings.cors_origins))
+    middlewares: list[Middleware] = [observe, cors_middleware()]
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=middlewares,
@@ -40,10 +39,16 @@ def new_application(settings: Settings) -> web.Application:
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[PROXY_TRUST] = ProxyTrust.of(settings.trust_proxy, settings.proxy_trusted_servers)
+    app[POLICIES] = (
+        frontend_policy(settings.frontend_cors_origins),
+        api_policy(settings.cors_origins),
+    )
     app[READY] = [False]
     app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
     app[STORAGE_TROUBLE] = OncePerSecond()
     app.on_response_prepare.append(common_headers)
+    app.on_response_prepare.append(cors_headers)
     app.on_response_prepare.append(write_in_slices)
     app.on_startup.append(open_files)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)

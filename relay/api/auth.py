@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from aiohttp import web
 
+from relay.api.client_address import caller_address
 from relay.api.errors import AuthenticationRequired, NoAccessError, TooManyRequests
 from relay.api.state import AUTH_FAILURES, KEY_RESOLVER
 from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
@@ -21,7 +22,15 @@ log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("principal", Principal)
 
 
-async def authenticate(request: web.Request, required: KeyType) -> Principal:
+ADMIN_KEYS = frozenset({KeyType.ADMIN})
+CLIENT_KEYS = frozenset({KeyType.CLIENT})
+FRONTEND_KEYS = frozenset({KeyType.FRONTEND})
+
+
+async def authenticate(request: web.Request, accepted: frozenset[KeyType]) -> Principal:
+    """The principal of the request's key, if its type is one the route accepts. As in
+    Unleash, a client key reaches only ``/api/client``, a frontend key only the frontend
+    paths (it is public: shipped in browser code), and an admin key only the admin API."""
     key = strip_scheme(request.headers.get("Authorization", ""))
     if not key:
         raise AuthenticationRequired(
@@ -31,13 +40,10 @@ async def authenticate(request: web.Request, required: KeyType) -> Principal:
     principal = (await identify(request, [key]))[key]
     if principal is None:
         raise AuthenticationRequired("The provided API token is invalid or has expired")
-    if principal.type is not required:
-        match required:
-            case KeyType.CLIENT:
-                message = "invalid token: expected a different token type for this endpoint"
-            case KeyType.ADMIN:
-                message = "You need an admin API token to perform this action"
-        raise NoAccessError(message)
+    if principal.type not in accepted:
+        if KeyType.ADMIN in accepted:
+            raise NoAccessError("You need an admin API token to perform this action")
+        raise NoAccessError("invalid token: expected a different token type for this endpoint")
     return principal
 
 
@@ -50,7 +56,7 @@ async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Princ
     if not unknown:
         return found
     budget = request.app[AUTH_FAILURES]
-    address = client_address(request.remote)
+    address = client_address(caller_address(request))
     try:
         budget.spend(address, len(unknown))
     except TooManyRequests:

@@ -7,7 +7,7 @@ import hashlib
 from aiohttp import web
 from pydantic import BaseModel
 
-from relay.api.auth import PRINCIPAL
+from relay.api.auth import CLIENT_KEYS, PRINCIPAL
 from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
@@ -49,18 +49,28 @@ def _idempotency(request: web.Request) -> IdempotencyKey | None:
     return IdempotencyKey(caller, key, fingerprint.hexdigest())
 
 
-def client_route(path: str, handler: Handler, summary: str, body: type[BaseModel]) -> Route:
-    """A POST of SDKs or relays with a client key, answered 202 once done."""
+def client_route(
+    path: str,
+    handler: Handler,
+    summary: str,
+    body: type[BaseModel],
+    keys: frozenset[KeyType] = CLIENT_KEYS,
+    tag: str = "client",
+    operation: str | None = None,
+) -> Route:
+    """A POST of SDKs or relays with a client key (or of browsers with a frontend key),
+    answered 202 once done."""
     return Route(
         "POST",
         path,
         handler,
         summary,
-        "client",
-        auth=KeyType.CLIENT,
+        tag,
+        auth=keys,
         body=body,
         responses={202: None},
         errors=(400, 401, 403, 413, 415, 422, 503),
+        operation=operation,
     )
 
 

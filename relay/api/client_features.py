@@ -17,12 +17,11 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 from prometheus_client import Counter
 
-from relay.api.auth import PRINCIPAL
+from relay.api.auth import CLIENT_KEYS, PRINCIPAL
 from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
 from relay.core.client_features import Catalog, Rendered, Scope, inline_segments, projects_of
 from relay.wire.client_features import ClientFeature, ClientFeatures
-from relay.wire.common import KeyType
 
 RENDERS = Counter(
     "relay_client_features_renders_total",
@@ -102,7 +101,7 @@ def routes(features: Handler, feature: Handler, errors: tuple[int, ...], where: 
             features,
             f"Feature flags for an SDK: the key's projects and environment (ETag, 304){where}",
             "client",
-            auth=KeyType.CLIENT,
+            auth=CLIENT_KEYS,
             responses={200: ClientFeatures, 304: None},
             errors=(400, *errors),
         ),
@@ -112,7 +111,7 @@ def routes(features: Handler, feature: Handler, errors: tuple[int, ...], where: 
             feature,
             f"One feature flag as an SDK gets it{where}",
             "client",
-            auth=KeyType.CLIENT,
+            auth=CLIENT_KEYS,
             responses={200: ClientFeature},
             errors=(400, 404, *errors),
         ),

@@ -16,15 +16,15 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from relay.api.auth import PRINCIPAL
+from relay.api.auth import FRONTEND_KEYS, PRINCIPAL
 from relay.api.body import read_json
+from relay.api.client_address import caller_address
 from relay.api.client_features import fresh
 from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
 from relay.api.state import FRONTEND_SOURCE, FRONTENDS
 from relay.core.evaluate import Context
 from relay.core.frontend import context_of, from_body, from_pairs
-from relay.wire.common import KeyType
 from relay.wire.frontend import FrontendRequest, Toggle, Toggles
 
 
@@ -38,7 +38,7 @@ async def _context(request: web.Request) -> Context:
         fields, properties = from_pairs(
             parse_qsl(request.rel_url.raw_query_string, keep_blank_values=True)
         )
-    return context_of(fields, properties, request.remote, datetime.now(UTC))
+    return context_of(fields, properties, caller_address(request), datetime.now(UTC))
 
 
 def _toggles(everything: bool) -> Handler:
@@ -88,10 +88,9 @@ def routes(all_endpoint: bool, errors: tuple[int, ...]) -> list[Route]:
                         method,
                         base + tail,
                         handler,
-                        summary + (" in the query" if method == "GET" else " in the body")
-                        + legacy,
+                        summary + (" in the query" if method == "GET" else " in the body") + legacy,
                         "frontend",
-                        auth=KeyType.FRONTEND,
+                        auth=FRONTEND_KEYS,
                         body=FrontendRequest if method == "POST" else None,
                         responses={200: model, 304: None} if model is Toggles else {200: model},
                         errors=(404, *errors) if model is Toggle else errors,

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import AbstractResource
 from pydantic import BaseModel
 
 from relay.api.auth import PRINCIPAL, authenticate
@@ -34,7 +35,8 @@ class Route:
     handler: Handler
     summary: str
     tag: str
-    auth: KeyType | None = None
+    auth: frozenset[KeyType] | None = None
+    """The key types the route accepts (``relay.api.auth``); None: no key needed."""
     body: type[BaseModel] | None = None
     responses: Mapping[int, type[BaseModel] | None] = field(default_factory=dict)
     """Success statuses and their body models; error statuses are added from ``auth``/``body``."""
@@ -43,20 +45,38 @@ class Route:
     """The OpenAPI ``operationId``; the handler's name when not given. Unique per document."""
 
     @property
+    def browser(self) -> bool:
+        """Called from web pages (a frontend key): answered with the frontend CORS policy
+        (``relay.api.cors``), its preflight without a key."""
+        return self.auth is not None and KeyType.FRONTEND in self.auth
+
+    @property
     def parameters(self) -> list[str]:
         """Names of the path parameters, ``{projectId}`` in the path."""
         return _PARAMETER.findall(self.path)
 
 
+BROWSER_RESOURCES = web.AppKey("browser_resources", set[AbstractResource])
+"""The paths of ``Route.browser`` routes, as the router resolves them."""
+
+
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
+    browser = app.setdefault(BROWSER_RESOURCES, set())
     for route in routes:
         # aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}``
         # (valid, 1..255 characters of anything) could be written but never read back (404).
         path = _PARAMETER.sub(r"{\1:[^/]+}", route.path)
         if route.method == "GET":  # and HEAD, as every HTTP server must (RFC 9110, 9.1)
-            app.router.add_get(path, _checked(route), expect_handler=_later)
+            added = app.router.add_get(path, _checked(route), expect_handler=_later)
         else:
-            app.router.add_route(route.method, path, _checked(route), expect_handler=_later)
+            added = app.router.add_route(
+                route.method, path, _checked(route), expect_handler=_later
+            )
+        if route.browser and added.resource not in browser:
+            # a browser asks first (a preflight, answered by relay.api.cors): the path
+            # must resolve for OPTIONS too, or the router answers 405 before anyone sees it
+            browser.add(app.router.add_route("OPTIONS", path, _options).resource)
+            browser.add(added.resource)
 
 
 def _checked(route: Route) -> Handler:
@@ -65,7 +85,7 @@ def _checked(route: Route) -> Handler:
         return inner
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        if required is not None:
+        if required:
             request[PRINCIPAL] = await authenticate(request, required)
         for name in parameters:
             _check_parameter(name, request.match_info[name])
@@ -82,6 +102,11 @@ def _check_parameter(name: str, value: str) -> None:
     raise BadDataError(
         f"Request validation failed: {message}", [ErrorDetail(path=path, message=message)]
     )
+
+
+async def _options(request: web.Request) -> web.Response:
+    """An OPTIONS that is no allowed preflight: nothing to say but no content."""
+    return web.Response(status=204)
 
 
 async def _later(request: web.Request) -> None:

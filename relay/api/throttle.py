@@ -9,9 +9,10 @@ it back: only invalid keys cost. An address whose budget is spent gets 429 with
 guess is never answered. Keys already known valid (``KeyResolver.known``) pass whatever the
 budget: a caller with a valid key is never slowed by others guessing from its address.
 
-The address is the socket's peer (``request.remote``): behind a reverse proxy every caller
-is the proxy (README, "Limits"). IPv6 addresses count per /64, the block a single host
-usually has. Each worker process counts on its own.
+The address is the caller's (``relay.api.client_address``): the socket's peer, or behind a
+trusted reverse proxy (``trust_proxy``) the address it forwarded, so callers behind one proxy
+do not share one budget (README, "Limits"). IPv6 addresses count per /64, the block a
+single host usually has. Each worker process counts on its own.
 """
 
 from __future__ import annotations

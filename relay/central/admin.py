@@ -11,6 +11,7 @@ from typing import Annotated
 from aiohttp import web
 from pydantic import BaseModel, Field, StrictInt, TypeAdapter
 
+from relay.api.auth import ADMIN_KEYS
 from relay.api.body import read_json
 from relay.api.errors import NotFoundError
 from relay.api.paging import CursorName, array_items, position, stream_page, whole
@@ -21,7 +22,6 @@ from relay.central.state import KEYS, PROJECTS, USAGE
 from relay.central.usage import Instance, Position
 from relay.core.domain import from_epoch, hour_start
 from relay.wire import admin as wire
-from relay.wire.common import KeyType
 from relay.wire.strategies import Strategy
 
 DEFAULT_HOURS_BACK = 48
@@ -222,7 +222,7 @@ def admin_route(
         handler,
         summary,
         "admin",
-        auth=KeyType.ADMIN,
+        auth=ADMIN_KEYS,
         body=body,
         responses=dict([ok]),
         errors=(401, 403, *errors),

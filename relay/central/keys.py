@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from relay.central.key_store import KeyRecord, KeyStore, new_key_id
@@ -26,7 +26,7 @@ class KeyService:
     async def issue(self, request: CreateApiKey) -> tuple[str, KeyRecord]:
         """A new random key: its secret (which exists only in the returned value) and its
         record. Every field given must hold: an admin key is for all environments and
-        projects, a client key's environment and projects must exist."""
+        projects, a client or frontend key's environment and projects must exist."""
         projects = tuple(request.projects)
         if request.project is not None:
             projects = (request.project,)
@@ -35,10 +35,10 @@ class KeyService:
                 environment = "*"
                 if request.environment not in (None, "*") or projects != ("*",):
                     raise InvalidInput("An admin key is for every environment and project (*)")
-            case KeyType.CLIENT:
+            case KeyType.CLIENT | KeyType.FRONTEND:
                 environment = request.environment or ""
                 if environment in ("", "*"):
-                    raise InvalidInput("A client key needs an environment")
+                    raise InvalidInput(f"A {request.type} key needs an environment")
                 if not await self._environments.environment_exists(environment):
                     raise InvalidInput(f"Environment {environment} does not exist")
                 for project in projects:
@@ -59,10 +59,10 @@ class KeyService:
         log.info("API key revoked", extra={"key": record.principal.display, "id": record.id})
         return record
 
-    async def ensure(self, admin: Sequence[str], client: Sequence[str]) -> int:
-        """Create configured keys that are absent (idempotent); returns how many were new."""
-        specs = [parse_key(k, KeyType.ADMIN) for k in admin]
-        specs += [parse_key(k, KeyType.CLIENT) for k in client]
+    async def ensure(self, configured: Mapping[KeyType, Sequence[str]]) -> int:
+        """Create configured keys (of each type) that are absent (idempotent); returns how
+        many were new."""
+        specs = [parse_key(k, type) for type, keys in configured.items() for k in keys]
         created = 0
         for spec in specs:
             if await self._store.add(spec):

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, frontend, validate
+from relay.api import client, frontend, frontend_metrics, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -53,6 +53,7 @@ from relay.store.metrics import INSTANCES_KEPT, MetricsStore
 from relay.store.postgres import PostgresDatabase
 from relay.store.sql import CENTRAL_SCHEMA, Database
 from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import KeyType
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +173,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, bound, "prune-impact"))
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
-    routes = [*client.ROUTES, *client_api.ROUTES, *admin.ROUTES, *admin_api.ROUTES, *edges.ROUTES]
-    routes += [*impact.ROUTES, *frontend.routes(not settings.disable_all_endpoint, (503,))]
+    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *admin.ROUTES]
+    routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
+    routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 
@@ -196,7 +198,13 @@ async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
 
 async def _provision_keys(keys: KeyService, settings: Settings) -> None:
     """Configured keys that are absent, and on an empty store the first-start keys (shown)."""
-    await keys.ensure(settings.init_admin_api_tokens, settings.init_client_api_tokens)
+    await keys.ensure(
+        {
+            KeyType.ADMIN: settings.init_admin_api_tokens,
+            KeyType.CLIENT: settings.init_client_api_tokens,
+            KeyType.FRONTEND: settings.init_frontend_api_tokens,
+        }
+    )
     _announce(await keys.bootstrap())
 
 

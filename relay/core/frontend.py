@@ -118,9 +118,10 @@ class Scoped:
     __slots__ = ("cacheable", "compiled", "fragments", "size")
 
     def __init__(self, rendered: Rendered) -> None:
-        self.compiled: Compiled = compile_features(json.loads(rendered.body))
-        self.cacheable = not self.compiled.varies
-        self.fragments: dict[tuple[Any, ...], bytes] = {}
+        document = json.loads(rendered.body)
+        self.compiled: Compiled = compile_features(document)
+        self.cacheable = not _varies(document)
+        self.fragments: dict[int, bytes] = {}
         self.size = len(rendered.body)
 
     def answer(self, context: Context, everything: bool) -> Answer:
@@ -137,19 +138,11 @@ class Scoped:
         return None if evaluation is None else self._fragment(evaluation)
 
     def _fragment(self, evaluation: Evaluation) -> bytes:
-        variant = evaluation.variant
-        payload = variant.payload
-        key = (
-            evaluation.name,
-            evaluation.enabled,
-            variant.name,
-            variant.enabled,
-            variant.feature_enabled,
-            None if payload is None else (payload["type"], payload["value"]),
-        )
-        found = self.fragments.get(key)
+        """Keyed by identity: the evaluator answers with evaluations it built when it
+        compiled (one per outcome), which live as long as ``compiled``."""
+        found = self.fragments.get(id(evaluation))
         if found is None:
-            found = self.fragments[key] = _toggle(evaluation)
+            found = self.fragments[id(evaluation)] = _toggle(evaluation)
         return found
 
 
@@ -215,9 +208,7 @@ class Frontends:
         found = self._answers[key] = scoped.answer(context, everything)
         self._answers_bytes += _size(found)
         most, most_bytes = self._limits[2:]
-        while self._answers and (
-            len(self._answers) > most or self._answers_bytes > most_bytes
-        ):
+        while self._answers and (len(self._answers) > most or self._answers_bytes > most_bytes):
             self._answers_bytes -= _size(self._answers.popitem(last=False)[1])
         return found
 
@@ -225,6 +216,26 @@ class Frontends:
     def held(self) -> int:
         """Bytes held: sources of the compiled scopes, and answers kept."""
         return self._scoped_bytes + self._answers_bytes
+
+
+def _varies(document: Any) -> bool:
+    """Whether an answer may differ for the same context: a flag reads the clock (a date
+    operator, or ``currentTime``) or chance (``gradualRolloutRandom``, random stickiness)."""
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if (
+                node.get("contextName") == "currentTime"
+                or str(node.get("operator", "")).startswith("DATE_")
+                or node.get("name") == "gradualRolloutRandom"
+                or node.get("stickiness") == "random"
+            ):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _identity(context: Context) -> tuple[Any, ...]:

@@ -104,9 +104,9 @@ def parse_key(key: str, type: KeyType) -> KeySpec:
     match type:
         case KeyType.ADMIN if (project, environment) != ("*", "*"):
             raise InvalidKey(f"{redact(key)}: an admin key has the form *:*.secret")
-        case KeyType.CLIENT if environment == "*":
-            raise InvalidKey(f"{redact(key)}: a client key needs one environment, not *")
-        case KeyType.ADMIN | KeyType.CLIENT:
+        case KeyType.CLIENT | KeyType.FRONTEND if environment == "*":
+            raise InvalidKey(f"{redact(key)}: a {type} key needs one environment, not *")
+        case KeyType.ADMIN | KeyType.CLIENT | KeyType.FRONTEND:
             pass
     projects = ("*",) if project in ("*", "[]") else (project,)
     return KeySpec(key, Principal(type, environment, projects, redact(key)))
@@ -117,7 +117,7 @@ def new_key(type: KeyType, environment: str, projects: tuple[str, ...]) -> KeySp
     match type:
         case KeyType.ADMIN:
             prefix, environment, projects = "*:*", "*", ("*",)
-        case KeyType.CLIENT:
+        case KeyType.CLIENT | KeyType.FRONTEND:
             project = projects[0] if len(projects) == 1 else "[]"
             prefix = f"{project}:{environment}"
     key = f"{prefix}.{secrets.token_hex(32)}"

@@ -56,10 +56,17 @@ V = TypeVar("V")
 
 
 class SdkKeyResolver:
-    def __init__(self, configured: Iterable[str], upstream: UpstreamClient, ttl: float) -> None:
+    def __init__(
+        self,
+        configured: Mapping[KeyType, Iterable[str]],
+        upstream: UpstreamClient,
+        ttl: float,
+    ) -> None:
+        """``configured``: the keys of each type accepted without asking the upstream."""
         self._configured = {
             hash_key(spec.secret): spec.principal
-            for spec in (parse_key(key, KeyType.CLIENT) for key in configured)
+            for type, keys in configured.items()
+            for spec in (parse_key(key, type) for key in keys)
         }
         self._upstream = upstream
         self._ttl = ttl

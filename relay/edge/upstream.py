@@ -9,10 +9,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import Annotated
 
 import aiohttp
 from prometheus_client import Histogram
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from relay.core.keys import Principal, redact
 from relay.wire.common import KeyType
@@ -66,7 +67,8 @@ class Forwarded:
 
 class _ValidatedKey(BaseModel):
     token: str
-    type: str
+    # Unleash's types in any case, ``backend`` for client; other types are kept as strings
+    type: Annotated[KeyType | str, Field(union_mode="left_to_right")]
     projects: list[str] = []
     environment: str | None = None  # Unleash leaves it out: it is in the key itself
 
@@ -75,7 +77,6 @@ class _ValidatedKeys(BaseModel):
     tokens: list[_ValidatedKey]
 
 
-_TYPES = {"client": KeyType.CLIENT, "backend": KeyType.CLIENT, "admin": KeyType.ADMIN}
 FLUSH_CONNECTIONS = 2  # the flusher sends one batch at a time
 
 
@@ -157,8 +158,7 @@ class UpstreamClient:
         asked = set(keys)
         valid = {}
         for found in answer.tokens:
-            kind = _TYPES.get(found.type)
-            if kind is not None and found.token in asked:
+            if isinstance(kind := found.type, KeyType) and found.token in asked:
                 environment = found.environment or _environment_of(found.token)
                 valid[found.token] = Principal(
                     kind, environment, tuple(found.projects), redact(found.token)

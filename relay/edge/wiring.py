@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import client, frontend, validate
+from relay.api import client, frontend, frontend_metrics, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -26,8 +26,8 @@ from relay.edge.buffer_monitor import BufferMonitor
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flag_cache import TICK, FlagCache
 from relay.edge.flag_store import FlagStore
-from relay.edge.frontend_flags import FrontendFlags
 from relay.edge.flusher import Flusher
+from relay.edge.frontend_flags import FrontendFlags
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.outbox import SqliteOutbox
 from relay.edge.reporter import REPORT_BOUNDS, Reporter
@@ -126,7 +126,11 @@ def build(settings: Settings, worker: int) -> web.Application:
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
     app[INGEST] = Ingest(ShardedBuffer(own, buffer, IngestGate(reserve, db).admit), hop=hop)
-    resolver = SdkKeyResolver(settings.client_tokens, upstream, settings.key_cache_ttl)
+    configured = {
+        KeyType.CLIENT: settings.client_tokens,
+        KeyType.FRONTEND: settings.frontend_tokens,
+    }
+    resolver = SdkKeyResolver(configured, upstream, settings.key_cache_ttl)
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
@@ -144,7 +148,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
-    app[FRONTEND_SOURCE] = FrontendFlags(flags, [*settings.client_tokens, *settings.upstream_tokens])
+    app[FRONTEND_SOURCE] = FrontendFlags(flags, settings.client_tokens + settings.upstream_tokens)
     app[FRONTENDS] = Frontends()
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
@@ -226,6 +230,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
     routes = [
         *client.ROUTES,
+        *frontend_metrics.ROUTES,
         *flag_api.ROUTES,
         *frontend.routes(not settings.disable_all_endpoint, (403, 503)),
         *reporter_routes,

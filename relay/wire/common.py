@@ -94,7 +94,16 @@ class KeyType(StrEnum):
     """What an API key may do; Unleash's ``type`` of a token."""
 
     CLIENT = "client"
+    FRONTEND = "frontend"
     ADMIN = "admin"
+
+    @classmethod
+    def _missing_(cls, value: object) -> KeyType | None:
+        """Unleash takes a type in any case, and ``backend``, its newer name of ``client``."""
+        if not isinstance(value, str):
+            return None
+        name = value.lower()
+        return cls.CLIENT if name == "backend" else next((t for t in cls if t == name), None)
 
 
 class ErrorDetail(BaseModel):
