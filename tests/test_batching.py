@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from relay.edge import batching
+from relay.edge.metrics import batching
 
 
 def metric(i: int) -> dict[str, object]:

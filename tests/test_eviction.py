@@ -18,10 +18,10 @@ from prometheus_client import REGISTRY
 from service import eventually
 
 from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
-from relay.edge.buffer_monitor import BufferMonitor
-from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
-from relay.edge.reserve import Reserve
-from relay.edge.space import BufferSpace
+from relay.edge.metrics.buffer_monitor import BufferMonitor
+from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
+from relay.edge.metrics.reserve import Reserve
+from relay.edge.metrics.space import BufferSpace
 from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA

@@ -17,7 +17,7 @@ from fake_upstream import Answer, FakeUpstream, Received
 from service import eventually, free_port, sample
 
 from relay.app import build_app
-from relay.edge.flag_store import FlagScope
+from relay.edge.flags.store import FlagScope
 
 OTHER_DEV_KEY = "default:development.another-dev-secret-0123456789"
 EVERY_DEV_KEY = "*:development.every-project-secret-0123456789"

@@ -20,8 +20,8 @@ from service import eventually
 from test_flag_cache import OTHER_DEV_KEY, fetches, get, stored_scopes
 
 from relay.app import build_app
-from relay.edge import flag_entries
-from relay.edge.flag_store import FlagScope
+from relay.edge.flags import entries as flag_entries
+from relay.edge.flags.store import FlagScope
 from relay.edge.upstream import MAX_ANSWER_BYTES
 
 SCOPE = FlagScope("development", ("default",))
@@ -63,7 +63,7 @@ async def test_an_answer_over_the_bound_is_not_read_and_the_copy_stays(
     assert status == 200
     bomb = gzip.compress(b" " * (MAX_ANSWER_BYTES + 1))
     upstream.features_answer = Answer(200, {"Content-Encoding": "gzip"}, body=bomb)
-    caplog.set_level(logging.WARNING, "relay.edge.flag_cache")
+    caplog.set_level(logging.WARNING, "relay.edge.flags.cache")
 
     def refused() -> bool:
         return any(getattr(r, "error", "") == "upstream answer too large" for r in caplog.records)

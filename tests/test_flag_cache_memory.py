@@ -19,8 +19,8 @@ from service import eventually, sample
 
 import relay
 from relay.core.client_features import Scope
-from relay.edge.flag_entries import Entry, Views
-from relay.edge.flag_store import FlagScope
+from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.store import FlagScope
 
 SCOPES = 100
 FLAGS = 100

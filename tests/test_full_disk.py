@@ -33,7 +33,7 @@ from service import (
 )
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
 
-from relay.edge.salvage import damaged_files
+from relay.edge.metrics.salvage import damaged_files
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

@@ -32,9 +32,9 @@ from relay.central.usage import UsageReader
 from relay.central.wiring import central_database
 from relay.core.convert import from_bulk
 from relay.core.domain import IngestBatch, MetricKey
-from relay.edge.flusher import REFUSALS
-from relay.edge.outbox import SqliteOutbox
-from relay.edge.shards import ShardMerger, shard_path
+from relay.edge.metrics.flusher import REFUSALS
+from relay.edge.metrics.outbox import SqliteOutbox
+from relay.edge.metrics.shards import ShardMerger, shard_path
 from relay.settings import SettingsError, load_settings
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA

@@ -18,8 +18,8 @@ from relay.core.domain import (
     Registration,
     RegistrationKey,
 )
-from relay.edge.outbox import CLAIM_ENTRIES, SqliteOutbox
-from relay.edge.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
+from relay.edge.metrics.outbox import CLAIM_ENTRIES, SqliteOutbox
+from relay.edge.metrics.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase

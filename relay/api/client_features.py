@@ -1,7 +1,7 @@
 """``GET /api/client/features[/{featureName}]`` as both modes answer it: the scope a request
 asks for, ETag and 304, and the routes with their documentation. Where the answers come
 from is each mode's own: the central service's flags (``relay.central.flags.client_api``),
-a relay's copy of its upstream's answers (``relay.edge.flag_api``).
+a relay's copy of its upstream's answers (``relay.edge.flags.api``).
 
 The key decides the environment and the projects; the ``project`` query parameters narrow
 the projects further (never widen them), ``namePrefix`` filters by name, and the SDK's

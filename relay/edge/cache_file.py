@@ -1,7 +1,7 @@
 """The relay's ``cache.db``, beside ``buffer.db``: what it keeps besides counts (flag copies,
 the hashes of the keys that read them, the reports of the relays it serves). In a file of
 its own, nothing there counts toward ``buffer_max_bytes`` or can make its eviction drop a
-count; each kind holds bounds of its own (``relay.edge.flag_store``,
+count; each kind holds bounds of its own (``relay.edge.flags.store``,
 ``relay.store.edge_reports``), since on a shared disk it still takes room.
 
 A damaged ``cache.db`` is moved aside at start (``cache.db.damaged-<UTC time>``, logged as
@@ -20,8 +20,8 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
-from relay.edge.reserve import Reserve, open_with_room
-from relay.edge.salvage import damage, move_aside
+from relay.edge.metrics.reserve import Reserve, open_with_room
+from relay.edge.metrics.salvage import damage, move_aside
 from relay.store.sql import CACHE_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

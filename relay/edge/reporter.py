@@ -26,8 +26,8 @@ from relay.api.body import read_kept
 from relay.api.client import client_route
 from relay.core.domain import Hop, from_epoch
 from relay.core.edges import STALE_AFTER, ReportedEdge, ReportScope, flatten
-from relay.edge.flusher import Flusher
-from relay.edge.space import BufferSpace
+from relay.edge.metrics.flusher import Flusher
+from relay.edge.metrics.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
 from relay.store.edge_reports import EdgeReportStore, ReportBounds

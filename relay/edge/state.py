@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from relay.edge.flag_cache import FlagCache
+from relay.edge.flags.cache import FlagCache
 from relay.edge.upstream import UpstreamClient
 from relay.store.edge_reports import EdgeReportStore
 

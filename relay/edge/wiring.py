@@ -21,18 +21,17 @@ from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import flag_api, passthrough
-from relay.edge.buffer_monitor import BufferMonitor
+from relay.edge import passthrough
 from relay.edge.cache_file import cache_file, open_cache
-from relay.edge.flag_cache import TICK, FlagCache
-from relay.edge.flag_store import FlagStore
-from relay.edge.flusher import Flusher
-from relay.edge.frontend_flags import FrontendFlags
+from relay.edge.flags import api as flag_api
+from relay.edge.flags.cache import TICK, FlagCache
+from relay.edge.flags.frontend import FrontendFlags
+from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import SdkKeyResolver
-from relay.edge.outbox import SqliteOutbox
-from relay.edge.reporter import REPORT_BOUNDS, Reporter
-from relay.edge.reporter import ROUTES as reporter_routes
-from relay.edge.reserve import (
+from relay.edge.metrics.buffer_monitor import BufferMonitor
+from relay.edge.metrics.flusher import Flusher
+from relay.edge.metrics.outbox import SqliteOutbox
+from relay.edge.metrics.reserve import (
     IngestGate,
     Reserve,
     make_room,
@@ -40,9 +39,11 @@ from relay.edge.reserve import (
     reserve_size,
     wal_bound,
 )
-from relay.edge.salvage import check_buffers
-from relay.edge.shards import ShardedBuffer, ShardMerger, shard_path
-from relay.edge.space import BufferSpace
+from relay.edge.metrics.salvage import check_buffers
+from relay.edge.metrics.shards import ShardedBuffer, ShardMerger, shard_path
+from relay.edge.metrics.space import BufferSpace
+from relay.edge.reporter import REPORT_BOUNDS, Reporter
+from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
@@ -76,7 +77,7 @@ async def initialise(settings: Settings) -> None:
 
 def build(settings: Settings, worker: int) -> web.Application:
     """Worker 0, the leader, runs the jobs there must be one of (flusher, buffer monitor,
-    pruning); each worker buffers in its own file (``relay.edge.shards``). Every worker
+    pruning); each worker buffers in its own file (``relay.edge.metrics.shards``). Every worker
     serves flags from its flag cache, whose copies are shared through ``cache.db``."""
     if settings.upstream_url is None:
         raise ValueError("relay mode needs upstream_url")  # Settings validation ensures it

@@ -5,7 +5,7 @@ the GIL, and under load on a 2-core machine the second core stayed idle (bench/R
 With ``workers = N`` the process started becomes a supervisor of N workers, each a complete
 server on its own ``SO_REUSEPORT`` socket (the kernel spreads connections over them). In
 standalone mode they share one database, whose transactions keep "202 means durable" and
-idempotency exact; in relay mode each buffers in its own file (``relay.edge.shards``).
+idempotency exact; in relay mode each buffers in its own file (``relay.edge.metrics.shards``).
 
 - ``relay serve`` has the one-time start-up work done first (``app.initialise`` in a child
   process: migrations, first-start keys, the relay's instance id), so the workers never race

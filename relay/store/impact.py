@@ -26,7 +26,7 @@ class SeriesRow(NamedTuple):
 
     @property
     def size(self) -> int:
-        """An estimate of the bytes this writes, as ``relay.edge.space`` estimates data."""
+        """An estimate of the bytes this writes, as ``relay.edge.metrics.space`` estimates data."""
         k = self.key
         return len(self.series) + sum(map(len, k)) + len(self.state.help) + SERIES_BYTES
 

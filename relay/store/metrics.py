@@ -48,7 +48,7 @@ class MetricsStore:
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
         keeps the newest; a trigger of the buffer's schema refreshes it on updates).
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
-        ``relay.edge.space``'s), before its commit. ``instances_kept``: the instances each
+        ``relay.edge.metrics.space``'s), before its commit. ``instances_kept``: the instances each
         (application, environment) keeps, the least recently seen replaced (the central
         service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
         bounded by bytes)."""
@@ -111,7 +111,7 @@ class MetricsStore:
 
 
 def _key_size(key: IdempotencyKey) -> int:
-    """An estimate of the bytes a claimed key writes, as ``relay.edge.space`` estimates it."""
+    """An estimate of the bytes a claimed key writes, as ``relay.edge.metrics.space`` does."""
     return len(key.scoped) + len(key.fingerprint) + ROW_BYTES
 
 
@@ -163,7 +163,7 @@ class _Planned(NamedTuple):
 
     @property
     def size(self) -> int:
-        """An estimate of the bytes this writes, as ``relay.edge.space`` estimates data."""
+        """An estimate of the bytes this writes, as ``relay.edge.metrics.space`` estimates data."""
         return (
             sum(len(m[0]) + len(m[1]) + len(m[2]) + ROW_BYTES for m in self.metrics)
             + sum(len(v[0]) + len(v[1]) + len(v[2]) + len(v[4]) + ROW_BYTES for v in self.variants)
@@ -237,7 +237,8 @@ async def _bound_registrations(
 
 
 MAX_TOTAL = 2**63 - 1
-# What a row costs beyond its names, in the estimates of the data held (``relay.edge.space``)
+# What a row costs beyond its names, in the estimates of the data held
+# (``relay.edge.metrics.space``)
 ROW_BYTES = 24
 REGISTRATION_BYTES = 64
 

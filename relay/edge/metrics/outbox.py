@@ -5,7 +5,7 @@ Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registra
 ingest, so a count is always in exactly one place: the buffer (where new counts for its key
 are added to it) or one outbox batch (whose body is fixed). Each batch says whether it
 holds counts: eviction takes those holding only registrations and impact samples first
-(``relay.edge.space``). A batch leaves the outbox only when the upstream has taken it
+(``relay.edge.metrics.space``). A batch leaves the outbox only when the upstream has taken it
 (``ack``) or refused it for good (``dead_letter``), or when eviction deletes it to bound the
 buffer, which it never does while the batch is being sent (``sending``): a batch is counted
 either delivered or evicted, never both.
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
-from relay.edge import batching
-from relay.edge.batching import Entry
+from relay.edge.metrics import batching
+from relay.edge.metrics.batching import Entry
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 

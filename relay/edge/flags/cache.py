@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flag_entries import Entry, Refusals, Views, forget, report
-from relay.edge.flag_fetch import Fetch, Fetcher
-from relay.edge.flag_store import (
+from relay.edge.flags.entries import Entry, Refusals, Views, forget, report
+from relay.edge.flags.fetch import Fetch, Fetcher
+from relay.edge.flags.store import (
     MAX_STORED_KEYS,
     Confirmed,
     Copy,

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from relay.core import convert
 from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.errors import InvalidInput, StorageError
-from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
+from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -70,7 +70,7 @@ class ShardedBuffer:
         admit: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``admit`` raises ``DiskFull`` when the disk has no room for new counts
-        (``relay.edge.reserve.IngestGate``)."""
+        (``relay.edge.metrics.reserve.IngestGate``)."""
         self._own = own
         self._leader = leader
         self._admit = admit

@@ -1,5 +1,5 @@
 """``GET /api/client/features[/{featureName}]`` in relay mode: answered from the relay's
-copy of its upstream's answers (``relay.edge.flag_cache``), never passed through. Scopes,
+copy of its upstream's answers (``relay.edge.flags.cache``), never passed through. Scopes,
 ETag and 304 as in the central service (``relay.api.client_features``)."""
 
 from __future__ import annotations

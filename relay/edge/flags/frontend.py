@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import Principal, parse_key
-from relay.edge.flag_cache import FlagCache
-from relay.edge.flag_store import FlagScope
+from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.store import FlagScope
 from relay.wire.common import KeyType
 
 

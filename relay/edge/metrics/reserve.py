@@ -31,7 +31,7 @@ from pathlib import Path
 from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
-from relay.edge.space import reserve_bytes
+from relay.edge.metrics.space import reserve_bytes
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)

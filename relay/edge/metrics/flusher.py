@@ -52,8 +52,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
-from relay.edge.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
-from relay.edge.space import BufferSpace
+from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
+from relay.edge.metrics.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
 
 log = logging.getLogger(__name__)
@@ -93,8 +93,9 @@ class Flusher:
         space: BufferSpace,
     ) -> None:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
-        flush: the other workers' shards (``relay.edge.shards``). ``on_disk_full`` hands back
-        the space set aside for draining (``relay.edge.reserve``); True if there was some.
+        flush: the other workers' shards (``relay.edge.metrics.shards``). ``on_disk_full``
+        hands back the space set aside for draining (``relay.edge.metrics.reserve``); True if
+        there was some.
         ``space`` tells what stayed buffered after the final flush."""
         self._outbox = outbox
         self._space = space

@@ -29,9 +29,9 @@ from typing import Final
 from prometheus_client import Counter, Gauge
 
 from relay.core.errors import DiskFull
-from relay.edge.reserve import Reserve, make_room
-from relay.edge.salvage import damaged_files
-from relay.edge.space import BufferSpace, BufferStats, Evicted
+from relay.edge.metrics.reserve import Reserve, make_room
+from relay.edge.metrics.salvage import damaged_files
+from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class BufferMonitor:
             self._publish(await self._space.stats())
 
     def _disk_full(self, error: str) -> None:
-        """Said once, not at every check: the drain (``relay.edge.flusher``) goes on."""
+        """Said once, not at every check: the drain (``relay.edge.metrics.flusher``) goes on."""
         if not self._full:
             self._full = True
             log.warning(

@@ -23,7 +23,7 @@ from relay.api.client_features import built, derived
 from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import hash_key
-from relay.edge.flag_store import FlagScope
+from relay.edge.flags.store import FlagScope
 
 MAX_VIEWS = 1_000
 MAX_VIEW_BYTES = 64 * 1024 * 1024

@@ -1,0 +1,1 @@
+"""Relay mode's counts: buffered durably, cut into batches, flushed upstream once."""
