@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pg
 import pytest
@@ -43,8 +43,33 @@ FEATURES = "/api/client/features"
 
 
 def edge_env(upstream: str, **extra: str) -> dict[str, str]:
-    """A relay refreshing every ``INTERVAL``; SDK keys are validated by its upstream."""
+    """A relay refreshing every ``INTERVAL``; SDK keys are validated by its upstream, the
+    frontend key ``FRONT_KEY`` is configured (flags from ``DEV_KEY``'s copy)."""
+    extra = {"RELAY_FRONTEND_TOKENS": FRONT_KEY, **extra}
     return relay_env(upstream, DEV_KEY, RELAY_FEATURES_REFRESH_INTERVAL=str(INTERVAL), **extra)
+
+
+FRONT_KEY = "default:development.relay-front-secret-0123456789abcdef"
+# the Frontend API judges dates by the server's clock: its checks leave out currentTime's
+FRONT_CHECKS = [
+    (c, want) for c, want in zip(CHECKS, WANTED, strict=True) if "currentTime" not in c.context
+]
+
+
+def frontend_answers(url: str) -> list[bool]:
+    """What ``/api/frontend/features/{name}`` answers for each of ``FRONT_CHECKS``."""
+    answers = []
+    for check, _ in FRONT_CHECKS:
+        context = {k: v for k, v in check.context.items() if k != "properties"}
+        context |= {f"properties[{k}]": v for k, v in check.context.get("properties", {}).items()}
+        status, body = http(
+            "GET",
+            f"{url}/api/frontend/features/{check.toggle}?{urlencode(context)}",
+            key=FRONT_KEY,
+        )
+        assert status in (200, 404), (status, body)
+        answers.append(status == 200 and body["enabled"])
+    return answers
 
 
 def served_5xx(service: Service) -> float:
@@ -156,6 +181,8 @@ def test_sdks_keep_their_flags_through_an_outage_and_a_restart_of_the_relay(
     )
     try:
         assert both_sdks(relay.url, node_sdk, tmp_path) == (WANTED, WANTED)
+        front_wanted = [want for _, want in FRONT_CHECKS]
+        assert frontend_answers(relay.url) == front_wanted
         running_sdk.initialize_client()
         assert [running_sdk.is_enabled(c.toggle, c.context) for c in CHECKS] == WANTED
 
@@ -171,12 +198,14 @@ def test_sdks_keep_their_flags_through_an_outage_and_a_restart_of_the_relay(
         )
         assert [running_sdk.is_enabled(c.toggle, c.context) for c in CHECKS] == WANTED
         assert both_sdks(relay.url, node_sdk, tmp_path) == (WANTED, WANTED)
+        assert frontend_answers(relay.url) == front_wanted
         assert served_5xx(relay) == 0
 
         # the relay restarts during the outage: it serves its stored copy at once, to a key it
         # had validated upstream before (the upstream cannot vouch for it now)
         assert relay.stop() == 0
         relay = start(tmp_path / "relay", env=edge_env(central.url), port=relay.port)
+        assert frontend_answers(relay.url) == front_wanted  # from the stored copy
         assert both_sdks(relay.url, node_sdk, tmp_path) == (WANTED, WANTED)
         assert served_5xx(relay) == 0
 

@@ -16,6 +16,8 @@ from conftest import DEV_KEY, MakeClient, assert_error, auth
 from fake_upstream import Answer, FakeUpstream
 from flagkit import add_strategy, create_flag, ok, rollout, turn
 
+from relay.core.keys import InvalidKey
+
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
 PROD_FRONT_KEY = "default:production.front-secret-for-tests-0123456789"
 
@@ -254,3 +256,21 @@ async def test_a_relay_without_a_client_key_for_the_environment_says_so(
     status, body, _ = await frontend(relay, key=PROD_FRONT_KEY)
     assert status == 403
     assert "production" in body["message"]
+
+
+async def test_a_multi_project_frontend_key_cannot_be_configured_at_a_relay(
+    make_relay: Any,
+) -> None:
+    """Its projects are known only upstream: taken as all of them, it would see too much."""
+    with pytest.raises(InvalidKey, match="multi-project"):
+        await make_relay(frontend_tokens=["[]:development.front-secret-for-tests-0123456789"])
+
+
+async def test_a_relay_says_at_start_which_frontend_keys_it_cannot_serve(
+    make_relay: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    await make_relay(
+        frontend_tokens=[FRONT_KEY, PROD_FRONT_KEY], client_tokens=[DEV_KEY], upstream_tokens=[]
+    )
+    warned = [r for r in caplog.records if "frontend key's projects" in r.getMessage()]
+    assert [r.__dict__["key"] for r in warned] == ["default:production.****"]

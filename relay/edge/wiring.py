@@ -149,7 +149,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
-    app[FRONTEND_SOURCE] = FrontendFlags(flags, settings.client_tokens + settings.upstream_tokens)
+    fetching = settings.client_tokens + settings.upstream_tokens
+    app[FRONTEND_SOURCE] = FrontendFlags(flags, fetching, settings.frontend_tokens)
     app[FRONTENDS] = Frontends()
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports

@@ -2,40 +2,73 @@
 client keys only, so a frontend key's flags come from a copy held for client keys of its
 environment that see all of its projects, narrowed to them (as Unleash Edge does); with no
 such copy yet, one is fetched with a configured client key that does (``client_tokens``,
-then ``upstream_tokens``). A relay with neither answers 403 with what to configure.
+then ``upstream_tokens``). A relay with neither answers 403 with what to configure, and
+says so at start for each of its ``frontend_tokens``.
+
+A multi-project key (``[]:environment.secret``) names none of its projects: configured as
+a frontend key it would be taken to see every project, so it is refused at start (the
+relay learns such a key, with its projects, from the upstream's ``/edge/validate``), and
+as a client key it never fetches for a frontend key (its copy is its own, ``own``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Sequence
 
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import Forbidden, Unauthorized
-from relay.core.keys import Principal, parse_key
+from relay.core.keys import InvalidKey, Principal, parse_key
 from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.store import FlagScope
 from relay.wire.common import KeyType
 
+log = logging.getLogger(__name__)
+
 
 class FrontendFlags:
-    def __init__(self, cache: FlagCache, keys: Sequence[str]) -> None:
+    def __init__(self, cache: FlagCache, keys: Sequence[str], frontend: Sequence[str]) -> None:
+        """``keys``: client keys that may fetch; ``frontend``: the ``frontend_tokens``."""
         self._cache = cache
-        self._keys = {k: parse_key(k, KeyType.CLIENT).principal for k in keys}
+        self._keys = {
+            k: parse_key(k, KeyType.CLIENT).principal for k in keys if not k.startswith("[]:")
+        }
+        for key in frontend:
+            principal = parse_key(key, KeyType.FRONTEND).principal
+            if key.startswith("[]:"):
+                raise InvalidKey(
+                    f"{principal.display} in frontend_tokens: a multi-project frontend key"
+                    " names none of its projects; leave it out, the relay learns it upstream"
+                )
+            if not any(covers(_held(c), _scope(principal)) for c in self._keys.values()):
+                log.warning(
+                    "no client key in client_tokens or upstream_tokens sees this frontend"
+                    " key's projects: it is answered 403 until an SDK with such a key polls",
+                    extra={"key": principal.display},
+                )
 
     async def document(self, principal: Principal) -> Rendered:
-        scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)
+        scope = _scope(principal)
         held = self._cache.held(scope, lambda s: s.own is None and covers(s, scope))
         if held is not None:
             return held
         for key, client in self._keys.items():
-            if covers(FlagScope(client.environment, client.projects), scope):
+            if covers(_held(client), scope):
                 with contextlib.suppress(Forbidden, Unauthorized):  # the next key, if any
                     return await self._cache.answer(key, client, scope)
         raise Forbidden(
             f"No client key of environment {principal.environment} that sees this frontend"
             " key's projects has reached this relay: add one to client_tokens"
         )
+
+
+def _scope(principal: Principal) -> Scope:
+    return Scope(principal.environment, projects_of(principal.projects, ()), None, False)
+
+
+def _held(client: Principal) -> FlagScope:
+    return FlagScope(client.environment, client.projects)
 
 
 def covers(held: FlagScope, scope: Scope) -> bool:
