@@ -15,6 +15,7 @@ import pytest
 from conftest import DEV_KEY, MakeClient, assert_error, auth
 from fake_upstream import Answer, FakeUpstream
 from flagkit import add_strategy, create_flag, ok, rollout, turn
+from service import sample
 
 from relay.core.keys import InvalidKey
 
@@ -274,3 +275,24 @@ async def test_a_relay_says_at_start_which_frontend_keys_it_cannot_serve(
     )
     warned = [r for r in caplog.records if "frontend key's projects" in r.getMessage()]
     assert [r.__dict__["key"] for r in warned] == ["default:production.****"]
+
+
+async def test_answers_are_kept_unless_the_flags_read_the_clock(make_client: MakeClient) -> None:
+    """A repeated context is answered from what was kept, in a scope whose flags read no
+    clock and no chance; in one that does (development's "later"), evaluated every time."""
+    client = await make_client(init_frontend_api_tokens=[FRONT_KEY, PROD_FRONT_KEY])
+    await build(client)
+    await create_flag(client, "steady")
+    await add_strategy(client, "steady", rollout(50, groupId="steady"), env="production")
+    await turn(client, "steady", env="production")
+
+    async def count(source: str) -> float:
+        text = await (await client.get("/internal-backstage/metrics")).text()
+        return sample(text, "relay_frontend_answers_total", source=source)
+
+    before = {s: await count(s) for s in ("evaluated", "kept", "varying")}
+    for _ in range(3):
+        assert (await frontend(client, "?userId=u1&sessionId=s", key=PROD_FRONT_KEY))[0] == 200
+        assert (await frontend(client, "?userId=u1&sessionId=s"))[0] == 200
+    after = {s: await count(s) for s in ("evaluated", "kept", "varying")}
+    assert {s: after[s] - before[s] for s in after} == {"evaluated": 1, "kept": 2, "varying": 3}

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from prometheus_client import Counter, Gauge
+
 from relay.core.catalog import Rendered
 from relay.core.evaluate import Compiled, Context, Evaluation, compile_features
 
@@ -34,13 +36,31 @@ DEFAULT_APP = "frontend-api"
 DEFAULT_ENVIRONMENT = "default"
 
 MAX_COMPILED = 256
-MAX_COMPILED_BYTES = 256 * 1024 * 1024
-"""Compiled scopes kept, counted by the bytes of the answers they came from (a compiled
-form takes a few times its source's bytes)."""
+MAX_COMPILED_BYTES = 128 * 1024 * 1024
+COMPILED_PER_BYTE = 8
+"""Compiled scopes kept, by an estimate of their memory: a compiled form (with its rendered
+toggles) takes about 8 times the bytes of the answer it came from (measured with
+tracemalloc on bench/evaluate.py's 100-flag document: 114 kB -> 0.9 MB)."""
 MAX_ANSWERS = 100_000
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 Fields = dict[str, str]
+
+ANSWERS = Counter(
+    "relay_frontend_answers_total",
+    "Frontend API answers by how they were made: evaluated, kept (the same scope and context"
+    " answered before), or varying (the scope's flags read the clock or chance: never kept)",
+    ["source"],
+)
+COMPILES = Counter(
+    "relay_frontend_compiles_total", "A scope's flags compiled for the Frontend API (per change)"
+)
+HELD = Gauge(
+    "relay_frontend_held_bytes",
+    "Bytes (estimated) of compiled scopes and kept answers of the Frontend API",
+    multiprocess_mode="livesum",
+)
+_EVALUATED, _KEPT, _VARYING = (ANSWERS.labels(s) for s in ("evaluated", "kept", "varying"))
 
 
 def _text(value: object) -> str | None:
@@ -122,7 +142,7 @@ class Scoped:
         self.compiled: Compiled = compile_features(document)
         self.cacheable = not _varies(document)
         self.fragments: dict[int, bytes] = {}
-        self.size = len(rendered.body)
+        self.size = len(rendered.body) * COMPILED_PER_BYTE
 
     def answer(self, context: Context, everything: bool) -> Answer:
         parts = [
@@ -177,8 +197,6 @@ class Frontends:
         self._answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
         self._answers_bytes = 0
         self._limits = (most_compiled, compiled_bytes, most_answers, answer_bytes)
-        self.hits = 0
-        self.misses = 0
 
     def scoped(self, rendered: Rendered) -> Scoped:
         found = self._scoped.get(rendered.etag)
@@ -186,35 +204,39 @@ class Frontends:
             self._scoped.move_to_end(rendered.etag)
             return found
         found = self._scoped[rendered.etag] = Scoped(rendered)
+        COMPILES.inc()
         self._scoped_bytes += found.size
         most, most_bytes = self._limits[:2]
         while len(self._scoped) > 1 and (
             len(self._scoped) > most or self._scoped_bytes > most_bytes
         ):
             self._scoped_bytes -= self._scoped.popitem(last=False)[1].size
+        HELD.set(self.held)
         return found
 
     def answer(self, rendered: Rendered, context: Context, everything: bool) -> Answer:
         scoped = self.scoped(rendered)
         if not scoped.cacheable:
+            _VARYING.inc()
             return scoped.answer(context, everything)
         key = (rendered.etag, everything, _identity(context))
         found = self._answers.get(key)
         if found is not None:
-            self.hits += 1
+            _KEPT.inc()
             self._answers.move_to_end(key)
             return found
-        self.misses += 1
+        _EVALUATED.inc()
         found = self._answers[key] = scoped.answer(context, everything)
         self._answers_bytes += _size(found)
         most, most_bytes = self._limits[2:]
         while self._answers and (len(self._answers) > most or self._answers_bytes > most_bytes):
             self._answers_bytes -= _size(self._answers.popitem(last=False)[1])
+        HELD.set(self.held)
         return found
 
     @property
     def held(self) -> int:
-        """Bytes held: sources of the compiled scopes, and answers kept."""
+        """Bytes held (estimated): compiled scopes, and answers kept."""
         return self._scoped_bytes + self._answers_bytes
 
 
