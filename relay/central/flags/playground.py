@@ -6,10 +6,10 @@ is what an SDK of that environment is answered.
 
 A context given here is a person's, read through the Frontend API's model (so bounded as a
 posted context is): ``userId``, ``sessionId``, ``remoteAddress`` and ``appName`` are fields,
-any other key a property; its ``environment`` is the one chosen. Nothing is filled in: with
-no ``sessionId`` or ``remoteAddress`` given there is none (the Frontend API gives a browser
-a fresh session and its own address; here that would make answers change from one try to
-the next, or depend on the operator's address).
+any other key a property; its ``environment`` is the one chosen. With no ``sessionId`` or
+``remoteAddress`` given there is none (the Frontend API gives a browser a fresh session and
+its own address; here that would make answers change from one try to the next, or depend
+on the operator's address); ``appName`` defaults as there.
 """
 
 from __future__ import annotations
