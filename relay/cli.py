@@ -1,4 +1,4 @@
-"""``relay serve | keys create | flags create|on|off|list | healthcheck`` (and, for
+"""``relay serve | keys create | flags create|on|off|list|evaluate | healthcheck`` (and, for
 developers, ``settings-docs``).
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import sys
@@ -192,12 +193,26 @@ def _flag_commands(commands: Any) -> None:
         switch.add_argument("name")
         switch.add_argument("--environment", default="development")
     listing = flag_commands.add_parser("list", help="list a project's flags, one a line")
-    for command in (create, *switches, listing):
-        command.add_argument(
-            "--project",
-            default=None if command in switches else "default",
-            help="the flag's project (default: the flag's own, or default)",
-        )
+    evaluate = flag_commands.add_parser(
+        "evaluate", help="evaluate a flag for a context: one JSON object (enabled, variant, reason)"
+    )
+    evaluate.add_argument("name")
+    evaluate.add_argument(
+        "--context",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="userId, sessionId, remoteAddress, appName, or a property (repeatable)",
+    )
+    evaluate.add_argument("--environment", default="development")
+    for command in (create, *switches, listing, evaluate):
+        if command is not evaluate:
+            command.add_argument(
+                "--project",
+                default=None if command in switches else "default",
+                help="the flag's project (default: the flag's own, or default)",
+            )
         _settings_flags(command, only=_STORE_SETTINGS)
         command.set_defaults(run=_flags)
 
@@ -296,6 +311,7 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:
     from relay.central.flags.flags import FlagService
+    from relay.central.flags.playground import evaluate_on
     from relay.central.flags.writes import Writer
 
     async def run(db: Database) -> str:
@@ -310,6 +326,9 @@ def _flags(settings: Settings, args: argparse.Namespace) -> int:
                     project, args.name, args.environment, args.flag_command == "on"
                 )
                 return ""
+            case "evaluate":
+                found = await evaluate_on(db, args.name, args.environment, args.context)
+                return json.dumps(found, ensure_ascii=False)
             case _:
                 return "\n".join(_flag_line(f) for f in await flags.of_project(args.project))
 

@@ -6,7 +6,9 @@ import json
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from flagkit import http
 from service import running
 from test_cli import ADMIN, CLIENT, relay
 
@@ -47,5 +49,61 @@ def test_flags_commands_change_what_a_running_service_serves(tmp_path: Path) -> 
     ]:
         result = relay("flags", *args, cwd=tmp_path)
         assert result.returncode == 2, args
+        assert result.stderr.startswith("relay: error:") and message in result.stderr, args
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_flags_evaluate_prints_the_result_and_its_reason(tmp_path: Path) -> None:
+    env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN}
+    with running(tmp_path, env=env) as service:
+        assert relay("flags", "create", "checkout", cwd=tmp_path).returncode == 0
+        users = {"contextName": "userId", "operator": "IN", "values": ["7"]}
+        plan = {"contextName": "plan", "operator": "IN", "values": ["pro"]}
+        variant = {
+            "name": "blue",
+            "weight": 1000,
+            "weightType": "variable",
+            "stickiness": "default",
+            "payload": {"type": "string", "value": "#00f"},
+        }
+        strategy = {"name": "default", "constraints": [users, plan], "variants": [variant]}
+        place = f"{service.url}/api/admin/projects/default/features/checkout/environments"
+        assert http("POST", f"{place}/development/strategies", strategy, ADMIN)[0] == 200
+        assert http("POST", f"{place}/development/on", {}, ADMIN)[0] == 200
+
+    def evaluate(*args: str) -> dict[str, Any]:
+        done = relay("flags", "evaluate", "checkout", *args, cwd=tmp_path)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        assert len(done.stdout.splitlines()) == 1
+        found: dict[str, Any] = json.loads(done.stdout)
+        return found
+
+    assert evaluate("--context", "userId=7", "plan=pro") == {
+        "name": "checkout",
+        "project": "default",
+        "enabled": True,
+        "variant": {
+            "name": "blue",
+            "enabled": True,
+            "payload": {"type": "string", "value": "#00f"},
+            "feature_enabled": True,
+            "featureEnabled": True,
+        },
+        "reason": "strategy 1 default matched",
+    }
+    missed = evaluate("--context", "userId=7", "--context", "plan=free")
+    assert missed["enabled"] is False and missed["variant"]["name"] == "disabled"
+    assert missed["reason"] == "constraint 2 on plan (IN) failed in strategy 1 default"
+    assert evaluate("--environment", "production")["reason"] == "disabled in this environment"
+    for args, message in [
+        (("nothing",), "Feature nothing does not exist"),
+        (("checkout", "--environment", "nope"), "Could not find environment nope"),
+        (("checkout", "--context", "userId"), "Context entry 1 is not key=value"),
+        (("checkout", "--context", "userId=1", "userId=2"), "userId is given twice"),
+        (("checkout", "--context", "environment=x"), "The environment is chosen apart"),
+        (("checkout", "--context", "userId=" + "x" * 5000), "at most 4096 characters"),
+    ]:
+        result = relay("flags", "evaluate", *args, cwd=tmp_path)
+        assert result.returncode == 2 and result.stdout == "", args
         assert result.stderr.startswith("relay: error:") and message in result.stderr, args
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -10,7 +10,15 @@ from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, MakeClient, auth, bulk, metric
 
-PAGES = ("/", "/flags/checkout", "/applications", "/relays", "/unknown-flags", "/keys")
+PAGES = (
+    "/",
+    "/flags/checkout",
+    "/playground",
+    "/applications",
+    "/relays",
+    "/unknown-flags",
+    "/keys",
+)
 FEATURES = "/api/admin/projects/default/features"
 
 

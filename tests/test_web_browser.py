@@ -260,6 +260,21 @@ def operate(visit: Visit, central: Service) -> None:
     home = visit.seen("02-flags")
     assert "checkout" in home and "search-v2" in home
 
+    # the playground: a context filled in, every flag's result and why
+    visit.click("nav a[href='/playground']")
+    visit.find("#userId").send_keys("user-7")
+    visit.find("#properties").send_keys("plan=pro")
+    visit.click("form.playground button")
+    assert "userId=user-7" in visit.driver.current_url
+    rows = {
+        row.find_element("css selector", "th").text: row.text
+        for row in visit.driver.find_elements("css selector", "table.results tbody tr")
+    }
+    assert "strategy 1 flexibleRollout matched" in rows["checkout"], rows
+    assert "disabled in this environment" in rows["search-v2"], rows
+    visit.seen("02b-playground")
+    visit.go("/")
+
     # finding a flag, and its usage: the counts posted, charted and tabled
     visit.find("#q").send_keys("check")
     visit.click("form.search button")

@@ -24,16 +24,13 @@ from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
 from relay.api.state import FRONTEND_SOURCE, FRONTENDS
 from relay.core.evaluate import Context
-from relay.core.frontend import context_of, from_body, from_pairs
+from relay.core.frontend import context_of, from_model, from_pairs
 from relay.wire.frontend import FrontendRequest, Toggle, Toggles
 
 
 async def _context(request: web.Request) -> Context:
     if request.method == "POST":
-        body = (await read_json(request, FrontendRequest)).context
-        fields, properties = from_body(
-            body.model_dump(exclude={"properties"}), body.extra, body.properties
-        )
+        fields, properties = from_model((await read_json(request, FrontendRequest)).context)
     else:
         fields, properties = from_pairs(
             parse_qsl(request.rel_url.raw_query_string, keep_blank_values=True)

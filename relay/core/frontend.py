@@ -21,7 +21,7 @@ import hashlib
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,7 +29,8 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from relay.core.catalog import Rendered
-from relay.core.evaluate import Compiled, Context, Evaluation, compile_features
+from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_features
+from relay.wire.frontend import FrontendContext
 
 FIELDS = ("appName", "environment", "userId", "sessionId", "remoteAddress")
 DEFAULT_APP = "frontend-api"
@@ -91,14 +92,11 @@ def from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Fields, Fields]:
     return fields, rest | given
 
 
-def from_body(
-    fields: Mapping[str, object],
-    extra: Mapping[str, object],
-    properties: Mapping[str, object] | None,
-) -> tuple[Fields, Fields]:
-    """A ``POST`` body's context as ``(fields, properties)``, values as text."""
-    known = {k: t for k in FIELDS if (t := _text(fields.get(k))) is not None}
-    merged = {**extra, **(properties or {})}
+def from_model(context: FrontendContext) -> tuple[Fields, Fields]:
+    """A parsed context (a ``POST`` body's, the playground's) as ``(fields, properties)``,
+    values as text."""
+    known = {k: t for k in FIELDS if (t := _text(getattr(context, k))) is not None}
+    merged = {**context.extra, **(context.properties or {})}
     return known, {k: t for k, v in merged.items() if (t := _text(v)) is not None}
 
 
@@ -107,10 +105,11 @@ def context_of(
     properties: Fields,
     caller: str | None,
     now: datetime,
-    session: Callable[[], str] = lambda: secrets.token_hex(18),
+    session: Callable[[], str | None] = lambda: secrets.token_hex(18),
 ) -> Context:
     """The context evaluated: empty fields absent, the caller's address and a fresh
-    session where none was given (Unleash's ``enrichContextWithIp``)."""
+    session where none was given (Unleash's ``enrichContextWithIp``; the playground gives
+    no session, to show what a context without one gets)."""
 
     def field(name: str) -> str | None:
         return fields.get(name) or None
@@ -166,16 +165,20 @@ class Scoped:
         return found
 
 
-def _toggle(evaluation: Evaluation) -> bytes:
-    variant = evaluation.variant
+def shown_variant(variant: Variant) -> dict[str, Any]:
+    """A variant as the Frontend API answers it (and ``relay flags evaluate`` prints it)."""
     shown: dict[str, Any] = {"name": variant.name, "enabled": variant.enabled}
     if variant.payload is not None:
         shown["payload"] = {"type": variant.payload["type"], "value": variant.payload["value"]}
     shown["feature_enabled"] = shown["featureEnabled"] = variant.feature_enabled
+    return shown
+
+
+def _toggle(evaluation: Evaluation) -> bytes:
     toggle = {
         "name": evaluation.name,
         "enabled": evaluation.enabled,
-        "variant": shown,
+        "variant": shown_variant(evaluation.variant),
         "impressionData": evaluation.impression_data,
     }
     return json.dumps(toggle, ensure_ascii=False, separators=(",", ":")).encode()

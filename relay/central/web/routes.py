@@ -8,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Handler
-from relay.central.web import actions, pages
+from relay.central.web import actions, pages, playground
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
 from relay.settings import Settings
@@ -18,6 +18,7 @@ PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/", pages.flags),
     ("GET", "/flags/{name:[^/]+}", pages.flag),
     ("POST", "/flags/{name:[^/]+}/environments/{environment:[^/]+}", actions.switch),
+    ("GET", "/playground", playground.playground),
     ("GET", "/applications", pages.applications),
     ("GET", "/relays", pages.relays),
     ("GET", "/unknown-flags", pages.unknown),
