@@ -2,12 +2,17 @@
 the same flags configured in both through the admin API, a frontend key made in each, and
 ``GET`` and ``POST /api/frontend`` asked for the same contexts (users, properties, given
 addresses, unknown top-level keys, a caller's ``currentTime``): the same toggles, the same
-variants, the same payloads, in both answers.
+variants, the same payloads, in both answers; and what else a browser SDK meets alike (a
+preflight, its metrics accepted, the statuses of a missing key and of a client key).
 """
 
 from __future__ import annotations
 
+import json
 import socket
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -102,6 +107,56 @@ def toggles(service: Service, key: str, context: dict[str, Any], post: bool) -> 
     return {toggle["name"]: toggle for toggle in body["toggles"]}
 
 
+SDK_HEADERS = {"authorization", "unleash-sdk", "unleash-appname", "unleash-connection-id"}
+
+
+def browser_calls(service: Service, key: str) -> dict[str, Any]:
+    """What a browser SDK meets besides the flags: a preflight's verdict for its headers,
+    its metrics accepted (any 2xx), and the statuses of no key and of a client key."""
+    preflight = urllib.request.Request(
+        f"{service.url}/api/frontend",
+        method="OPTIONS",
+        headers={
+            "Origin": "http://shop.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": ",".join(sorted(SDK_HEADERS)),
+        },
+    )
+    with urllib.request.urlopen(preflight, timeout=10) as answer:
+        allowed = answer.headers.get("Access-Control-Allow-Headers", "").lower()
+        cors = (
+            answer.status,
+            answer.headers.get("Access-Control-Allow-Origin"),
+            {header.strip() for header in allowed.split(",")} >= SDK_HEADERS,
+            answer.headers.get("Access-Control-Expose-Headers"),
+        )
+    now = datetime.now(UTC).isoformat()
+    bucket = {"start": now, "stop": now, "toggles": {"on": {"yes": 1, "no": 0, "variants": {}}}}
+    metrics = {"appName": "shop-web", "instanceId": "browser", "bucket": bucket}
+    url = f"{service.url}/api/frontend"
+    return {
+        "preflight": cors,
+        "metrics": status_of(f"{url}/client/metrics", key, metrics) // 100,
+        "no key": status_of(url, ""),
+        "client key": status_of(url, DEV_KEY),
+    }
+
+
+def status_of(url: str, key: str, body: Any = None) -> int:
+    """The status of a call whose body is not read (Unleash answers metrics with ``OK``)."""
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": key, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code
+
+
 def compare(
     unleash: tuple[Service, str], ours: tuple[Service, str]
 ) -> tuple[list[str], set[str], int]:
@@ -140,9 +195,11 @@ def test_our_frontend_api_answers_as_unleash_does(
                 "Unleash's frontend API has the flags",
             )
             differences, seen, compared = compare(unleash, ours)
+            calls = {"unleash": browser_calls(*unleash), "ours": browser_calls(*ours)}
         finally:
             service.close()
     assert not differences, "\n".join(differences)
+    assert calls["ours"] == calls["unleash"], calls
     print(f"{compared} toggles alike in {2 * len(CONTEXTS)} answers of each")
     # every flag but "off" was on for some context: the comparison covered each
     assert seen == {*STRATEGIES, "segment", *MORE, "loud"} - {"off"}, seen
