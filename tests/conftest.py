@@ -15,6 +15,7 @@ from typing import Any
 import pg
 import pytest
 from aiohttp.test_utils import TestClient
+from chromium import browser  # noqa: F401  (the fixture of the browser tests)
 from fake_upstream import FakeUpstream
 from service import raw_path
 from yarl import URL

@@ -3,8 +3,9 @@
 ``sdk_node.js``), each fetching flags from a server and answering a list of checks
 (``isEnabled``, or ``getVariant`` when ``variant`` is set).
 
-The Node packages come from npm, pinned, installed once into ``tests/.node`` (ignored by
-git): ``node_modules()`` installs them, or says why it could not.
+The Node packages (and the browser SDK, ``unleash-proxy-client``) come from npm, pinned,
+installed once into ``tests/.node`` (ignored by git): ``node_modules()`` installs them, or
+says why it could not.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from UnleashClient.cache import FileCache
 
 HERE = Path(__file__).parent
 NODE_DIR = HERE / ".node"
-PACKAGES = {"unleash-client": "6.12.1", "@unleash/client-specification": "6.1.0"}
+PACKAGES = {
+    "unleash-client": "6.12.1",
+    "@unleash/client-specification": "6.1.0",
+    "unleash-proxy-client": "3.8.2",  # the browser SDK: tests/test_frontend_browser.py
+}
 
 
 @dataclass(frozen=True)

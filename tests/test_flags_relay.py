@@ -4,16 +4,12 @@ return; with two workers (one fetch per scope per interval, not one per worker);
 chain of relays. The flags are those of tests/test_flags_sdk.py, configured through the
 upstream's admin API; expected answers come from that configuration.
 
-The upstream is our standalone, and a real Unleash server (npm ``unleash-server`` 8.2.0 on
-a throwaway database of the local PostgreSQL) when ``TEST_UNLEASH_SERVER=1``: installing
-it takes minutes and 200 MB, and it starts in about half a minute, too much for every run.
+The upstream is our standalone, and a real Unleash server (real_unleash.py) when
+``TEST_UNLEASH_SERVER=1``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import getpass
-import os
 import time
 import urllib.request
 import uuid
@@ -21,13 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
-import pg
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import env_path, http
-from sdks import HERE, Check, node_evaluate, node_modules, python_evaluate, quiet_sdk_logs
+from real_unleash import real_unleash
+from sdks import Check, node_evaluate, python_evaluate, quiet_sdk_logs
 from service import Service, relay_env, running, scrape, start, wait_until
 from test_flags_sdk import EXPECTED, build_state
 from UnleashClient import UnleashClient
@@ -88,9 +84,6 @@ def fetches(upstream: Service) -> float:
     )
 
 
-UNLEASH = {"unleash-server": "8.2.0"}
-
-
 @pytest.fixture
 def central(tmp_path: Path) -> Iterator[Service]:
     with running(tmp_path / "central", env=CENTRAL_ENV, name="standalone") as service:
@@ -105,19 +98,6 @@ class Upstream:
     """Starts it again, on its port and its data, after ``service.stop()``."""
 
 
-def unleash_env(database: str) -> dict[str, str]:
-    url = urlsplit(pg.url_of(database))
-    return {
-        "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
-        "UNLEASH_DB_PORT": str(url.port or 5432),
-        "UNLEASH_DB_USER": url.username or getpass.getuser(),
-        "UNLEASH_DB_PASSWORD": url.password or "",
-        "UNLEASH_DB_NAME": database,
-        "INIT_ADMIN_API_TOKENS": ADMIN_KEY,
-        "INIT_CLIENT_API_TOKENS": DEV_KEY,
-    }
-
-
 @pytest.fixture(params=["standalone", "unleash"])
 def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Upstream]:
     """Our standalone, or a real Unleash server (opt-in: ``TEST_UNLEASH_SERVER=1``)."""
@@ -128,33 +108,13 @@ def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Upstrea
             central, lambda: start(workdir, env=CENTRAL_ENV, name="standalone", port=port)
         )
         return
-    if os.environ.get("TEST_UNLEASH_SERVER") != "1":
-        pytest.skip("a real Unleash server runs with TEST_UNLEASH_SERVER=1")
-    modules = node_modules(UNLEASH, HERE / ".unleash")
-    if isinstance(modules, str):
-        pytest.fail(modules)
-    request.getfixturevalue("postgres_server")
-    database = asyncio.run(pg.create_database())
-    program = ("node", str(HERE / "unleash_server.js"))
-    env = {**unleash_env(database), "NODE_PATH": str(modules)}
-
-    def run(port: int | None = None) -> Service:
-        return start(
-            tmp_path / "unleash",
-            env=env,
-            port=port,
-            name="unleash",
-            wait_for="/health",
-            program=program,
-        )
-
-    service = run()
-    try:
-        build_state(service.url)
-        yield Upstream(service, lambda: run(service.port))
-    finally:
-        service.close()
-        asyncio.run(pg.drop_database(database))
+    with real_unleash(request, tmp_path / "unleash") as run:
+        service = run(None)
+        try:
+            build_state(service.url)
+            yield Upstream(service, lambda: run(service.port))
+        finally:
+            service.close()
 
 
 def both_sdks(url: str, modules: Path, tmp: Path) -> tuple[list[Any], list[Any]]:

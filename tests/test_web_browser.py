@@ -1,5 +1,6 @@
-"""The web page in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
-driven by Selenium), against real processes: a standalone and a relay in front of it.
+"""The web page in a real headless Chromium (the ``browser`` fixture of chromium.py: Debian's
+``chromium`` and ``chromium-driver``, driven by Selenium), against real processes: a
+standalone and a relay in front of it.
 
 A screenshot of every page is saved under the test's tmp dir, and copied to
 ``tests/artifacts/`` when ``SAVE_TEST_ARTIFACTS`` is set. Without Chromium and its driver
@@ -13,7 +14,6 @@ import os
 import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,54 +23,10 @@ from service import Service, get_json, relay_env, running, stored, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
 ADMIN = "*:*.browser-admin-secret-0123456789abcdef"
 CLIENT = "default:development.browser-client-secret-0123456789"
-
-
-def _browser_or_skip() -> None:
-    missing = [p for p in (CHROMIUM, DRIVER) if not os.access(p, os.X_OK)]
-    if not missing:
-        return
-    reason = f"no {' or '.join(missing)}: apt-get install chromium chromium-driver"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    _browser_or_skip()
-    os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager: no calls out
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service as DriverService
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(flag)
-    # every request the pages make, and the console (CSP refusals), kept for the checks
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver = webdriver.Chrome(service=DriverService(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 class Visit:

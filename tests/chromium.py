@@ -1,0 +1,61 @@
+"""A real headless Chromium for the browser tests (Debian's ``chromium`` and
+``chromium-driver``, driven by Selenium): the ``browser`` fixture, registered in conftest.py.
+
+Nothing downloads a browser: without Chromium and its driver the tests are skipped, except
+under CI=true (``.ci/run`` installs them), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def browser_or_skip() -> None:
+    missing = [p for p in (CHROMIUM, DRIVER) if not os.access(p, os.X_OK)]
+    if not missing:
+        return
+    reason = f"no {' or '.join(missing)}: apt-get install chromium chromium-driver"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    browser_or_skip()
+    os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager: no calls out
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as DriverService
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(flag)
+    # every request the pages make, and the console (CSP refusals), kept for the checks
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=DriverService(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
