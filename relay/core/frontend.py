@@ -54,7 +54,8 @@ ANSWERS = Counter(
     ["source"],
 )
 COMPILES = Counter(
-    "relay_frontend_compiles_total", "A scope's flags compiled for the Frontend API (per change)"
+    "relay_frontend_compiles_total",
+    "A scope's flags compiled for evaluation (the Frontend API, the playground), per change",
 )
 HELD = Gauge(
     "relay_frontend_held_bytes",
