@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import unquote
 
 from relay.core.catalog import Rendered
 from relay.core.evaluate import Compiled, Context, Evaluation, compile_features
@@ -71,6 +72,25 @@ def from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Fields, Fields]:
     return fields, rest | given
 
 
+def from_query(raw: str) -> tuple[Fields, Fields]:
+    """``from_pairs`` of a raw query string, decoded as ``urllib.parse.parse_qsl`` with
+    blank values kept decodes it (``+`` a space, ``%XX`` UTF-8 with replacement), but only
+    the pieces that need it: a browser's query is parsed on every request, and
+    ``parse_qsl``'s generality cost as much as the rest of a cached answer."""
+    return from_pairs(_pair(piece) for piece in raw.split("&") if piece)
+
+
+def _pair(piece: str) -> tuple[str, str]:
+    name, _, value = piece.partition("=")
+    return _decoded(name), _decoded(value)
+
+
+def _decoded(text: str) -> str:
+    if "+" in text:
+        text = text.replace("+", " ")
+    return unquote(text) if "%" in text else text
+
+
 def from_body(
     fields: Mapping[str, object],
     extra: Mapping[str, object],
@@ -113,7 +133,9 @@ class Answer:
 
 
 class Scoped:
-    """One scope's flags compiled, and each flag's toggle rendered once per outcome."""
+    """One scope's flags compiled, and each flag's toggle rendered once per outcome, with
+    a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
+    not its body (the same answer has the same ETag in every worker and after a restart)."""
 
     __slots__ = ("cacheable", "compiled", "fragments", "size")
 
@@ -121,28 +143,31 @@ class Scoped:
         document = json.loads(rendered.body)
         self.compiled: Compiled = compile_features(document)
         self.cacheable = not _varies(document)
-        self.fragments: dict[int, bytes] = {}
+        self.fragments: dict[int, tuple[bytes, bytes]] = {}
         self.size = len(rendered.body)
 
     def answer(self, context: Context, everything: bool) -> Answer:
+        fragments, render = self.fragments, self._render
         parts = [
-            self._fragment(evaluation)
+            fragments.get(id(evaluation)) or render(evaluation)
             for evaluation in self.compiled.evaluate(context)
             if everything or evaluation.enabled
         ]
-        body = b'{"toggles":[' + b",".join(parts) + b"]}"
-        return Answer(body, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+        body = b'{"toggles":[' + b",".join([part[0] for part in parts]) + b"]}"
+        digest = hashlib.sha256(b"".join([part[1] for part in parts])).hexdigest()
+        return Answer(body, f'"{digest[:32]}"')
 
     def one(self, context: Context, name: str) -> bytes | None:
         evaluation = self.compiled.evaluate_one(name, context)
-        return None if evaluation is None else self._fragment(evaluation)
+        if evaluation is None:
+            return None
+        return (self.fragments.get(id(evaluation)) or self._render(evaluation))[0]
 
-    def _fragment(self, evaluation: Evaluation) -> bytes:
+    def _render(self, evaluation: Evaluation) -> tuple[bytes, bytes]:
         """Keyed by identity: the evaluator answers with evaluations it built when it
         compiled (one per outcome), which live as long as ``compiled``."""
-        found = self.fragments.get(id(evaluation))
-        if found is None:
-            found = self.fragments[id(evaluation)] = _toggle(evaluation)
+        fragment = _toggle(evaluation)
+        found = self.fragments[id(evaluation)] = (fragment, hashlib.sha256(fragment).digest()[:16])
         return found
 
 
