@@ -23,17 +23,19 @@ RSS, and the share of the bare handler's requests/s.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import getpass
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from evaluate import REGIONS, flag, typical
 from features import call, cpu_seconds, fetch, median
-from servers import ADMIN, CLIENT, Server, start
+from servers import ADMIN, CLIENT, Server, start, wait_until
 from wrk import run_wrk
 
 EDGE_PER_CPU = {100: 6_900, 5: 39_000}
@@ -42,7 +44,7 @@ EDGE_PER_CPU = {100: 6_900, 5: 39_000}
 
 def populate(url: str, project: str, flags: int) -> None:
     """``flags`` flags of ``bench/evaluate.py`` in ``project``'s development, on or off as
-    there (its dependencies left out: the admin API makes none)."""
+    there (its dependencies left out: the admin API makes none; see ``portable``)."""
     if project != "default":
         call(f"{url}/api/admin/projects", "POST", {"id": project, "name": project})
         body = {"environment": "development"}
@@ -54,12 +56,22 @@ def populate(url: str, project: str, flags: int) -> None:
         name = f"{project}-{feature['name']}"
         body = {"name": name, "description": feature["description"]}
         call(base, "POST", body | {"impressionData": feature["impressionData"]})
-        for strategy in feature["strategies"]:
+        for strategy in map(portable, feature["strategies"]):
             given = [segments[n] for n in strategy.get("segments", [])]
             strategy = {**strategy, "segments": given} if given else strategy
             call(f"{base}/{name}/environments/development/strategies", "POST", strategy)
         if feature["enabled"]:
             call(f"{base}/{name}/environments/development/on", "POST")
+
+
+def portable(strategy: dict[str, Any]) -> dict[str, Any]:
+    """A ``userWithId`` list as a ``default`` strategy with a ``userId IN`` constraint (the
+    same answers): Unleash 8 makes no ``userWithId`` strategy any more."""
+    if strategy["name"] != "userWithId":
+        return strategy
+    users = strategy["parameters"]["userIds"].split(",")
+    constraint = {"contextName": "userId", "operator": "IN", "values": users}
+    return {"name": "default", "parameters": {}, "constraints": [constraint]}
 
 
 def segment_ids(url: str) -> dict[int, int]:
@@ -77,7 +89,12 @@ def keys(url: str, project: str) -> tuple[str, str]:
     """A client key and a frontend key for ``project``'s development."""
     made = []
     for kind in ("client", "frontend"):
-        body = {"type": kind, "environment": "development", "projects": [project]}
+        body = {
+            "type": kind,
+            "tokenName": f"bench-{kind}",
+            "environment": "development",
+            "projects": [project],
+        }
         made.append(call(f"{url}/api/admin/api-tokens", "POST", body)["secret"])
     return made[0], made[1]
 
@@ -144,19 +161,30 @@ def measure(
     }
 
 
+def toggles(answer: bytes) -> list[tuple[str, str]]:
+    """An answer's toggles by name and variant: what Unleash's and ours must agree on."""
+    return sorted((t["name"], t["variant"]["name"]) for t in json.loads(answer)["toggles"])
+
+
+Served = dict[str, tuple[Server, str, str]]
+"""Each mode's server, with its client key and frontend key of the state."""
+
+
 def run_state(
-    label: str, flags: int, keys_of: tuple[str, str], served: dict[str, Server],
-    args: argparse.Namespace, workdir: Path,
+    label: str, flags: int, served: Served, args: argparse.Namespace, workdir: Path
 ) -> None:
     """The rows of one state: bare, and per mode client features and three frontend loads."""
-    client, front = keys_of
-    central = served["standalone"].url
-    document, _ = fetch(f"{central}/api/client/features", client)
+    central, client, front = served["standalone"]
+    document, _ = fetch(f"{central.url}/api/client/features", client)
     repeated = query(typical(json.loads(document)))
     path = f"/api/frontend?{repeated}"
-    answer, etag = fetch(f"{central}{path}", front)
-    for server in served.values():  # the same answers in both modes
-        assert fetch(f"{server.url}{path}", front) == (answer, etag)
+    answer, etag = fetch(f"{central.url}{path}", front)
+    for mode, (server, _, key) in served.items():  # the same answers in both modes
+        url = f"{server.url}{path}"
+        if mode == "unleash":  # the same toggles, once its frontend API has the flags
+            wait_until(lambda u=url, k=key: toggles(fetch(u, k)[0]) == toggles(answer))
+        else:
+            assert fetch(url, key) == (answer, etag)
     body_file = workdir / f"frontend-{len(answer)}.json"
     body_file.write_bytes(answer)
     program = [sys.executable, str(Path(__file__).parent / "features.py"), "--bare"]
@@ -165,7 +193,7 @@ def run_state(
         plan: dict[str, tuple[Server, str, str, str | None]] = {
             "bare GET /api/frontend, fixed bytes": (ceiling, path, front, None),
         }
-        for mode, server in served.items():
+        for mode, (server, client, front) in served.items():
             plan |= {
                 f"{mode} GET /api/client/features": (server, "/api/client/features", client, None),
                 f"{mode} GET /api/frontend, new context": (server, path, front, "user"),
@@ -195,6 +223,31 @@ def run_state(
         ceiling.stop()
 
 
+def real_unleash(modules: Path, workdir: Path) -> Server:
+    """A real Unleash server (``tests/unleash_server.js``) on a fresh database of the local
+    PostgreSQL (``tests/pg.py``), with the same admin key; the database outlives the run
+    (named in its log). Open-source Unleash makes no project: it gets the 100 flags only."""
+    import pg  # the tests' PostgreSQL helpers (on the path through servers.py)
+
+    problem = pg.ensure_server()
+    if problem is not None:
+        raise SystemExit(f"PostgreSQL unreachable: {problem}")
+    database = asyncio.run(pg.create_database())
+    url = urlsplit(pg.url_of(database))
+    env = {
+        "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
+        "UNLEASH_DB_PORT": str(url.port or 5432),
+        "UNLEASH_DB_USER": url.username or getpass.getuser(),
+        "UNLEASH_DB_PASSWORD": url.password or "",
+        "UNLEASH_DB_NAME": database,
+        "INIT_ADMIN_API_TOKENS": ADMIN,
+        "NODE_PATH": str(modules),
+        "NODE_ENV": "production",
+    }
+    script = Path(__file__).resolve().parent.parent / "tests" / "unleash_server.js"
+    return start("unleash", workdir / "unleash", env, ["node", str(script)], "/health")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -203,6 +256,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs of each, alternated")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument(
+        "--unleash",
+        type=Path,
+        metavar="NODE_MODULES",
+        help="also a real Unleash (npm unleash-server installed there; the local PostgreSQL)",
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("this benchmark needs wrk (apt-get install wrk)")
@@ -227,9 +286,15 @@ def main() -> None:
             }
             edge = start("relay", workdir / "relay", relay_env)
             servers.append(edge)
-            for flags, keys_of in states.items():
-                served = {"standalone": central, "relay": edge}
-                run_state(f"{flags} flags", flags, keys_of, served, args, workdir)
+            unleash = None if args.unleash is None else real_unleash(args.unleash, workdir)
+            if unleash is not None:
+                servers.append(unleash)
+                populate(unleash.url, "default", sizes[0])
+            for flags, (client, front) in states.items():
+                served = {"standalone": (central, client, front), "relay": (edge, client, front)}
+                if unleash is not None and flags == sizes[0]:
+                    served["unleash"] = (unleash, *keys(unleash.url, "default"))
+                run_state(f"{flags} flags", flags, served, args, workdir)
         finally:
             for server in servers:
                 server.stop()
