@@ -4,6 +4,7 @@ client features path of the same flags and with the ceiling of the stack.
     python bench/frontend.py                 # 3 alternated runs of 5 s per figure, 16 connections
     python bench/frontend.py --rounds 1      # one run of each
     python bench/frontend.py --smoke         # tiny, for CI (no figure is asserted)
+    python bench/frontend.py --code /tmp/old # and a standalone of another checkout's code
 
 A standalone gets 100 flags in project ``default`` through its admin API (the flags of
 ``bench/evaluate.py``: a ``flexibleRollout`` with three constraints, a segment and two
@@ -181,7 +182,7 @@ def run_state(
     answer, etag = fetch(f"{central.url}{path}", front)
     for mode, (server, _, key) in served.items():  # the same answers in both modes
         url = f"{server.url}{path}"
-        if mode == "unleash":  # the same toggles, once its frontend API has the flags
+        if mode in ("unleash", "before"):  # the same toggles (once Unleash has the flags)
             wait_until(lambda u=url, k=key: toggles(fetch(u, k)[0]) == toggles(answer))
         else:
             assert fetch(url, key) == (answer, etag)
@@ -262,6 +263,9 @@ def main() -> None:
         metavar="NODE_MODULES",
         help="also a real Unleash (npm unleash-server installed there; the local PostgreSQL)",
     )
+    parser.add_argument(
+        "--code", type=Path, help="also a standalone of this checkout's code (``before``)"
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("this benchmark needs wrk (apt-get install wrk)")
@@ -286,12 +290,22 @@ def main() -> None:
             }
             edge = start("relay", workdir / "relay", relay_env)
             servers.append(edge)
+            before = None
+            if args.code is not None:  # another checkout's code, populated the same
+                old = {**env, "PYTHONPATH": str(args.code)}
+                before = start("before", workdir / "before", old)
+                servers.append(before)
+                populate(before.url, "default", sizes[0])
+                populate(before.url, "small", sizes[1])
+                olds = {sizes[0]: keys(before.url, "default"), sizes[1]: keys(before.url, "small")}
             unleash = None if args.unleash is None else real_unleash(args.unleash, workdir)
             if unleash is not None:
                 servers.append(unleash)
                 populate(unleash.url, "default", sizes[0])
             for flags, (client, front) in states.items():
                 served = {"standalone": (central, client, front), "relay": (edge, client, front)}
+                if before is not None:
+                    served["before"] = (before, *olds[flags])
                 if unleash is not None and flags == sizes[0]:
                     served["unleash"] = (unleash, *keys(unleash.url, "default"))
                 run_state(f"{flags} flags", flags, served, args, workdir)
