@@ -30,6 +30,8 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -224,16 +226,28 @@ def run_state(
         ceiling.stop()
 
 
-def real_unleash(modules: Path, workdir: Path) -> Server:
+@contextmanager
+def real_unleash(modules: Path, workdir: Path) -> Iterator[Server]:
     """A real Unleash server (``tests/unleash_server.js``) on a fresh database of the local
-    PostgreSQL (``tests/pg.py``), with the same admin key; the database outlives the run
-    (named in its log). Open-source Unleash makes no project: it gets the 100 flags only."""
+    PostgreSQL (``tests/pg.py``, dropped after), with the same admin key. Open-source
+    Unleash makes no project: it gets the 100 flags only."""
     import pg  # the tests' PostgreSQL helpers (on the path through servers.py)
 
     problem = pg.ensure_server()
     if problem is not None:
         raise SystemExit(f"PostgreSQL unreachable: {problem}")
     database = asyncio.run(pg.create_database())
+    try:
+        with _unleash_on(database, modules, workdir) as server:
+            yield server
+    finally:
+        asyncio.run(pg.drop_database(database))
+
+
+@contextmanager
+def _unleash_on(database: str, modules: Path, workdir: Path) -> Iterator[Server]:
+    import pg
+
     url = urlsplit(pg.url_of(database))
     env = {
         "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
@@ -246,7 +260,11 @@ def real_unleash(modules: Path, workdir: Path) -> Server:
         "NODE_ENV": "production",
     }
     script = Path(__file__).resolve().parent.parent / "tests" / "unleash_server.js"
-    return start("unleash", workdir / "unleash", env, ["node", str(script)], "/health")
+    server = start("unleash", workdir / "unleash", env, ["node", str(script)], "/health")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def main() -> None:
@@ -272,7 +290,10 @@ def main() -> None:
     sizes = (12, 2) if args.smoke else (100, 5)
     if args.smoke:
         args.duration, args.connections, args.rounds = 1.0, 2, 1
-    with tempfile.TemporaryDirectory(prefix="relay-bench-frontend-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="relay-bench-frontend-") as tmp,
+        ExitStack() as stack,
+    ):
         workdir = Path(tmp)
         env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
         central = start("standalone", workdir / "standalone", env)
@@ -298,9 +319,9 @@ def main() -> None:
                 populate(before.url, "default", sizes[0])
                 populate(before.url, "small", sizes[1])
                 olds = {sizes[0]: keys(before.url, "default"), sizes[1]: keys(before.url, "small")}
-            unleash = None if args.unleash is None else real_unleash(args.unleash, workdir)
-            if unleash is not None:
-                servers.append(unleash)
+            unleash = None
+            if args.unleash is not None:
+                unleash = stack.enter_context(real_unleash(args.unleash, workdir))
                 populate(unleash.url, "default", sizes[0])
             for flags, (client, front) in states.items():
                 served = {"standalone": (central, client, front), "relay": (edge, client, front)}
