@@ -185,7 +185,7 @@ def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def bare(body_file: Path, etag: str, port: int) -> None:
     """The ceiling: an aiohttp app whose only work is comparing the ETag and answering the
-    same bytes (``--bare``)."""
+    same bytes (``--bare``), on the client features path and the Frontend API's."""
     from aiohttp import web
 
     body = body_file.read_bytes()
@@ -199,7 +199,8 @@ def bare(body_file: Path, etag: str, port: int) -> None:
         return web.Response(text="ok")
 
     app = web.Application()
-    app.router.add_get("/api/client/features", features)
+    for path in ("/api/client/features", "/api/frontend"):
+        app.router.add_get(path, features)
     app.router.add_get("/ready", ready)
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 

@@ -75,14 +75,20 @@ class Server:
 
 
 def start(
-    name: str, workdir: Path, env: dict[str, str], program: list[str] | None = None
+    name: str,
+    workdir: Path,
+    env: dict[str, str],
+    program: list[str] | None = None,
+    wait_for: str = "/ready",
 ) -> Server:
     """Start ``relay serve`` (or ``program``, given the port as its argument) and wait until it
-    answers ``/ready``; its output goes to ``workdir/name.log`` and ``name.out``."""
+    answers ``wait_for``; its output goes to ``workdir/name.log`` and ``name.out``."""
     port = free_port()
     command = RELAY if program is None else [*program, str(port)]
     env = {"RELAY_LOG_LEVEL": "WARNING", **env}
-    service = start_service(workdir, env=env, port=port, name=name, program=command)
+    service = start_service(
+        workdir, env=env, port=port, name=name, program=command, wait_for=wait_for
+    )
     return Server(name, service)
 
 

@@ -8,15 +8,22 @@ and a relay answering from its copy through an outage.
 
 from __future__ import annotations
 
+import json
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 from conftest import DEV_KEY, MakeClient, assert_error, auth
 from fake_upstream import Answer, FakeUpstream
 from flagkit import add_strategy, create_flag, ok, rollout, turn
+from hypothesis import example, given
+from hypothesis import strategies as st
 from service import sample
 
+from relay.core.catalog import Rendered
+from relay.core.frontend import Frontends, context_of, from_pairs, from_query
 from relay.core.keys import InvalidKey
 
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
@@ -111,6 +118,39 @@ async def test_enabled_flags_for_a_context(standalone: Any) -> None:
     }
     _, bob, _ = await frontend(standalone, "?userId=bob&sessionId=s1")
     assert "vip" not in names(bob)
+
+
+@given(st.text(alphabet="ab=&+%[]5Bé2 ", max_size=40))
+@example("properties%5Bplan%5D=gold+club&userId=&&=x&flag&properties[a]=%E9%zz&a=1&a=2")
+def test_a_query_reads_as_parse_qsl_reads_it(raw: str) -> None:
+    """The handler's own query parser (faster) decodes exactly as ``parse_qsl`` would."""
+    assert from_query(raw) == from_pairs(parse_qsl(raw, keep_blank_values=True))
+
+
+def test_the_answers_kept_take_no_more_memory_than_their_bound() -> None:
+    """Small answers (a flag or two) weigh less than their keys: the bound counts both."""
+    flag = {"name": "f", "enabled": True, "strategies": [{"name": "default"}]}
+    document = {"version": 2, "features": [flag], "segments": []}
+    rendered = Rendered(json.dumps(document).encode(), '"e"', 1)
+    bound = 1_000_000
+    frontends = Frontends(answer_bytes=bound)
+    now = datetime.now(UTC)
+
+    def ask(n: int) -> None:
+        fields = {"userId": f"user-{n}", "sessionId": f"session-{n}", "appName": "web"}
+        properties = {"plan": f"plan-{n % 7}", "region": "eu-west"}
+        frontends.answer(rendered, context_of(fields, properties, "127.0.0.1", now), False)
+
+    ask(0)  # the scope compiled
+    tracemalloc.start()
+    try:
+        for n in range(1, 20_001):
+            ask(n)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert frontends.misses == 20_001
+    assert held <= bound * 1.1
 
 
 async def test_a_rollout_splits_users_and_keeps_each(standalone: Any) -> None:

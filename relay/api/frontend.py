@@ -12,7 +12,6 @@ Unleash's do.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 
@@ -24,7 +23,7 @@ from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
 from relay.api.state import FRONTEND_SOURCE, FRONTENDS
 from relay.core.evaluate import Context
-from relay.core.frontend import context_of, from_model, from_pairs
+from relay.core.frontend import context_of, from_model, from_query
 from relay.wire.frontend import FrontendRequest, Toggle, Toggles
 
 
@@ -32,9 +31,7 @@ async def _context(request: web.Request) -> Context:
     if request.method == "POST":
         fields, properties = from_model((await read_json(request, FrontendRequest)).context)
     else:
-        fields, properties = from_pairs(
-            parse_qsl(request.rel_url.raw_query_string, keep_blank_values=True)
-        )
+        fields, properties = from_query(request.rel_url.raw_query_string)
     return context_of(fields, properties, caller_address(request), datetime.now(UTC))
 
 

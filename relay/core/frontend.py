@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import unquote
 
 from prometheus_client import Counter, Gauge
 
@@ -43,7 +44,9 @@ COMPILED_PER_BYTE = 8
 toggles) takes about 8 times the bytes of the answer it came from (measured with
 tracemalloc on bench/evaluate.py's 100-flag document: 114 kB -> 0.9 MB)."""
 MAX_ANSWERS = 100_000
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""Kept answers save ~10 % of a repeated context's CPU (bench/frontend.py): worth a small
+bound, not the memory of a sidecar."""
 
 Fields = dict[str, str]
 
@@ -93,6 +96,25 @@ def from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Fields, Fields]:
     return fields, rest | given
 
 
+def from_query(raw: str) -> tuple[Fields, Fields]:
+    """``from_pairs`` of a raw query string, decoded as ``urllib.parse.parse_qsl`` with
+    blank values kept decodes it (``+`` a space, ``%XX`` UTF-8 with replacement), but only
+    the pieces that need it: a browser's query is parsed on every request, and
+    ``parse_qsl``'s generality cost as much as the rest of a cached answer."""
+    return from_pairs(_pair(piece) for piece in raw.split("&") if piece)
+
+
+def _pair(piece: str) -> tuple[str, str]:
+    name, _, value = piece.partition("=")
+    return _decoded(name), _decoded(value)
+
+
+def _decoded(text: str) -> str:
+    if "+" in text:
+        text = text.replace("+", " ")
+    return unquote(text) if "%" in text else text
+
+
 def from_model(context: FrontendContext) -> tuple[Fields, Fields]:
     """A parsed context (a ``POST`` body's, the playground's) as ``(fields, properties)``,
     values as text."""
@@ -133,7 +155,9 @@ class Answer:
 
 
 class Scoped:
-    """One scope's flags compiled, and each flag's toggle rendered once per outcome."""
+    """One scope's flags compiled, and each flag's toggle rendered once per outcome, with
+    a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
+    not its body (the same answer has the same ETag in every worker and after a restart)."""
 
     __slots__ = ("cacheable", "compiled", "fragments", "size")
 
@@ -141,28 +165,31 @@ class Scoped:
         document = json.loads(rendered.body)
         self.compiled: Compiled = compile_features(document)
         self.cacheable = not _varies(document)
-        self.fragments: dict[int, bytes] = {}
+        self.fragments: dict[int, tuple[bytes, bytes]] = {}
         self.size = len(rendered.body) * COMPILED_PER_BYTE
 
     def answer(self, context: Context, everything: bool) -> Answer:
+        fragments, render = self.fragments, self._render
         parts = [
-            self._fragment(evaluation)
+            fragments.get(id(evaluation)) or render(evaluation)
             for evaluation in self.compiled.evaluate(context)
             if everything or evaluation.enabled
         ]
-        body = b'{"toggles":[' + b",".join(parts) + b"]}"
-        return Answer(body, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+        body = b'{"toggles":[' + b",".join([part[0] for part in parts]) + b"]}"
+        digest = hashlib.sha256(b"".join([part[1] for part in parts])).hexdigest()
+        return Answer(body, f'"{digest[:32]}"')
 
     def one(self, context: Context, name: str) -> bytes | None:
         evaluation = self.compiled.evaluate_one(name, context)
-        return None if evaluation is None else self._fragment(evaluation)
+        if evaluation is None:
+            return None
+        return (self.fragments.get(id(evaluation)) or self._render(evaluation))[0]
 
-    def _fragment(self, evaluation: Evaluation) -> bytes:
+    def _render(self, evaluation: Evaluation) -> tuple[bytes, bytes]:
         """Keyed by identity: the evaluator answers with evaluations it built when it
         compiled (one per outcome), which live as long as ``compiled``."""
-        found = self.fragments.get(id(evaluation))
-        if found is None:
-            found = self.fragments[id(evaluation)] = _toggle(evaluation)
+        fragment = _toggle(evaluation)
+        found = self.fragments[id(evaluation)] = (fragment, hashlib.sha256(fragment).digest()[:16])
         return found
 
 
@@ -198,7 +225,7 @@ class Frontends:
     ) -> None:
         self._scoped: OrderedDict[str, Scoped] = OrderedDict()
         self._scoped_bytes = 0
-        self._answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        self._answers: OrderedDict[tuple[str, bool, bytes], Answer] = OrderedDict()
         self._answers_bytes = 0
         self._limits = (most_compiled, compiled_bytes, most_answers, answer_bytes)
 
@@ -264,17 +291,21 @@ def _varies(document: Any) -> bool:
     return False
 
 
-def _identity(context: Context) -> tuple[Any, ...]:
-    """What of a context can decide an answer that reads neither clock nor chance."""
-    return (
+def _identity(context: Context) -> bytes:
+    """What of a context can decide an answer that reads neither clock nor chance, as a
+    digest: the caller chooses a context's size (up to a body's limit), never what keeping
+    its answer costs."""
+    decisive = (
         context.app_name,
         context.environment,
         context.user_id,
         context.session_id,
         context.remote_address,
-        tuple(sorted(context.properties.items())),
+        sorted(context.properties.items()),
     )
+    return hashlib.sha256(json.dumps(decisive).encode()).digest()
 
 
 def _size(answer: Answer) -> int:
-    return len(answer.body) + 200  # the key and the entry's own overhead
+    """An answer kept, with its key and entry (measured with tracemalloc: 370 bytes)."""
+    return len(answer.body) + 400

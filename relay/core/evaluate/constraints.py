@@ -26,7 +26,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from relay.core.evaluate.context import Context, Getter, getter
+from relay.core.evaluate.context import Context
 from relay.wire.strategies import date_time, number, semver
 
 Check = Callable[[Context], bool]
@@ -64,31 +64,30 @@ def compile_constraint(raw: Mapping[str, Any]) -> Check:
     case_insensitive = raw.get("caseInsensitive") is True
     values = [str(v) for v in raw.get("values") or ()]
     value = raw.get("value")
-    read = getter(name)
     if op in ("IN", "NOT_IN"):
-        return _membership(read, frozenset(values), op == "NOT_IN", inverted)
+        return _membership(name, frozenset(values), op == "NOT_IN", inverted)
     if op.startswith("STR_"):
-        return _text(read, op, values, case_insensitive, inverted)
+        return _text(name, op, values, case_insensitive, inverted)
     if op == "IN_CIDR":
-        return _networks(read, values, inverted)
+        return _networks(name, values, inverted)
     if not isinstance(value, str):
         return never
     if op.startswith("NUM_"):
-        return _number(read, _ORDER.get(op[4:]), number(value), inverted)
+        return _number(name, _ORDER.get(op[4:]), number(value), inverted)
     if op.startswith("DATE_"):
-        return _date(read, name, _DATE_ORDER.get(op[5:]), date_time(value), inverted)
+        return _date(name, _DATE_ORDER.get(op[5:]), date_time(value), inverted)
     if op.startswith("SEMVER_"):
-        return _semver(read, _ORDER.get(op[7:]), value, inverted)
+        return _semver(name, _ORDER.get(op[7:]), value, inverted)
     if op == "REGEX":
-        return _regex(read, value, case_insensitive, inverted)
+        return _regex(name, value, case_insensitive, inverted)
     return never
 
 
-def _membership(read: Getter, values: frozenset[str], negated: bool, inverted: bool) -> Check:
+def _membership(name: str, values: frozenset[str], negated: bool, inverted: bool) -> Check:
     flip = negated != inverted
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         if found is None:
             return negated != inverted  # only NOT_IN holds for a missing value
         return (found in values) != flip
@@ -97,7 +96,7 @@ def _membership(read: Getter, values: frozenset[str], negated: bool, inverted: b
 
 
 def _text(
-    read: Getter, op: str, values: list[str], case_insensitive: bool, inverted: bool
+    name: str, op: str, values: list[str], case_insensitive: bool, inverted: bool
 ) -> Check:
     wanted = tuple(v.lower() for v in values) if case_insensitive else tuple(values)
     test: Callable[[str], bool]
@@ -114,7 +113,7 @@ def _text(
         return never
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         if found is None:
             return inverted
         return test(found.lower() if case_insensitive else found) != inverted
@@ -130,13 +129,13 @@ def _equal(a: float, b: float) -> bool:
     return abs(a - b) < sys.float_info.epsilon  # as yggdrasil compares
 
 
-def _number(read: Getter, order: Order | None, target: float | None, inverted: bool) -> Check:
+def _number(name: str, order: Order | None, target: float | None, inverted: bool) -> Check:
     if order is None or target is None:
         return never
     compare = _equal if order is operator.eq else order
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         parsed = math.nan if found is None else _context_number(found)
         return compare(parsed, target) != inverted  # NaN compares false
 
@@ -144,7 +143,6 @@ def _number(read: Getter, order: Order | None, target: float | None, inverted: b
 
 
 def _date(
-    read: Getter,
     name: str,
     order: Order | None,
     target: datetime | None,
@@ -161,14 +159,14 @@ def _date(
         return clock
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         moment = None if found is None else date_time(found)
         return (moment is not None and order(moment, target)) != inverted
 
     return check
 
 
-def _semver(read: Getter, order: Order | None, value: str, inverted: bool) -> Check:
+def _semver(name: str, order: Order | None, value: str, inverted: bool) -> Check:
     """A context's version is parsed once per distinct value (apps have few versions): up to
     ``_KNOWN`` of them are remembered per constraint, each at most 64 characters."""
     version = semver(value)
@@ -178,7 +176,7 @@ def _semver(read: Getter, order: Order | None, value: str, inverted: bool) -> Ch
     known: dict[str, tuple[Any, ...] | None] = {}
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         if found is None:
             return inverted
         key = known.get(found, _UNSEEN)
@@ -192,7 +190,7 @@ def _semver(read: Getter, order: Order | None, value: str, inverted: bool) -> Ch
     return check
 
 
-def _regex(read: Getter, pattern: str, case_insensitive: bool, inverted: bool) -> Check:
+def _regex(name: str, pattern: str, case_insensitive: bool, inverted: bool) -> Check:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = not case_insensitive
@@ -202,7 +200,7 @@ def _regex(read: Getter, pattern: str, case_insensitive: bool, inverted: bool) -
         return lambda context: inverted
 
     def check(context: Context) -> bool:
-        found = read(context)
+        found = context.values.get(name)
         return (found is not None and search(found) is not None) != inverted
 
     return check
@@ -231,10 +229,10 @@ def address_in(networks: tuple[Network, ...]) -> Callable[[str | None], bool]:
     return inside
 
 
-def _networks(read: Getter, values: list[str], inverted: bool) -> Check:
+def _networks(name: str, values: list[str], inverted: bool) -> Check:
     inside = address_in(tuple(n for n in map(network, values) if n is not None))
 
     def check(context: Context) -> bool:
-        return inside(read(context)) != inverted
+        return inside(context.values.get(name)) != inverted
 
     return check
