@@ -7,7 +7,10 @@ an input once broke.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -44,3 +47,33 @@ async def test_a_long_number_looking_value_costs_linear_time(numbered: Any) -> N
     big = await numbered.get("/api/frontend?n=" + "9" * 8000, headers=auth(FRONT_KEY))
     assert len((await big.json())["toggles"]) == NUMBERS  # a long number is still a number
 
+
+async def test_kept_answers_cost_their_bound_whatever_the_contexts_size(
+    numbered: Any,
+) -> None:
+    """Answers are kept per context; the bound in bytes counted each answer's body, not the
+    context it was kept under, so 100 properties of 4 kB each (a 400 kB body, allowed)
+    kept 400 kB per answer outside the count. Now a kept answer costs its body and a
+    fixed-size key, whatever the context: 30 such contexts keep well under 1 MB."""
+    context = {f"p{k}": "v" * 4000 for k in range(99)}
+    posts = 30
+
+    async def post(i: int) -> None:
+        body = {"context": {**context, "userId": f"user-{i}"}}
+        response = await numbered.post("/api/frontend", json=body, headers=auth(FRONT_KEY))
+        assert response.status == 200, await response.text()
+        await response.read()
+
+    await post(-1)  # everything allocated once (compiled flags, pools) before counting
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(posts):
+            await post(i)
+        await asyncio.sleep(0)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1024 * 1024, f"{grown / posts / 1024:.0f} kB kept per answer"
