@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from conftest import MakeClient, auth
-from flagkit import add_strategy, create_flag, turn
+from flagkit import add_strategy, create_flag, rollout, turn
+from service import sample
 from test_frontend_api import FRONT_KEY
 
 NUMBERS = 20  # flags with a number constraint on the same property
@@ -77,3 +78,23 @@ async def test_kept_answers_cost_their_bound_whatever_the_contexts_size(
     finally:
         tracemalloc.stop()
     assert grown < 1024 * 1024, f"{grown / posts / 1024:.0f} kB kept per answer"
+
+
+async def test_an_answer_hashed_on_the_clock_is_never_kept(make_client: MakeClient) -> None:
+    """A rollout or variant sticky on ``currentTime`` hashes the server's clock: its
+    answers vary from one request to the next, so they are never kept (counted
+    ``varying``), as a date constraint's are; only ``contextName`` was looked at."""
+    client = await make_client(init_frontend_api_tokens=[FRONT_KEY])
+    await create_flag(client, "ticking")
+    await add_strategy(client, "ticking", rollout(50, stickiness="currentTime"))
+    await turn(client, "ticking")
+
+    async def count(source: str) -> float:
+        text = await (await client.get("/internal-backstage/metrics")).text()
+        return sample(text, "relay_frontend_answers_total", source=source)
+
+    before = await count("varying")
+    for _ in range(3):
+        response = await client.get("/api/frontend?userId=u1", headers=auth(FRONT_KEY))
+        assert response.status == 200
+    assert await count("varying") - before == 3
