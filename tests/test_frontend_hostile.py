@@ -11,12 +11,13 @@ import asyncio
 import gc
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeClient, auth
-from flagkit import add_strategy, create_flag, rollout, turn
-from service import sample
+from conftest import ADMIN_KEY, MakeClient, auth
+from flagkit import FEATURES, add_strategy, create_flag, env_path, http, rollout, turn
+from service import free_port, running, sample, wait_until
 from test_frontend_api import FRONT_KEY
 
 NUMBERS = 20  # flags with a number constraint on the same property
@@ -98,3 +99,30 @@ async def test_an_answer_hashed_on_the_clock_is_never_kept(make_client: MakeClie
         response = await client.get("/api/frontend?userId=u1", headers=auth(FRONT_KEY))
         assert response.status == 200
     assert await count("varying") - before == 3
+
+
+@pytest.mark.process
+def test_an_ipv4_caller_of_a_dual_stack_socket_is_its_ipv4_address(tmp_path: Path) -> None:
+    """Workers listening on ``::`` share dual-stack sockets, where an IPv4 caller's peer is
+    ``::ffff:a.b.c.d``: taken as is, no ``remoteAddress`` strategy or ``IN_CIDR`` written
+    for IPv4 held for it (the failure budget and trusted proxies already read it as IPv4)."""
+    env = {
+        "RELAY_HOST": "::",
+        "RELAY_WORKERS": "2",
+        "RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY,
+        "RELAY_INIT_FRONTEND_API_TOKENS": FRONT_KEY,
+    }
+    port = free_port()
+    with running(tmp_path, env=env, port=port):
+        url = f"http://127.0.0.1:{port}"
+        strategy = {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.1"}}
+        features = FEATURES.format(project="default")
+        assert http("POST", f"{url}{features}", {"name": "here"})[0] == 201
+        assert http("POST", f"{url}{env_path('here')}/strategies", strategy)[0] == 200
+        assert http("POST", f"{url}{env_path('here')}/on")[0] == 200
+
+        def enabled() -> bool:  # every worker answers from the store within its poll
+            status, body = http("GET", f"{url}/api/frontend/features/here", key=FRONT_KEY)
+            return status == 200 and body["enabled"] is True
+
+        wait_until(enabled, "an IPv4 caller matches the remoteAddress strategy for its address")
