@@ -128,3 +128,29 @@ def test_an_ipv4_caller_of_a_dual_stack_socket_is_its_ipv4_address(tmp_path: Pat
             return status == 200 and body["enabled"] is True
 
         wait_until(enabled, "an IPv4 caller matches the remoteAddress strategy for its address")
+
+
+async def test_remote_address_is_chosen_by_no_caller(make_client: MakeClient) -> None:
+    """``remoteAddress`` (absent from the context) is the peer, whatever forwarding
+    headers a caller writes; behind a trusted proxy, the hop it appended, never what the
+    caller wrote to its left."""
+    forged = {"X-Forwarded-For": "10.1.2.3", "Forwarded": "for=10.1.2.3"}
+    for trusted, headers, enabled in (
+        (False, forged, False),  # an untrusted peer's headers are not read
+        (True, {"X-Forwarded-For": "10.1.2.3"}, True),  # the trusted proxy's hop
+        (True, {"X-Forwarded-For": "10.1.2.3, 192.0.2.7"}, False),  # forged to the left
+    ):
+        client = await make_client(
+            init_frontend_api_tokens=[FRONT_KEY],
+            trust_proxy=trusted,
+            proxy_trusted_servers=["127.0.0.1"] if trusted else [],
+        )
+        if not trusted:
+            await create_flag(client, "office")
+            strategy = {"name": "remoteAddress", "parameters": {"IPs": "10.1.2.0/24"}}
+            await add_strategy(client, "office", strategy)
+            await turn(client, "office")
+        response = await client.get(
+            "/api/frontend/features/office", headers=auth(FRONT_KEY) | headers
+        )
+        assert (await response.json())["enabled"] is enabled, (trusted, headers)
