@@ -1,4 +1,5 @@
-"""The caller's address: the socket's peer, unless that peer is a trusted reverse proxy.
+"""The caller's address: the socket's peer (an IPv4-mapped IPv6 peer as IPv4), unless that
+peer is a trusted reverse proxy.
 
 With ``trust_proxy`` on, and only for a peer in ``proxy_trusted_servers`` (IPs and CIDRs),
 the address is taken from ``X-Forwarded-For`` (or, when a request has none, RFC 7239
@@ -66,13 +67,23 @@ PROXY_TRUST = web.AppKey("proxy_trust", ProxyTrust)
 
 def caller_address(request: web.Request) -> str | None:
     """The request's caller (None: a Unix socket, or a peer already gone)."""
+    peer = _peer(request.remote)
     trust = request.app.get(PROXY_TRUST)
     if trust is None or not trust.networks:
-        return request.remote
+        return peer
     headers = request.headers
     return trust.caller(
-        request.remote, headers.getall("X-Forwarded-For", []), headers.getall("Forwarded", [])
+        peer, headers.getall("X-Forwarded-For", []), headers.getall("Forwarded", [])
     )
+
+
+def _peer(remote: str | None) -> str | None:
+    """The socket's peer, an IPv4 caller of a dual-stack socket (workers listening on
+    ``::``: ``::ffff:192.0.2.1``) as its IPv4 address, which strategies are written for."""
+    if remote is None or not remote.startswith("::ffff:"):
+        return remote
+    address = _address(remote)
+    return remote if address is None else str(address)
 
 
 def _x_forwarded_for(lines: Sequence[str]) -> list[Address | None]:

@@ -273,7 +273,8 @@ class Frontends:
 
 def _varies(document: Any) -> bool:
     """Whether an answer may differ for the same context: a flag reads the clock (a date
-    operator, or ``currentTime``) or chance (``gradualRolloutRandom``, random stickiness)."""
+    operator, ``currentTime`` as a constraint's field or as a stickiness) or chance
+    (``gradualRolloutRandom``, random stickiness)."""
     stack = [document]
     while stack:
         node = stack.pop()
@@ -282,7 +283,7 @@ def _varies(document: Any) -> bool:
                 node.get("contextName") == "currentTime"
                 or str(node.get("operator", "")).startswith("DATE_")
                 or node.get("name") == "gradualRolloutRandom"
-                or node.get("stickiness") == "random"
+                or node.get("stickiness") in ("random", "currentTime")
             ):
                 return True
             stack.extend(node.values())

@@ -42,9 +42,11 @@ _ORDER: dict[str, Order] = {
     "EQ": operator.eq,
 }
 _DATE_ORDER: dict[str, Order] = {"AFTER": operator.gt, "BEFORE": operator.lt}
-# what Rust's f64::from_str reads (yggdrasil parses a context value so): no spaces, no "_"
+# what Rust's f64::from_str reads (yggdrasil parses a context value so): no spaces, no "_".
+# Each digit has one place to go: a context value is the caller's, and "[0-9]+\.?[0-9]*"
+# tried every split of a long run of digits before failing (quadratic: 0.7 s for 8,000)
 _FLOAT = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.I
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.I
 )
 
 
