@@ -233,6 +233,9 @@ class Settings(BaseSettings):
     write_timeout: float = Field(
         30.0, gt=0, description="Seconds a client may stop reading an answer (then it is cut off)"
     )
+    stream_keepalive: float = Field(
+        15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
+    )
     auth_failure_limit: int = Field(
         100,
         ge=0,
@@ -296,10 +299,9 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:
-        level = value.upper()
-        if level not in LOG_LEVELS:
+        if value.upper() not in LOG_LEVELS:
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-        return level
+        return value.upper()
 
     @field_validator("upstream_url")
     @classmethod
@@ -362,9 +364,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
-# pydantic-settings builds sources from the class, so the chosen file is handed over here
-# for the duration of one load_settings() call.
-_CONFIG_FILE: dict[str, Path | None] = {}
+_CONFIG_FILE: dict[str, Path | None] = {}  # sources are built per class: one load's file
 
 
 class SettingsError(Exception):

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, frontend, frontend_metrics, validate
+from relay.api import client, delta, frontend, frontend_metrics, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
-from relay.api.state import FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
+from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
@@ -100,12 +100,12 @@ def build(settings: Settings, worker: int) -> web.Application:
     db = central_database(settings)
     key_store = KeyStore(db)
     served = ClientFeaturesCache(db)
-    projects = ProjectStore(db, served.written)
+    writer = Writer(db, served.written)
+    projects = ProjectStore(db, writer)
     metrics = MetricsStore(
         db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
     )
     keys = KeyService(key_store, projects)
-    writer = Writer(db, served.written)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
     app[USAGE] = UsageReader(db)
@@ -116,6 +116,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
+    app[DELTA_SOURCE] = served
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
@@ -173,7 +174,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, bound, "prune-impact"))
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
-    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *admin.ROUTES]
+    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
+    routes += admin.ROUTES
     routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])

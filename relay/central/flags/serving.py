@@ -26,8 +26,9 @@ from collections import OrderedDict
 from prometheus_client import Counter, Gauge
 
 from relay.api.client_features import built, derived
-from relay.central.flags.records import Reads, current_revision, load_state
+from relay.central.flags.records import Reads, current_revision, load_served
 from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
+from relay.core.delta import Changes, Delta, delta
 from relay.core.errors import StorageError
 from relay.core.flags import FlagState
 from relay.core.keys import Principal
@@ -56,6 +57,12 @@ class ClientFeaturesCache:
         self._bytes = 0
         self._newest = 0
         self._state: FlagState | None = None
+        self._changes = Changes(0, 0)
+        self._deltas: dict[tuple[Scope, int | None], Delta] = {}
+        self._moved = asyncio.Event()
+        self._listening = 0
+        """Streams waiting in ``changed``: a local write is loaded at once for them."""
+        self._reloading: asyncio.Task[FlagState] | None = None
         self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
         self._catalogs: dict[tuple[str, bool], Catalog] = {}
         self._loading = asyncio.Lock()
@@ -63,8 +70,37 @@ class ClientFeaturesCache:
         self._unreadable = False
 
     def written(self, revision: int) -> None:
-        """A flag write with this revision has committed."""
+        """A flag write with this revision has committed: streams waiting for a change
+        get it now, not at the next poll."""
         self._newest = max(self._newest, revision)
+        behind = self._state is not None and self._state.revision < revision
+        idle = self._reloading is None or self._reloading.done()
+        if behind and idle and self._listening:
+            self._reloading = asyncio.get_running_loop().create_task(self._current())
+
+    async def delta(self, scope: Scope, since: int | None) -> Delta:
+        """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
+        put together once per scope and revision for every stream and poll that asks."""
+        state = await self._current()
+        key = (scope, since)
+        if key in self._deltas:
+            return self._deltas[key]
+        if len(self._deltas) >= self._max_scopes:
+            self._deltas.clear()
+        found = self._deltas[key] = delta(self._catalog(state, scope), scope, self._changes, since)
+        return found
+
+    async def changed(self, revision: int) -> None:
+        """Returns once the flags served are past ``revision``."""
+        while True:
+            state = await self._current()
+            if state.revision > revision:
+                return
+            self._listening += 1
+            try:
+                await self._moved.wait()
+            finally:
+                self._listening -= 1
 
     async def answer(self, scope: Scope) -> Rendered:
         state = self._state
@@ -121,7 +157,7 @@ class ClientFeaturesCache:
 
     async def _load(self, stale: FlagState | None) -> FlagState:
         try:
-            state = await load_state(self._db)
+            state, changes = await load_served(self._db)
         except StorageError as exc:
             self._retry_at = time.monotonic() + RETRY_INTERVAL
             self._trouble(exc)
@@ -132,8 +168,12 @@ class ClientFeaturesCache:
         LOADS.inc()
         REVISION.set(state.revision)
         self._state = state
+        self._changes = changes
         self._rendered.clear()
         self._catalogs.clear()
+        self._deltas.clear()
+        self._moved.set()
+        self._moved = asyncio.Event()
         self._bytes = 0
         self.written(state.revision)
         return state

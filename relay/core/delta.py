@@ -1,0 +1,155 @@
+"""Unleash's delta protocol, pure: what changed since a revision, for one scope, as the events
+``GET /api/client/delta`` answers and ``GET /api/client/streaming`` sends.
+
+What changed is data (``Changes``): per flag and per segment, the last revision that
+changed it (and a flag's project, for the scope of its removal). The central service reads
+it from its change log; a relay will get it by comparing two copies of its upstream's
+answer. Events are rendered from the scope's CURRENT catalog, never from a stored copy of
+the change: a changed flag the scope still has is ``feature-updated`` with its content now,
+one it no longer has (archived, out of the environment) ``feature-removed``. So each flag
+and segment is sent at most once per answer, at the revision of its last change, and the
+client ends with exactly the flags the client features answer gives (the property test
+replays that). A ``segment-updated`` is sent before a feature that refers to the segment,
+as Unleash does, so an SDK never holds a feature whose segment it lacks.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from relay.core.catalog import Catalog, Scope, encode
+
+FLAG = "flag"
+SEGMENT = "segment"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """The last change of one flag (``key``: its name, ``project``: its project) or segment
+    (``key``: its id as text, no project)."""
+
+    revision: int
+    kind: str
+    key: str
+    project: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Every flag and segment changed after ``floor`` and up to ``revision``, each once (its
+    last change), sorted by revision: a client at a revision before ``floor`` (or after
+    ``revision``: another instance's, not yet seen here) gets a hydration instead."""
+
+    floor: int
+    revision: int
+    changes: tuple[Change, ...] = ()
+    _revisions: list[int] = field(default_factory=list, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, floor: int, revision: int, changes: Iterable[Change]) -> Changes:
+        """From changes in any order, several per flag or segment: the last of each kept."""
+        last: dict[tuple[str, str], Change] = {}
+        for change in sorted(changes, key=lambda c: c.revision):
+            last.pop((change.kind, change.key), None)
+            last[(change.kind, change.key)] = change
+        kept = tuple(c for c in last.values() if floor < c.revision <= revision)
+        return cls(floor, revision, kept, [c.revision for c in kept])
+
+    def since(self, revision: int) -> tuple[Change, ...]:
+        return self.changes[bisect_right(self._revisions, revision) :]
+
+    def holds(self, revision: int) -> bool:
+        """A client at ``revision`` can be brought up to date with events."""
+        return self.floor <= revision <= self.revision
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A delta answer: its JSON body (``{"events": [...]}``), the id of its last event (the
+    ETag, the SSE ``id``; the client's revision when there is none), the revision the
+    client is then at, and how many events it holds."""
+
+    body: bytes
+    last: int
+    revision: int
+    events: int
+
+
+def hydration(catalog: Catalog, scope: Scope, revision: int) -> Delta:
+    """Every flag and segment ``scope`` sees, as one ``hydration`` event: the same features
+    and segments as the client features answer."""
+    features, segments = catalog.documents(scope)
+    parts: list[bytes | memoryview] = [
+        b'{"events":[{"eventId":%d,"type":"hydration","features":[' % revision,
+        *features,
+        b'],"segments":[',
+        b",".join(segments),
+        b"]}]}",
+    ]
+    return Delta(b"".join(parts), revision, revision, 1)
+
+
+def delta(catalog: Catalog, scope: Scope, changes: Changes, since: int | None) -> Delta:
+    """The events that bring a client at ``since`` to ``changes.revision`` in ``scope`` (none
+    when nothing it sees changed); a hydration when ``since`` is None or not held."""
+    if since is None or not changes.holds(since):
+        return hydration(catalog, scope, changes.revision)
+    events = _events(catalog, scope, changes.since(since))
+    body = b'{"events":[' + b",".join(event for _, event in events) + b"]}"
+    last = events[-1][0] if events else since
+    return Delta(body, last, changes.revision, len(events))
+
+
+def in_scope(scope: Scope, name: str, project: str | None) -> bool:
+    """A flag of this name and project is one ``scope`` may hold."""
+    if scope.projects is not None and project not in scope.projects:
+        return False
+    return scope.name_prefix is None or name.startswith(scope.name_prefix)
+
+
+def _events(
+    catalog: Catalog, scope: Scope, changes: Iterable[Change]
+) -> list[tuple[int, bytes]]:
+    used = catalog.used_segments(scope)
+    sent: set[int] = set()
+    events: list[tuple[int, bytes]] = []
+
+    def segment(revision: int, id: int) -> None:
+        fragment = catalog.segment(id)
+        if id in sent or (fragment is not None and id not in used):
+            return  # sent already, or no flag of the scope uses it
+        sent.add(id)
+        if fragment is None:
+            events.append((revision, _event(revision, "segment-removed", {"segmentId": id})))
+        else:
+            events.append((revision, _event(revision, "segment-updated", b"segment", fragment)))
+
+    for change in changes:
+        if change.kind == SEGMENT:
+            segment(change.revision, int(change.key))
+            continue
+        if not in_scope(scope, change.key, change.project):
+            continue
+        fragment = catalog.feature(scope, change.key)
+        if fragment is None:
+            removed = {"featureName": change.key, "project": change.project}
+            events.append((change.revision, _event(change.revision, "feature-removed", removed)))
+            continue
+        for id in catalog.segments_of(change.key):
+            segment(change.revision, id)
+        updated = _event(change.revision, "feature-updated", b"feature", fragment)
+        events.append((change.revision, updated))
+    return events
+
+
+def _event(
+    revision: int, kind: str, name: bytes | Mapping[str, object], fragment: bytes = b""
+) -> bytes:
+    """``{"eventId": revision, "type": kind, name: fragment}``, or with the fields of a
+    mapping ``name``."""
+    head = b'{"eventId":%d,"type":"%s"' % (revision, kind.encode())
+    if isinstance(name, bytes):
+        return head + b',"%s":%s}' % (name, fragment)
+    return head + b"," + encode(dict(name))[1:]

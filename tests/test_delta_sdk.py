@@ -1,0 +1,63 @@
+"""The real SDKs on the delta protocol against the standalone (a real process): Node's
+``unleash-client`` polling ``/api/client/delta``, and (``test_streaming_sdk.py``) Node and
+Python streaming. A flag turned off and on reaches them; the time it took is printed (the
+issue's bound, under 1 s at the standalone, is shown by these figures, not asserted)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import ADMIN_KEY, DEV_KEY
+from flagkit import FEATURES, env_path, http
+from service import Service, running, scrape
+from watchers import NodeWatcher, Watcher
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Service]:
+    env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
+    with running(tmp_path / "standalone", env=env, name="standalone") as service:
+        for name in ("checkout", "search"):
+            path = FEATURES.format(project="default")
+            assert http("POST", f"{service.url}{path}", {"name": name})[0] == 201
+        assert http("POST", f"{service.url}{env_path('checkout')}/on")[0] == 200
+        yield service
+
+
+def turn(url: str, name: str, on: bool) -> float:
+    """Turns a flag on or off through the admin API; when the answer came."""
+    status, body = http("POST", f"{url}{env_path(name)}/{'on' if on else 'off'}")
+    assert status == 200, body
+    return time.monotonic()
+
+
+def follows_changes(watcher: Watcher, url: str, what: str) -> None:
+    """The SDK sees the initial flags, then each of a few changes, in order."""
+    watcher.arrival({"checkout": True, "search": False}, 0.0)
+    for name, on, state in (
+        ("checkout", False, {"checkout": False, "search": False}),
+        ("search", True, {"checkout": False, "search": True}),
+        ("checkout", True, {"checkout": True, "search": True}),
+    ):
+        took = watcher.arrival(state, turn(url, name, on))
+        turned = "on" if on else "off"
+        print(f"{what}: {name} turned {turned} reached the SDK in {took * 1000:.0f} ms")
+
+
+def test_node_sdk_polling_delta(standalone: Service, node_sdk: Path) -> None:
+    mode = {"type": "polling", "format": "delta"}
+    watcher = NodeWatcher(
+        node_sdk, standalone.url, DEV_KEY, ["checkout", "search"], mode, refreshInterval=200
+    )
+    try:
+        follows_changes(watcher, standalone.url, "node, delta polling every 200 ms")
+    finally:
+        watcher.close()
+    polls = scrape(standalone.url, "relay_http_requests_total", route="/api/client/delta")
+    assert polls > 3  # by the delta protocol, not the client features answer
+    assert scrape(standalone.url, "relay_http_requests_total", route="/api/client/features") == 0
