@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import FEATURES, env_path, http
+from sdks import quiet_sdk_logs
 from service import Service, running, scrape
-from watchers import NodeWatcher, Watcher
+from watchers import NodeWatcher, PythonWatcher, Watcher
 
 pytestmark = pytest.mark.process
 
@@ -61,3 +62,24 @@ def test_node_sdk_polling_delta(standalone: Service, node_sdk: Path) -> None:
     polls = scrape(standalone.url, "relay_http_requests_total", route="/api/client/delta")
     assert polls > 3  # by the delta protocol, not the client features answer
     assert scrape(standalone.url, "relay_http_requests_total", route="/api/client/features") == 0
+
+
+def test_node_sdk_streaming(standalone: Service, node_sdk: Path) -> None:
+    watcher = NodeWatcher(
+        node_sdk, standalone.url, DEV_KEY, ["checkout", "search"], {"type": "streaming"}
+    )
+    try:
+        follows_changes(watcher, standalone.url, "node, streaming")
+        assert watcher.modes == []  # it stayed on the stream, never fell back to polling
+    finally:
+        watcher.close()
+    assert scrape(standalone.url, "relay_http_requests_total", route="/api/client/features") == 0
+
+
+def test_python_sdk_streaming(standalone: Service, tmp_path: Path) -> None:
+    quiet_sdk_logs()
+    watcher = PythonWatcher(standalone.url, DEV_KEY, ["checkout", "search"], tmp_path)
+    try:
+        follows_changes(watcher, standalone.url, "python, streaming")
+    finally:
+        watcher.close()

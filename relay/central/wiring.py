@@ -117,6 +117,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
+    delta.add_streams(app)
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
