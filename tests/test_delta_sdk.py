@@ -5,6 +5,7 @@ issue's bound, under 1 s at the standalone, is shown by these figures, not asser
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,15 @@ pytestmark = pytest.mark.process
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Service]:
+    with with_flags(tmp_path) as service:
+        yield service
+
+
+@contextlib.contextmanager
+def with_flags(tmp_path: Path, **settings: str) -> Iterator[Service]:
+    """A standalone with checkout (on) and search (off) in development."""
     env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
-    with running(tmp_path / "standalone", env=env, name="standalone") as service:
+    with running(tmp_path / "standalone", env={**env, **settings}, name="standalone") as service:
         for name in ("checkout", "search"):
             path = FEATURES.format(project="default")
             assert http("POST", f"{service.url}{path}", {"name": name})[0] == 201
@@ -70,7 +78,7 @@ def test_node_sdk_streaming(standalone: Service, node_sdk: Path) -> None:
     )
     try:
         follows_changes(watcher, standalone.url, "node, streaming")
-        assert watcher.modes == []  # it stayed on the stream, never fell back to polling
+        assert watcher.modes == ["streaming"]  # it never fell back to polling
     finally:
         watcher.close()
     assert scrape(standalone.url, "relay_http_requests_total", route="/api/client/features") == 0
@@ -83,3 +91,24 @@ def test_python_sdk_streaming(standalone: Service, tmp_path: Path) -> None:
         follows_changes(watcher, standalone.url, "python, streaming")
     finally:
         watcher.close()
+
+
+def test_sdks_past_the_stream_bound_still_get_flags(tmp_path: Path, node_sdk: Path) -> None:
+    """Past ``stream_max`` (0 here: no stream has room) the Node SDK is told to poll, and
+    follows changes by polling; the Python SDK (which never polls) has its flags."""
+    with with_flags(tmp_path, RELAY_STREAM_MAX="0") as service:
+        toggles = ["checkout", "search"]
+        node = NodeWatcher(
+            node_sdk, service.url, DEV_KEY, toggles, {"type": "streaming"}, refreshInterval=200
+        )
+        quiet_sdk_logs()
+        python = PythonWatcher(service.url, DEV_KEY, toggles, tmp_path)
+        try:
+            python.arrival({"checkout": True, "search": False}, 0.0)
+            follows_changes(node, service.url, "node, told to poll")
+            assert node.modes[-1] == "polling"  # switched by the hint, once it had flags
+        finally:
+            node.close()
+            python.close()
+        assert scrape(service.url, "relay_streams_turned_away_total", bound="worker") >= 2
+        assert scrape(service.url, "relay_http_requests_total", route="/api/client/features") > 0

@@ -5,11 +5,18 @@ after ``Last-Event-ID``, keep-alive comments on an idle stream, streams ended at
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import socket
+import tracemalloc
 from typing import Any
 
 from conftest import DEV_KEY, auth
-from flagkit import create_flag, turn
+from flagkit import add_strategy, create_flag, turn
+from service import eventually
+
+from relay.api.connections import WRITE_TIMEOUTS
+from relay.api.streaming import STREAMS
 
 STREAM = "/api/client/streaming"
 
@@ -38,7 +45,7 @@ class Events:
                     fields["comment"] = line[1:].strip()
                     continue
                 name, _, value = line.partition(": ")
-                fields[name] = json.loads(value) if name == "data" else value
+                fields[name] = json.loads(value) if value.startswith("{") else value
 
 
 async def open_stream(client: Any, last_event_id: str | None = None) -> Events:
@@ -92,3 +99,88 @@ async def test_shutdown_ends_streams(client: Any) -> None:
     assert (await stream.next())["event"] == "unleash-connected"
     await client.app.shutdown()  # what the server runs first when it stops
     assert await stream.next(within=5) == {"end": True}
+
+
+async def test_a_stream_past_the_bound_is_hydrated_then_told_to_poll(make_client: Any) -> None:
+    client = await make_client(stream_max_per_key=1, stream_keepalive=0.2)
+    first = await open_stream(client)
+    assert (await first.next())["event"] == "unleash-connected"
+    second = await open_stream(client)
+    connected = await second.next()
+    assert connected["event"] == "unleash-connected"
+    assert connected["data"]["events"][0]["type"] == "hydration"  # it has flags
+    assert await second.next() == {"event": "fetch-mode", "data": "polling"}
+    assert await second.next() == {"end": True}
+    first.response.close()
+    await eventually(lambda: client.app[STREAMS].total == 0, "the first stream to be closed")
+    third = await open_stream(client)  # room again
+    assert (await third.next())["event"] == "unleash-connected"
+    assert await third.next() == {"comment": "keep-alive"}  # a stream that stays
+    third.response.close()
+
+
+async def test_a_worker_full_of_streams_turns_new_ones_away(make_client: Any) -> None:
+    client = await make_client(stream_max=0)
+    stream = await open_stream(client)
+    assert (await stream.next())["event"] == "unleash-connected"
+    assert await stream.next() == {"event": "fetch-mode", "data": "polling"}
+    assert await stream.next() == {"end": True}
+
+
+async def test_a_client_that_does_not_read_is_cut_off(make_client: Any) -> None:
+    """Its stream is closed once a write waits ``write_timeout``: the changes it does not
+    read are not buffered for it without bound."""
+    client = await make_client(write_timeout=0.5)
+    await create_flag(client, "big")
+    padding = {f"p{i}": "x" * 4000 for i in range(50)}
+    big = {"name": "default", "parameters": padding}  # 200 kB an event
+    await add_strategy(client, "big", big)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, (client.host, client.port))
+    request = f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {DEV_KEY}\r\n\r\n"
+    await loop.sock_sendall(sock, request.encode())
+    try:
+        await eventually(lambda: client.app[STREAMS].total == 1, "the stream to open")
+        timeouts = WRITE_TIMEOUTS._value.get()
+        for i in range(200):  # 40 MB of events at most (past the kernel's buffers), never read
+            await turn(client, "big", on=i % 2 == 0)
+            await asyncio.sleep(0.05)  # each change its own event
+            if client.app[STREAMS].total == 0:
+                break
+        await eventually(lambda: client.app[STREAMS].total == 0, "the stream to be cut off")
+        assert WRITE_TIMEOUTS._value.get() == timeouts + 1
+    finally:
+        sock.close()
+
+
+async def test_memory_per_stream_is_bounded(client: Any) -> None:
+    """What an open stream holds in the worker (Python objects: its request, response,
+    handler task, the tasks of its wait), measured with tracemalloc over 300 streams;
+    the kernel's socket buffers come on top. The figure is printed."""
+    await create_flag(client, "checkout")
+    loop, count, socks = asyncio.get_running_loop(), 300, []
+    request = f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {DEV_KEY}\r\n\r\n".encode()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(count):
+            sock = socket.socket()
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (client.host, client.port))
+            await loop.sock_sendall(sock, request)
+            socks.append(sock)
+        await eventually(lambda: client.app[STREAMS].total == count, "every stream to open")
+        await asyncio.sleep(0.2)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+        for sock in socks:
+            sock.close()
+    held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    print(f"memory per stream: {held / count / 1024:.1f} KiB ({count} streams)")
+    assert held / count < 64 * 1024

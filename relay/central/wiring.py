@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, delta, frontend, frontend_metrics, validate
+from relay.api import client, delta, frontend, frontend_metrics, streaming, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -117,7 +117,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
-    delta.add_streams(app)
+    streaming.add_streams(app)
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
@@ -176,7 +176,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
-    routes += admin.ROUTES
+    routes += [*streaming.ROUTES, *admin.ROUTES]
     routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
