@@ -5,11 +5,13 @@ issue's bound, under 1 s at the standalone, is shown by these figures, not asser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pg
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import FEATURES, env_path, http
@@ -112,3 +114,34 @@ def test_sdks_past_the_stream_bound_still_get_flags(tmp_path: Path, node_sdk: Pa
             python.close()
         assert scrape(service.url, "relay_streams_turned_away_total", bound="worker") >= 2
         assert scrape(service.url, "relay_http_requests_total", route="/api/client/features") > 0
+
+
+def test_a_change_through_another_instance_reaches_streaming_sdks(
+    tmp_path: Path, node_sdk: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two standalone instances on one PostgreSQL: SDKs streaming from one see a flag
+    changed through the other (announced by the database as the write commits)."""
+    request.getfixturevalue("postgres_server")
+    database = asyncio.run(pg.create_database())
+    url = {"RELAY_DATABASE_URL": pg.url_of(database)}
+    toggles = ["checkout", "search"]
+    try:
+        with with_flags(tmp_path / "a", **url) as writer, running(
+            tmp_path / "b", env={**url}, name="reader"
+        ) as reader:
+            quiet_sdk_logs()
+            python = PythonWatcher(reader.url, DEV_KEY, toggles, tmp_path)
+            node = NodeWatcher(node_sdk, reader.url, DEV_KEY, toggles, {"type": "streaming"})
+            try:
+                for watcher in (python, node):
+                    watcher.arrival({"checkout": True, "search": False}, 0.0)
+                changed = turn(writer.url, "checkout", False)
+                for watcher, what in ((python, "python"), (node, "node")):
+                    took = watcher.arrival({"checkout": False, "search": False}, changed)
+                    print(f"{what}, streaming from another instance: {took * 1000:.0f} ms")
+            finally:
+                python.close()
+                node.close()
+            assert scrape(reader.url, "relay_flag_revision_notifications_total") > 0
+    finally:
+        asyncio.run(pg.drop_database(database))

@@ -8,15 +8,20 @@ import asyncio
 import gc
 import json
 import socket
+import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
+import asyncpg
+import pytest
 from conftest import DEV_KEY, auth
 from flagkit import add_strategy, create_flag, turn
 from service import eventually
 
 from relay.api.connections import WRITE_TIMEOUTS
 from relay.api.streaming import STREAMS
+from relay.central.flags.serving import HEARD
 
 STREAM = "/api/client/streaming"
 
@@ -184,3 +189,40 @@ async def test_memory_per_stream_is_bounded(client: Any) -> None:
     held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     print(f"memory per stream: {held / count / 1024:.1f} KiB ({count} streams)")
     assert held / count < 64 * 1024
+
+
+async def test_a_write_through_another_instance_is_announced(
+    make_client: Any, database_url: str | None, tmp_path: Path
+) -> None:
+    """Two instances on one PostgreSQL: a write through one reaches the other's streams as
+    it commits (LISTEN/NOTIFY), not at its next read of the revision."""
+    if database_url is None:
+        pytest.skip("instances share a database on PostgreSQL")
+    writer = await make_client(tmp_path / "a")
+    reader = await make_client(tmp_path / "b")
+    await create_flag(writer, "checkout")
+    stream = await open_stream(reader)
+    connected = await stream.next()
+    assert connected["event"] == "unleash-connected"
+
+    async def both_listen() -> bool:
+        conn = await asyncpg.connect(database_url)
+        try:
+            count = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query LIKE 'LISTEN %'"
+            )
+            return bool(count == 2)
+        finally:
+            await conn.close()
+
+    await eventually(both_listen, "both instances to listen")
+    heard = HEARD._value.get()
+    started = time.monotonic()
+    await turn(writer, "checkout")
+    updated = await stream.next()
+    took = time.monotonic() - started
+    assert [e["feature"]["enabled"] for e in updated["data"]["events"]] == [True]
+    assert HEARD._value.get() >= heard + 2  # announced to both instances
+    print(f"another instance's write reached a stream in {took * 1000:.0f} ms")
+    stream.response.close()

@@ -22,7 +22,7 @@ from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
-from relay.central.flags.serving import POLL_INTERVAL, ClientFeaturesCache
+from relay.central.flags.serving import POLL_INTERVAL, REVISION_CHANNEL, ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -163,6 +163,8 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     app.cleanup_ctx.append(storage)
     app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
+    if isinstance(db, PostgresDatabase):  # other instances' writes, as they commit
+        app.cleanup_ctx.append(_listening(db, served.heard))
     app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
@@ -181,6 +183,19 @@ def build(settings: Settings, worker: int) -> web.Application:
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
+
+
+def _listening(
+    db: PostgresDatabase, heard: Callable[[str], None]
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def listen(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(db.listen(REVISION_CHANNEL, heard), name="flag-notify")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return listen
 
 
 async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:

@@ -43,7 +43,14 @@ MAX_BYTES = 64 * 1024 * 1024
 cheap to put together again, and the ``namePrefix`` or ``project`` values a client makes up
 must not grow memory without bound. Catalogs are one per environment and segment form."""
 
+REVISION_CHANNEL = "relay_flag_revision"
+"""What PostgreSQL announces each flag write's revision on (a trigger, as it commits)."""
+
 LOADS = Counter("relay_flag_snapshot_loads_total", "Flag snapshots read from the database")
+HEARD = Counter(
+    "relay_flag_revision_notifications_total",
+    "Flag writes announced by the database (PostgreSQL), this instance's included",
+)
 REVISION = Gauge(
     "relay_flag_revision", "Flag revision of the snapshot served", multiprocess_mode="max"
 )
@@ -77,6 +84,13 @@ class ClientFeaturesCache:
         idle = self._reloading is None or self._reloading.done()
         if behind and idle and self._listening:
             self._reloading = asyncio.get_running_loop().create_task(self._current())
+
+    def heard(self, payload: str) -> None:
+        """Another instance's write was announced (``REVISION_CHANNEL``): streams get it
+        now, not at the next read of the revision."""
+        HEARD.inc()
+        if payload.isdigit():
+            self.written(int(payload))
 
     async def delta(self, scope: Scope, since: int | None) -> Delta:
         """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
