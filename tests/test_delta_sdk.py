@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 
 import pg
@@ -21,6 +25,8 @@ from watchers import NodeWatcher, PythonWatcher, Watcher
 
 pytestmark = pytest.mark.process
 
+KEYS = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
+
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Service]:
@@ -31,8 +37,7 @@ def standalone(tmp_path: Path) -> Iterator[Service]:
 @contextlib.contextmanager
 def with_flags(tmp_path: Path, **settings: str) -> Iterator[Service]:
     """A standalone with checkout (on) and search (off) in development."""
-    env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
-    with running(tmp_path / "standalone", env={**env, **settings}, name="standalone") as service:
+    with running(tmp_path / "standalone", env={**KEYS, **settings}, name="standalone") as service:
         for name in ("checkout", "search"):
             path = FEATURES.format(project="default")
             assert http("POST", f"{service.url}{path}", {"name": name})[0] == 201
@@ -145,3 +150,53 @@ def test_a_change_through_another_instance_reaches_streaming_sdks(
             assert scrape(reader.url, "relay_flag_revision_notifications_total") > 0
     finally:
         asyncio.run(pg.drop_database(database))
+
+
+def test_sdks_reconnect_with_last_event_id_and_lose_nothing(
+    tmp_path: Path, node_sdk: Path
+) -> None:
+    """The standalone stops; a flag is turned off meanwhile (``relay flags`` on its
+    database); it starts again on the same port: the SDKs reconnect with ``Last-Event-ID``,
+    get the events they missed (not a hydration), and have the change."""
+    toggles = ["checkout", "search"]
+    with with_flags(tmp_path) as first:
+        port = first.port
+        quiet_sdk_logs()
+        python = PythonWatcher(first.url, DEV_KEY, toggles, tmp_path)
+        node = NodeWatcher(node_sdk, first.url, DEV_KEY, toggles, {"type": "streaming"})
+        for watcher in (python, node):
+            watcher.arrival({"checkout": True, "search": False}, 0.0)
+    try:
+        data = tmp_path / "standalone" / "data"
+        off = subprocess.run(
+            [sys.executable, "-m", "relay", "flags", "off", "checkout", "--data-dir", str(data)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert off.returncode == 0, off.stderr
+        started = time.monotonic()
+        with running(tmp_path / "standalone", env=KEYS, port=port, name="again") as again:
+            for watcher, what in ((python, "python"), (node, "node")):
+                took = watcher.arrival({"checkout": False, "search": False}, started)
+                print(f"{what}: a change made while the server was down, {took:.1f} s after")
+            assert scrape(again.url, "relay_streams_opened_total", start="replay") == 2
+            assert scrape(again.url, "relay_streams_opened_total", start="hydration") == 0
+    finally:
+        python.close()
+        node.close()
+
+
+def test_shutdown_ends_streams_at_once(tmp_path: Path) -> None:
+    """SIGTERM with a stream open: the stream ends and the process exits, not held for
+    its ``shutdown_timeout`` (60 s here) by a stream that would never end by itself."""
+    with with_flags(tmp_path, RELAY_SHUTDOWN_TIMEOUT="60") as service:
+        connection = HTTPConnection("127.0.0.1", service.port, timeout=30)
+        connection.request("GET", "/api/client/streaming", headers={"Authorization": DEV_KEY})
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.readline() == b"event: unleash-connected\n"
+        assert service.stop(signal.SIGTERM, timeout=30) == 0
+        assert b"event: unleash-updated" not in response.read()  # read to its end
+        connection.close()

@@ -35,6 +35,12 @@ from relay.core.delta import Delta
 from relay.core.keys import hash_key
 
 OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
+OPENED = Counter(
+    "relay_streams_opened_total",
+    "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events"
+    " missed",
+    ["start"],
+)
 TURNED_AWAY = Counter(
     "relay_streams_turned_away_total",
     "Streams past stream_max or stream_max_per_key: hydrated, told to poll, ended",
@@ -92,6 +98,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         await write_part(request, response, _message("unleash-connected", found) + hint)
         return response
     streams.opened(client)
+    OPENED.labels("hydration" if found.hydration else "replay").inc()
     try:
         await write_part(request, response, _message("unleash-connected", found))
         at = found.revision

@@ -75,6 +75,7 @@ class Delta:
     last: int
     revision: int
     events: int
+    hydration: bool = False
 
 
 def hydration(catalog: Catalog, scope: Scope, revision: int) -> Delta:
@@ -88,7 +89,7 @@ def hydration(catalog: Catalog, scope: Scope, revision: int) -> Delta:
         b",".join(segments),
         b"]}]}",
     ]
-    return Delta(b"".join(parts), revision, revision, 1)
+    return Delta(b"".join(parts), revision, revision, 1, hydration=True)
 
 
 def delta(catalog: Catalog, scope: Scope, changes: Changes, since: int | None) -> Delta:
