@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 from conftest import DEV_KEY, auth
-from flagkit import add_strategy, create_flag, turn
+from flagkit import add_strategy, create_flag, ok, turn
 from service import eventually
 
 from relay.api.connections import WRITE_TIMEOUTS
@@ -226,3 +226,16 @@ async def test_a_write_through_another_instance_is_announced(
     assert HEARD._value.get() >= heard + 2  # announced to both instances
     print(f"another instance's write reached a stream in {took * 1000:.0f} ms")
     stream.response.close()
+
+
+async def test_a_revoked_key_loses_its_stream(make_client: Any) -> None:
+    client = await make_client(stream_keepalive=0.2)
+    body = {"type": "client", "environment": "development", "projects": ["*"]}
+    created = await ok(client, "POST", "/api/admin/api-tokens", body, status=201)
+    response = await client.get(STREAM, headers=auth(created["secret"]))
+    stream = Events(response)
+    assert (await stream.next())["event"] == "unleash-connected"
+    assert await stream.next() == {"comment": "keep-alive"}
+    await ok(client, "DELETE", f"/api/admin/api-tokens/{created['id']}", status=200)
+    assert await stream.next() in ({"end": True}, {"comment": "keep-alive"})
+    assert await stream.next() == {"end": True}

@@ -7,7 +7,8 @@ each change the key sees, ``id:`` on each (the last event's id). A comment every
 ``stream_keepalive`` seconds keeps an idle stream alive (the Python SDK reconnects after
 30 s of silence). Every write is bounded by ``write_timeout``: a client that stops reading
 is cut off, not buffered for. Streams end when the server shuts down, before it waits for
-requests to finish (SDKs reconnect, to another instance if this one is gone).
+requests to finish (SDKs reconnect, to another instance if this one is gone), and when
+their key is revoked (at the next change or keep-alive).
 
 Limits: a worker holds at most ``stream_max`` streams, one key at most
 ``stream_max_per_key``. A client past them is not refused with a status the Python SDK
@@ -30,9 +31,9 @@ from relay.api.auth import CLIENT_KEYS
 from relay.api.connections import write_part
 from relay.api.delta import revision, scope
 from relay.api.routing import Route
-from relay.api.state import DELTA_SOURCE, SETTINGS
+from relay.api.state import DELTA_SOURCE, KEY_RESOLVER, SETTINGS
 from relay.core.delta import Delta
-from relay.core.keys import hash_key
+from relay.core.keys import hash_key, strip_scheme
 
 OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
 OPENED = Counter(
@@ -86,8 +87,9 @@ STREAMS = web.AppKey("streams", Streams)
 
 async def streaming(request: web.Request) -> web.StreamResponse:
     source, settings = request.app[DELTA_SOURCE], request.app[SETTINGS]
-    streams = request.app[STREAMS]
-    key, client = scope(request), hash_key(request.headers.get("Authorization", ""))
+    streams, resolver = request.app[STREAMS], request.app[KEY_RESOLVER]
+    secret = strip_scheme(request.headers.get("Authorization", ""))
+    key, client = scope(request), hash_key(secret)
     found = await source.delta(key, revision(request.headers.get("Last-Event-ID")))
     response = web.StreamResponse(headers=EVENT_STREAM)
     bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
@@ -104,8 +106,8 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         at = found.revision
         while True:
             changed = await _changed(source.changed(at), streams.closing, settings.stream_keepalive)
-            if streams.closing.is_set():
-                break
+            if streams.closing.is_set() or resolver.known(secret) is None:
+                break  # shutting down, or the key was revoked
             if not changed:
                 await write_part(request, response, b": keep-alive\n\n")
                 continue
