@@ -25,6 +25,7 @@ from collections import OrderedDict
 
 from prometheus_client import Counter, Gauge
 
+from relay.api.broadcast import Broadcast
 from relay.api.client_features import built, derived
 from relay.central.flags.records import Reads, current_revision, load_served
 from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
@@ -66,8 +67,7 @@ class ClientFeaturesCache:
         self._state: FlagState | None = None
         self._changes = Changes(0, 0)
         self._deltas: dict[tuple[Scope, int | None], Delta] = {}
-        self._moved = asyncio.Event()
-        self._listening = 0
+        self._moved = Broadcast()
         """Streams waiting in ``changed``: a local write is loaded at once for them."""
         self._reloading: asyncio.Task[FlagState] | None = None
         self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
@@ -82,7 +82,7 @@ class ClientFeaturesCache:
         self._newest = max(self._newest, revision)
         behind = self._state is not None and self._state.revision < revision
         idle = self._reloading is None or self._reloading.done()
-        if behind and idle and self._listening:
+        if behind and idle and len(self._moved):
             self._reloading = asyncio.get_running_loop().create_task(self._current())
 
     def heard(self, payload: str) -> None:
@@ -110,11 +110,7 @@ class ClientFeaturesCache:
             state = await self._current()
             if state.revision > revision:
                 return
-            self._listening += 1
-            try:
-                await self._moved.wait()
-            finally:
-                self._listening -= 1
+            await self._moved.wait()
 
     async def answer(self, scope: Scope) -> Rendered:
         state = self._state
@@ -186,8 +182,7 @@ class ClientFeaturesCache:
         self._rendered.clear()
         self._catalogs.clear()
         self._deltas.clear()
-        self._moved.set()
-        self._moved = asyncio.Event()
+        self._moved.wake()
         self._bytes = 0
         self.written(state.revision)
         return state
