@@ -239,3 +239,11 @@ async def test_a_revoked_key_loses_its_stream(make_client: Any) -> None:
     await ok(client, "DELETE", f"/api/admin/api-tokens/{created['id']}", status=200)
     assert await stream.next() in ({"end": True}, {"comment": "keep-alive"})
     assert await stream.next() == {"end": True}
+
+
+async def test_head_answers_the_headers_and_ends(client: Any) -> None:
+    response = await client.head(STREAM, headers=auth(DEV_KEY))
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/event-stream"
+    assert client.app[STREAMS].total == 0
+

@@ -93,15 +93,18 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     found = await source.delta(key, revision(request.headers.get("Last-Event-ID")))
     response = web.StreamResponse(headers=EVENT_STREAM)
     bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
-    await response.prepare(request)
-    if bound is not None:
-        TURNED_AWAY.labels(bound).inc()
-        hint = b"event: fetch-mode\ndata: polling\n\n"
-        await write_part(request, response, _message("unleash-connected", found) + hint)
-        return response
-    streams.opened(client)
-    OPENED.labels("hydration" if found.hydration else "replay").inc()
+    if bound is None:
+        streams.opened(client)  # before any await: concurrent requests see it
     try:
+        await response.prepare(request)
+        if request.method == "HEAD":
+            return response
+        if bound is not None:
+            TURNED_AWAY.labels(bound).inc()
+            hint = b"event: fetch-mode\ndata: polling\n\n"
+            await write_part(request, response, _message("unleash-connected", found) + hint)
+            return response
+        OPENED.labels("hydration" if found.hydration else "replay").inc()
         await write_part(request, response, _message("unleash-connected", found))
         at = found.revision
         while True:
@@ -118,7 +121,8 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     finally:
-        streams.closed(client)
+        if bound is None:
+            streams.closed(client)
     return response
 
 
