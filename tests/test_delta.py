@@ -142,3 +142,19 @@ async def test_the_change_log_is_written_with_each_write_and_bounded(tmp_path: P
         assert [(e["eventId"], e["type"]) for e in events] == [(4, "feature-updated")]
     finally:
         await db.close()
+
+
+async def test_made_up_revisions_share_one_hydration(tmp_path: Path) -> None:
+    """A client naming revisions the service never held gets the scope's one hydration,
+    put together once: made-up values cannot fill memory with copies of it."""
+    db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
+    await db.open()
+    try:
+        await FlagService(Writer(db)).create("default", CreateFlag(name="checkout"))
+        cache = ClientFeaturesCache(db)
+        scope = Scope("development", None, None, False)
+        first = await cache.delta(scope, None)
+        for made_up in (-1, 10**9, 10**9 + 1):
+            assert await cache.delta(scope, made_up) is first
+    finally:
+        await db.close()

@@ -67,6 +67,7 @@ class ClientFeaturesCache:
         self._state: FlagState | None = None
         self._changes = Changes(0, 0)
         self._deltas: dict[tuple[Scope, int | None], Delta] = {}
+        self._delta_bytes = 0
         self._moved = Broadcast()
         """Streams waiting in ``changed``: a local write is loaded at once for them."""
         self._reloading: asyncio.Task[FlagState] | None = None
@@ -94,14 +95,19 @@ class ClientFeaturesCache:
 
     async def delta(self, scope: Scope, since: int | None) -> Delta:
         """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
-        put together once per scope and revision for every stream and poll that asks."""
+        put together once per scope and revision for every stream and poll that asks. Kept
+        within the bounds of the answers (a made-up revision is a hydration, kept once per
+        scope; made-up scopes and revisions cannot grow memory past them)."""
         state = await self._current()
-        key = (scope, since)
-        if key in self._deltas:
-            return self._deltas[key]
-        if len(self._deltas) >= self._max_scopes:
-            self._deltas.clear()
-        found = self._deltas[key] = delta(self._catalog(state, scope), scope, self._changes, since)
+        key = (scope, since if since is not None and self._changes.holds(since) else None)
+        found = self._deltas.get(key)
+        if found is None:
+            found = delta(self._catalog(state, scope), scope, self._changes, key[1])
+            self._delta_bytes += len(found.body)
+            if len(self._deltas) >= self._max_scopes or self._delta_bytes > self._max_bytes:
+                self._deltas.clear()
+                self._delta_bytes = len(found.body)
+            self._deltas[key] = found
         return found
 
     async def changed(self, revision: int) -> None:
@@ -182,6 +188,7 @@ class ClientFeaturesCache:
         self._rendered.clear()
         self._catalogs.clear()
         self._deltas.clear()
+        self._delta_bytes = 0
         self._moved.wake()
         self._bytes = 0
         self.written(state.revision)
