@@ -2,9 +2,9 @@
 ``GET /api/client/delta`` answers and ``GET /api/client/streaming`` sends.
 
 What changed is data (``Changes``): per flag and per segment, the last revision that
-changed it (and a flag's project, for the scope of its removal). The central service reads
-it from its change log; a relay will get it by comparing two copies of its upstream's
-answer. Events are rendered from the scope's CURRENT catalog, never from a stored copy of
+changed it (and a flag's projects, for the scopes it left or entered). The central service reads
+it from its change log; a relay gets it by comparing two copies of its upstream's answer
+(``compared``). Events are rendered from the scope's CURRENT catalog, never from a stored copy of
 the change: a changed flag the scope still has is ``feature-updated`` with its content now,
 one it no longer has (archived, out of the environment) ``feature-removed``. So each flag
 and segment is sent at most once per answer, at the revision of its last change, and the
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from relay.core.catalog import Catalog, Scope, encode
+from relay.core.client_features import Answer
 
 FLAG = "flag"
 SEGMENT = "segment"
@@ -27,13 +28,13 @@ SEGMENT = "segment"
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """The last change of one flag (``key``: its name, ``project``: its project) or segment
-    (``key``: its id as text, no project)."""
+    """The last change of one flag (``key``: its name, ``projects``: the project it is in,
+    and the one it was in if it moved) or segment (``key``: its id as text, no project)."""
 
     revision: int
     kind: str
     key: str
-    project: str | None = None
+    projects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,25 @@ class Changes:
     def holds(self, revision: int) -> bool:
         """A client at ``revision`` can be brought up to date with events."""
         return self.floor <= revision <= self.revision
+
+
+def compared(old: Answer | None, new: Answer, revision: int) -> list[Change]:
+    """What changed from one copy of a client features answer to the next (a relay's
+    copies of its upstream's), as changes at ``revision``: every flag and segment added,
+    removed or different; segments first."""
+    was = {} if old is None else {f["name"]: f for f in old.features}
+    now = {f["name"]: f for f in new.features}
+    was_segments = {} if old is None else old.segments
+    changes = [
+        Change(revision, SEGMENT, str(id))
+        for id in sorted(was_segments.keys() | new.segments.keys())
+        if was_segments.get(id) != new.segments.get(id)
+    ]
+    for name in sorted(was.keys() | now.keys()):
+        if was.get(name) != now.get(name):
+            projects = {f.get("project", "default") for f in (was.get(name), now.get(name)) if f}
+            changes.append(Change(revision, FLAG, name, tuple(sorted(projects))))
+    return changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +123,11 @@ def delta(catalog: Catalog, scope: Scope, changes: Changes, since: int | None) -
     return Delta(body, last, changes.revision, len(events))
 
 
-def in_scope(scope: Scope, name: str, project: str | None) -> bool:
-    """A flag of this name and project is one ``scope`` may hold."""
-    if scope.projects is not None and project not in scope.projects:
-        return False
-    return scope.name_prefix is None or name.startswith(scope.name_prefix)
+def in_scope(scope: Scope, name: str, projects: tuple[str, ...]) -> str | None:
+    """The first of ``projects`` in which ``scope`` may hold a flag of this name, if any."""
+    if scope.name_prefix is not None and not name.startswith(scope.name_prefix):
+        return None
+    return next((p for p in projects if scope.projects is None or p in scope.projects), None)
 
 
 def _events(
@@ -131,11 +151,12 @@ def _events(
         if change.kind == SEGMENT:
             segment(change.revision, int(change.key))
             continue
-        if not in_scope(scope, change.key, change.project):
+        project = in_scope(scope, change.key, change.projects)
+        if project is None:
             continue
         fragment = catalog.feature(scope, change.key)
         if fragment is None:
-            removed = {"featureName": change.key, "project": change.project}
+            removed = {"featureName": change.key, "project": project}
             events.append((change.revision, _event(change.revision, "feature-removed", removed)))
             continue
         for id in catalog.segments_of(change.key):

@@ -70,7 +70,7 @@ async def load_served(db: Reads) -> tuple[FlagState, Changes]:
         if await current_revision(db) == before:
             break
     changes = Changes.of(
-        int(floor[0]), before, (Change(int(r[0]), r[1], r[2], r[3]) for r in logged)
+        int(floor[0]), before, (Change(int(r[0]), r[1], r[2], _projects(r[3])) for r in logged)
     )
     return FlagState(before, tuple(flags), {s.id: s for s in segments}), changes
 
@@ -137,6 +137,10 @@ async def load_segments(
         )
         for row in rows
     ]
+
+
+def _projects(project: str | None) -> tuple[str, ...]:
+    return () if project is None else (project,)
 
 
 def _flag(row: Row, environments: dict[str, EnvironmentState]) -> FlagRecord:
