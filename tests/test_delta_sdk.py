@@ -200,3 +200,30 @@ def test_shutdown_ends_streams_at_once(tmp_path: Path) -> None:
         assert service.stop(signal.SIGTERM, timeout=30) == 0
         assert b"event: unleash-updated" not in response.read()  # read to its end
         connection.close()
+
+
+def test_a_change_through_another_worker_reaches_streaming_sdks(
+    tmp_path: Path, node_sdk: Path
+) -> None:
+    """Two workers on one SQLite file: whichever worker takes a write and whichever holds a
+    stream, the SDKs see each change (the times printed: a worker holding streams reads
+    the revision every 0.2 s)."""
+    toggles = ["checkout", "search"]
+    with with_flags(tmp_path, RELAY_WORKERS="2") as service:
+        quiet_sdk_logs()
+        watchers = [
+            PythonWatcher(service.url, DEV_KEY, toggles, tmp_path),
+            NodeWatcher(node_sdk, service.url, DEV_KEY, toggles, {"type": "streaming"}),
+        ]
+        try:
+            for watcher in watchers:
+                watcher.arrival({"checkout": True, "search": False}, 0.0)
+            for i in range(6):
+                on = i % 2 == 1
+                changed = turn(service.url, "checkout", on)
+                for watcher, what in zip(watchers, ("python", "node"), strict=True):
+                    took = watcher.arrival({"checkout": on, "search": False}, changed)
+                    print(f"{what}, 2 workers: checkout {on} arrived in {took * 1000:.0f} ms")
+        finally:
+            for watcher in watchers:
+                watcher.close()

@@ -22,7 +22,11 @@ from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
-from relay.central.flags.serving import POLL_INTERVAL, REVISION_CHANNEL, ClientFeaturesCache
+from relay.central.flags.serving import (
+    REVISION_CHANNEL,
+    STREAM_POLL_INTERVAL,
+    ClientFeaturesCache,
+)
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -162,7 +166,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             await db.close()
 
     app.cleanup_ctx.append(storage)
-    app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
+    app.cleanup_ctx.append(every(STREAM_POLL_INTERVAL, served.tick, "flag-revision"))
     if isinstance(db, PostgresDatabase):  # other instances' writes, as they commit
         app.cleanup_ctx.append(_listening(db, served.heard))
     app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))

@@ -10,7 +10,9 @@ not by how many flags there are. All of it stands until the flag revision moves 
   poll here sees it;
 - every ``POLL_INTERVAL`` the revision is read from the database (one row), so a write by
   another worker or instance (or ``relay flags``) is seen within that interval, and the
-  snapshot is reloaded then, before any SDK asks.
+  snapshot is reloaded then, before any SDK asks; while streams wait for changes, every
+  ``STREAM_POLL_INTERVAL``, so that they get another worker's write on SQLite within a
+  fraction of a second too (on PostgreSQL its NOTIFY wakes them at once: ``heard``).
 
 If the database cannot be read, the last snapshot keeps being served (SDKs keep their
 flags) and a reload is tried again after ``RETRY_INTERVAL``.
@@ -37,6 +39,7 @@ from relay.core.keys import Principal
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL = 1.0
+STREAM_POLL_INTERVAL = 0.2
 RETRY_INTERVAL = 1.0
 MAX_SCOPES = 1000
 MAX_BYTES = 64 * 1024 * 1024
@@ -68,6 +71,7 @@ class ClientFeaturesCache:
         self._changes = Changes(0, 0)
         self._deltas: dict[tuple[Scope, int | None], Delta] = {}
         self._delta_bytes = 0
+        self._polled = 0.0
         self._moved = Broadcast()
         """Streams waiting in ``changed``: a local write is loaded at once for them."""
         self._reloading: asyncio.Task[FlagState] | None = None
@@ -149,6 +153,14 @@ class ClientFeaturesCache:
         if found is None:
             found = self._catalogs[key] = built(catalog(state, *key))
         return found
+
+    async def tick(self) -> None:
+        """The periodic job, every ``STREAM_POLL_INTERVAL``: ``poll`` every
+        ``POLL_INTERVAL``, or at each tick while streams wait."""
+        now = time.monotonic()
+        if len(self._moved) or now >= self._polled + POLL_INTERVAL:
+            self._polled = now
+            await self.poll()
 
     async def poll(self) -> None:
         """Read the revision; reload now if it moved, so SDKs do not wait for it."""
