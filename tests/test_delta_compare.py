@@ -68,3 +68,17 @@ def test_the_same_copy_twice_changes_nothing() -> None:
     answer = Answer([{"name": "a.one", "project": "default", "enabled": True}], {}, 0)
     assert compared(answer, answer, 2) == []
     assert [c.key for c in compared(None, answer, 2)] == ["a.one"]
+
+
+@given(answers(), answers(), answers())
+def test_three_copies_compared_bring_a_client_from_the_first_to_the_last(
+    first: Answer, second: Answer, third: Answer
+) -> None:
+    """Changes of two steps kept once per flag (the last) still reach every scope the flag
+    was in on the way (a flag moved from project to project)."""
+    changes = Changes.of(1, 3, [*compared(first, second, 2), *compared(second, third, 3)])
+    catalog = from_answer(third, False)
+    for scope in SCOPES:
+        found = delta(catalog, scope, changes, 1)
+        events = json.loads(found.body)["events"] if found.events else []
+        assert agrees(replay(held(first, scope), events), held(third, scope)), (scope, events)

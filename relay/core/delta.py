@@ -50,10 +50,14 @@ class Changes:
 
     @classmethod
     def of(cls, floor: int, revision: int, changes: Iterable[Change]) -> Changes:
-        """From changes in any order, several per flag or segment: the last of each kept."""
+        """From changes in any order, several per flag or segment: the last of each kept,
+        with every project the flag was in (a scope it left must hear of it)."""
         last: dict[tuple[str, str], Change] = {}
         for change in sorted(changes, key=lambda c: c.revision):
-            last.pop((change.kind, change.key), None)
+            before = last.pop((change.kind, change.key), None)
+            if before is not None and not set(before.projects) <= set(change.projects):
+                projects = tuple(sorted({*before.projects, *change.projects}))
+                change = Change(change.revision, change.kind, change.key, projects)
             last[(change.kind, change.key)] = change
         kept = tuple(c for c in last.values() if floor < c.revision <= revision)
         return cls(floor, revision, kept, [c.revision for c in kept])
