@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.logs import LogFormat
-from relay.settings_usage import CommaList, Mode, NetworkList, Usage, usage
+from relay.settings_usage import CommaList, Mode, NetworkList, UpstreamUrl, Usage, usage
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
@@ -106,7 +106,7 @@ class Settings(BaseSettings):
         description="Frontend keys (project:environment.secret) created at start when absent",
     )
     upstream_url: Annotated[
-        str | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
+        UpstreamUrl | None, Usage(Mode.EDGE, required=True, example="http://unleash:4242")
     ] = Field(None, description="Relay: base URL of the central service, without /api")
     upstream_tokens: Annotated[
         CommaList,
@@ -233,6 +233,15 @@ class Settings(BaseSettings):
     write_timeout: float = Field(
         30.0, gt=0, description="Seconds a client may stop reading an answer (then it is cut off)"
     )
+    stream_keepalive: Annotated[float, Usage(Mode.CENTRAL)] = Field(
+        15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
+    )
+    stream_max: Annotated[
+        int, Usage(Mode.CENTRAL, note="Past it an SDK is hydrated and told to poll")
+    ] = Field(10_000, ge=0, description="Streams (/api/client/streaming) a worker holds at most")
+    stream_max_per_key: Annotated[int, Usage(Mode.CENTRAL)] = Field(
+        1_000, ge=0, description="Streams of one key a worker holds at most (then as stream_max)"
+    )
     auth_failure_limit: int = Field(
         100,
         ge=0,
@@ -296,23 +305,9 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:
-        level = value.upper()
-        if level not in LOG_LEVELS:
+        if value.upper() not in LOG_LEVELS:
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-        return level
-
-    @field_validator("upstream_url")
-    @classmethod
-    def _upstream(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")) or value[-3:] == "://":
-            raise ValueError("must be an http:// or https:// URL")
-        if "@" in value.split("://", 1)[1].split("/", 1)[0]:
-            # the upstream takes keys in Authorization (RELAY_UPSTREAM_TOKENS); user:password in
-            # the URL clashes with that header on every request, and would end up in logs
-            raise ValueError("must not contain user:password; keys go in upstream_tokens")
-        return value.rstrip("/")
+        return value.upper()
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -362,9 +357,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
-# pydantic-settings builds sources from the class, so the chosen file is handed over here
-# for the duration of one load_settings() call.
-_CONFIG_FILE: dict[str, Path | None] = {}
+_CONFIG_FILE: dict[str, Path | None] = {}  # sources are built per class: one load's file
 
 
 class SettingsError(Exception):

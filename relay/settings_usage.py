@@ -1,6 +1,7 @@
 """What the settings model is made of beyond pydantic: the modes, each setting's ``Usage``
-(what its description leaves out) and the comma-separated list type. Apart from
-``relay.settings`` so that the model stays one readable table of settings."""
+(what its description leaves out) and the types with checks of their own (comma-separated
+lists, networks, the upstream's URL). Apart from ``relay.settings`` so that the model stays
+one readable table of settings."""
 
 from __future__ import annotations
 
@@ -63,3 +64,17 @@ def _networks(value: list[str]) -> list[str]:
 
 # IP addresses and CIDRs, comma-separated
 NetworkList = Annotated[CommaList, AfterValidator(_networks)]
+
+
+def _upstream_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or value[-3:] == "://":
+        raise ValueError("must be an http:// or https:// URL")
+    if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+        # the upstream takes keys in Authorization (RELAY_UPSTREAM_TOKENS); user:password in
+        # the URL clashes with that header on every request, and would end up in logs
+        raise ValueError("must not contain user:password; keys go in upstream_tokens")
+    return value.rstrip("/")
+
+
+# An http(s) URL without credentials, kept without its trailing slash
+UpstreamUrl = Annotated[str, AfterValidator(_upstream_url)]

@@ -1,7 +1,8 @@
 // The real Node SDK (unleash-client) started against a server for a test: reads a job as
 // JSON on stdin ({url, key, appName, ...}), initialises the SDK and, after its first
 // successful fetch, hands it to the script's `ready(client, job)`, then exits 0. Exit 3
-// when it never synchronises. `options` are the script's own SDK options.
+// when it never synchronises. `options` are the script's own SDK options (or a function of
+// the job that gives them).
 const { initialize, InMemStorageProvider } = require('unleash-client');
 
 exports.run = (name, options, ready) => {
@@ -18,7 +19,7 @@ exports.run = (name, options, ready) => {
       customHeaders: { Authorization: job.key },
       refreshInterval: 60000,
       storageProvider: new InMemStorageProvider(),
-      ...options,
+      ...(typeof options === 'function' ? options(job) : options),
     });
     const timer = setTimeout(() => {
       process.stderr.write('the SDK did not synchronise in time\n');

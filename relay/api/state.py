@@ -8,7 +8,8 @@ from typing import Protocol
 from aiohttp import web
 
 from relay.api.throttle import FailureLimit
-from relay.core.catalog import Rendered
+from relay.core.catalog import Rendered, Scope
+from relay.core.delta import Delta
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import KeyResolver, Principal
@@ -32,4 +33,21 @@ class FrontendSource(Protocol):
 
 
 FRONTEND_SOURCE = web.AppKey("frontend_source", FrontendSource)
+
+
+class DeltaSource(Protocol):
+    """Where ``/api/client/delta`` and ``/api/client/streaming`` get their events: each
+    mode's flags (``relay.api.delta``)."""
+
+    async def delta(self, scope: Scope, since: int | None) -> Delta:
+        """The events that bring a client at revision ``since`` (None: nothing held) up to
+        the current revision in ``scope``: a hydration when ``since`` is not held."""
+        ...
+
+    async def changed(self, revision: int) -> None:
+        """Returns once the flags are past ``revision``."""
+        ...
+
+
+DELTA_SOURCE = web.AppKey("delta_source", DeltaSource)
 FRONTENDS = web.AppKey("frontends", Frontends)

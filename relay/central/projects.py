@@ -11,7 +11,7 @@ import json
 import time
 from datetime import UTC, datetime
 
-from relay.central.flags.writes import Writer, Written, nothing_to_tell
+from relay.central.flags.writes import Writer
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import FLEXIBLE_ROLLOUT
 from relay.store.sql import Database, Transaction
@@ -20,9 +20,10 @@ from relay.wire.strategies import Strategy
 
 
 class ProjectStore:
-    def __init__(self, db: Database, written: Written = nothing_to_tell) -> None:
+    def __init__(self, db: Database, write: Writer | None = None) -> None:
+        """``write``: the flag writer (the environment's removal is a flag write)."""
         self._db = db
-        self._write = Writer(db, written)
+        self._write = Writer(db) if write is None else write
 
     async def get(self, project_id: str) -> wire.ProjectOut:
         row = await self._db.fetch_one(

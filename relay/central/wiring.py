@@ -13,16 +13,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, frontend, frontend_metrics, validate
+from relay.api import client, delta, frontend, frontend_metrics, streaming, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
-from relay.api.state import FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
+from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import admin, edges, impact
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
-from relay.central.flags.serving import POLL_INTERVAL, ClientFeaturesCache
+from relay.central.flags.serving import (
+    REVISION_CHANNEL,
+    STREAM_POLL_INTERVAL,
+    ClientFeaturesCache,
+)
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -100,12 +104,12 @@ def build(settings: Settings, worker: int) -> web.Application:
     db = central_database(settings)
     key_store = KeyStore(db)
     served = ClientFeaturesCache(db)
-    projects = ProjectStore(db, served.written)
+    writer = Writer(db, served.written)
+    projects = ProjectStore(db, writer)
     metrics = MetricsStore(
         db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
     )
     keys = KeyService(key_store, projects)
-    writer = Writer(db, served.written)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
     app[USAGE] = UsageReader(db)
@@ -116,6 +120,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[SEGMENTS] = SegmentService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
+    app[DELTA_SOURCE] = served
+    streaming.add_streams(app)
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db)
@@ -160,7 +166,9 @@ def build(settings: Settings, worker: int) -> web.Application:
             await db.close()
 
     app.cleanup_ctx.append(storage)
-    app.cleanup_ctx.append(every(POLL_INTERVAL, served.poll, "flag-revision"))
+    app.cleanup_ctx.append(every(STREAM_POLL_INTERVAL, served.tick, "flag-revision"))
+    if isinstance(db, PostgresDatabase):  # other instances' writes, as they commit
+        app.cleanup_ctx.append(_listening(db, served.heard))
     app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
     if worker == 0:
@@ -173,11 +181,25 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, bound, "prune-impact"))
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
-    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *admin.ROUTES]
+    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
+    routes += [*streaming.ROUTES, *admin.ROUTES]
     routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
+
+
+def _listening(
+    db: PostgresDatabase, heard: Callable[[str], None]
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def listen(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(db.listen(REVISION_CHANNEL, heard), name="flag-notify")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return listen
 
 
 async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:

@@ -175,14 +175,9 @@ class Catalog:
         """``scope``'s answer, from the fragments it selects: the same bytes and ETag for
         the same flags and query, however they are asked."""
         runs = self._runs(scope)
-        starts, live_before = self._starts, self._live_before
-        blob, digests = memoryview(self._blob), memoryview(self._digests)
-        features = [blob[starts[a] : starts[b]] for a, b in runs if starts[a] != starts[b]]
-        if features:
-            features[-1] = features[-1][:-1]  # the comma after the last
-        count = sum(live_before[b] - live_before[a] for a, b in runs)
+        live_before, digests = self._live_before, memoryview(self._digests)
+        features, count, used = self._selected(runs)
         revisions = [self._floor, *(max(self._revisions[a:b]) for a, b in runs)]
-        used = sorted(i for i in self._segment_ids(runs) if i in self._segments)
         revision = max(revisions + [self._segments[i].revision for i in used])
         query = encode(_query(scope))
         digest = hashlib.sha256(b"%s\n%d\n" % (query, count))
@@ -199,6 +194,41 @@ class Catalog:
         meta = {"revisionId": revision, "etag": etag, "queryHash": query_hash}
         parts += [b',"meta":', encode(meta), b"}"]
         return Rendered(b"".join(parts), etag, revision, count)
+
+    def documents(self, scope: Scope) -> tuple[list[bytes | memoryview], list[bytes]]:
+        """The features (comma-separated slices) and segments of ``scope``'s answer: a
+        delta's hydration holds exactly what the answer holds."""
+        features, _, used = self._selected(self._runs(scope))
+        return features, [self._segments[i].fragment for i in used]
+
+    def used_segments(self, scope: Scope) -> set[int]:
+        """The ids of the segments ``scope``'s answer carries."""
+        return {i for i in self._segment_ids(self._runs(scope)) if i in self._segments}
+
+    def segment(self, id: int) -> bytes | None:
+        """A segment's fragment, None when the catalog has no such segment."""
+        found = self._segments.get(id)
+        return None if found is None else found.fragment
+
+    def segments_of(self, name: str) -> tuple[int, ...]:
+        """The segment ids the flag named ``name`` uses (none when it has no fragment)."""
+        at = self._by_name.get(name)
+        return () if at is None else self._segments_of.get(at, ())
+
+    def _selected(
+        self, runs: list[tuple[int, int]]
+    ) -> tuple[list[bytes | memoryview], int, list[int]]:
+        """The fragments of ``runs`` (comma-separated), how many, and the sorted ids of
+        the segments they use."""
+        starts, live_before, blob = self._starts, self._live_before, memoryview(self._blob)
+        features: list[bytes | memoryview] = [
+            blob[starts[a] : starts[b]] for a, b in runs if starts[a] != starts[b]
+        ]
+        if features:
+            features[-1] = features[-1][:-1]  # the comma after the last
+        count = sum(live_before[b] - live_before[a] for a, b in runs)
+        used = sorted(i for i in self._segment_ids(runs) if i in self._segments)
+        return features, count, used
 
     def feature(self, scope: Scope, name: str) -> bytes | None:
         """``GET /api/client/features/{name}``: the flag's fragment as in ``scope``'s

@@ -14,6 +14,7 @@ server is back.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -189,6 +190,30 @@ class PostgresDatabase:
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> asyncpg.Record | None:
         rows = await self.fetch_all(sql, params)
         return rows[0] if rows else None
+
+    async def listen(self, channel: str, heard: Callable[[str], None]) -> None:
+        """Calls ``heard`` with the payload of each ``NOTIFY`` on ``channel``, on a connection
+        of its own (outside the pool), until cancelled; a lost connection is opened again a
+        second later (what was announced meanwhile is missed: callers poll as well)."""
+        while True:
+            try:
+                await self._listen_once(channel, heard)
+            except _FAILURES as exc:
+                log.warning("cannot listen for changes", extra={"error": str(exc)})
+            await asyncio.sleep(1.0)
+
+    async def _listen_once(self, channel: str, heard: Callable[[str], None]) -> None:
+        """Until this connection is lost."""
+        lost = asyncio.Event()
+        conn = await asyncpg.connect(self.url, timeout=self._timeout)
+        try:
+            conn.add_termination_listener(lambda _: lost.set())
+            await conn.add_listener(channel, lambda *args: heard(str(args[-1])))
+            await lost.wait()
+        finally:
+            if not conn.is_closed():
+                with contextlib.suppress(*_FAILURES):
+                    await conn.close(timeout=self._timeout)
 
     def _require(self) -> asyncpg.Pool[Any]:
         if self._pool is None:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from relay.core.delta import Change, Changes
 from relay.core.flags import (
     EnvironmentState,
     FlagRecord,
@@ -49,15 +50,29 @@ async def current_revision(db: Reads) -> int:
 
 
 async def load_state(db: Reads) -> FlagState:
-    """Every flag and segment, as of one revision: read between two reads of the revision
-    that agree, so no write landed in between (every write changes it)."""
+    return (await load_served(db))[0]
+
+
+async def load_served(db: Reads) -> tuple[FlagState, Changes]:
+    """Every flag and segment, and the change log, as of one revision: read between two
+    reads of the revision that agree, so no write landed in between (every write changes
+    it)."""
     for _ in range(_CONSISTENT_TRIES):
         before = await current_revision(db)
         flags = await load_flags(db)
         segments = await load_segments(db)
+        [floor] = await db.fetch_all("SELECT changes_floor FROM flag_revision WHERE id = 1")
+        logged = await db.fetch_all(
+            "SELECT max(revision), kind, key, max(project) FROM flag_changes"
+            " WHERE revision > ? GROUP BY kind, key",
+            (int(floor[0]),),
+        )
         if await current_revision(db) == before:
             break
-    return FlagState(before, tuple(flags), {s.id: s for s in segments})
+    changes = Changes.of(
+        int(floor[0]), before, (Change(int(r[0]), r[1], r[2], _projects(r[3])) for r in logged)
+    )
+    return FlagState(before, tuple(flags), {s.id: s for s in segments}), changes
 
 
 async def load_flags(db: Reads, where: str = "", params: Sequence[Any] = ()) -> list[FlagRecord]:
@@ -122,6 +137,10 @@ async def load_segments(
         )
         for row in rows
     ]
+
+
+def _projects(project: str | None) -> tuple[str, ...]:
+    return () if project is None else (project,)
 
 
 def _flag(row: Row, environments: dict[str, EnvironmentState]) -> FlagRecord:

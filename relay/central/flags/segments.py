@@ -97,6 +97,7 @@ class SegmentService:
                 (id, id),
             )
             if deleted:
+                w.deleted_segments.append(id)
                 return
             if await w.tx.fetch_all("SELECT 1 FROM segments WHERE id = ?", (id,)):
                 raise Conflict(f"Segment {id} is in use by a strategy and cannot be deleted")

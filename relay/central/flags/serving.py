@@ -10,7 +10,9 @@ not by how many flags there are. All of it stands until the flag revision moves 
   poll here sees it;
 - every ``POLL_INTERVAL`` the revision is read from the database (one row), so a write by
   another worker or instance (or ``relay flags``) is seen within that interval, and the
-  snapshot is reloaded then, before any SDK asks.
+  snapshot is reloaded then, before any SDK asks; while streams wait for changes, every
+  ``STREAM_POLL_INTERVAL``, so that they get another worker's write on SQLite within a
+  fraction of a second too (on PostgreSQL its NOTIFY wakes them at once: ``heard``).
 
 If the database cannot be read, the last snapshot keeps being served (SDKs keep their
 flags) and a reload is tried again after ``RETRY_INTERVAL``.
@@ -25,9 +27,11 @@ from collections import OrderedDict
 
 from prometheus_client import Counter, Gauge
 
+from relay.api.broadcast import Broadcast
 from relay.api.client_features import built, derived
-from relay.central.flags.records import Reads, current_revision, load_state
+from relay.central.flags.records import Reads, current_revision, load_served
 from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
+from relay.core.delta import Changes, Delta, delta
 from relay.core.errors import StorageError
 from relay.core.flags import FlagState
 from relay.core.keys import Principal
@@ -35,6 +39,7 @@ from relay.core.keys import Principal
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL = 1.0
+STREAM_POLL_INTERVAL = 0.2
 RETRY_INTERVAL = 1.0
 MAX_SCOPES = 1000
 MAX_BYTES = 64 * 1024 * 1024
@@ -42,7 +47,14 @@ MAX_BYTES = 64 * 1024 * 1024
 cheap to put together again, and the ``namePrefix`` or ``project`` values a client makes up
 must not grow memory without bound. Catalogs are one per environment and segment form."""
 
+REVISION_CHANNEL = "relay_flag_revision"
+"""What PostgreSQL announces each flag write's revision on (a trigger, as it commits)."""
+
 LOADS = Counter("relay_flag_snapshot_loads_total", "Flag snapshots read from the database")
+HEARD = Counter(
+    "relay_flag_revision_notifications_total",
+    "Flag writes announced by the database (PostgreSQL), this instance's included",
+)
 REVISION = Gauge(
     "relay_flag_revision", "Flag revision of the snapshot served", multiprocess_mode="max"
 )
@@ -56,6 +68,13 @@ class ClientFeaturesCache:
         self._bytes = 0
         self._newest = 0
         self._state: FlagState | None = None
+        self._changes = Changes(0, 0)
+        self._deltas: dict[tuple[Scope, int | None], Delta] = {}
+        self._delta_bytes = 0
+        self._polled = 0.0
+        self._moved = Broadcast()
+        """Streams waiting in ``changed``: a local write is loaded at once for them."""
+        self._reloading: asyncio.Task[FlagState] | None = None
         self._rendered: OrderedDict[Scope, Rendered] = OrderedDict()
         self._catalogs: dict[tuple[str, bool], Catalog] = {}
         self._loading = asyncio.Lock()
@@ -63,8 +82,45 @@ class ClientFeaturesCache:
         self._unreadable = False
 
     def written(self, revision: int) -> None:
-        """A flag write with this revision has committed."""
+        """A flag write with this revision has committed: streams waiting for a change
+        get it now, not at the next poll."""
         self._newest = max(self._newest, revision)
+        behind = self._state is not None and self._state.revision < revision
+        idle = self._reloading is None or self._reloading.done()
+        if behind and idle and len(self._moved):
+            self._reloading = asyncio.get_running_loop().create_task(self._current())
+
+    def heard(self, payload: str) -> None:
+        """Another instance's write was announced (``REVISION_CHANNEL``): streams get it
+        now, not at the next read of the revision."""
+        HEARD.inc()
+        if payload.isdigit():
+            self.written(int(payload))
+
+    async def delta(self, scope: Scope, since: int | None) -> Delta:
+        """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
+        put together once per scope and revision for every stream and poll that asks. Kept
+        within the bounds of the answers (a made-up revision is a hydration, kept once per
+        scope; made-up scopes and revisions cannot grow memory past them)."""
+        state = await self._current()
+        key = (scope, since if since is not None and self._changes.holds(since) else None)
+        found = self._deltas.get(key)
+        if found is None:
+            found = delta(self._catalog(state, scope), scope, self._changes, key[1])
+            self._delta_bytes += len(found.body)
+            if len(self._deltas) >= self._max_scopes or self._delta_bytes > self._max_bytes:
+                self._deltas.clear()
+                self._delta_bytes = len(found.body)
+            self._deltas[key] = found
+        return found
+
+    async def changed(self, revision: int) -> None:
+        """Returns once the flags served are past ``revision``."""
+        while True:
+            state = await self._current()
+            if state.revision > revision:
+                return
+            await self._moved.wait()
 
     async def answer(self, scope: Scope) -> Rendered:
         state = self._state
@@ -98,6 +154,14 @@ class ClientFeaturesCache:
             found = self._catalogs[key] = built(catalog(state, *key))
         return found
 
+    async def tick(self) -> None:
+        """The periodic job, every ``STREAM_POLL_INTERVAL``: ``poll`` every
+        ``POLL_INTERVAL``, or at each tick while streams wait."""
+        now = time.monotonic()
+        if len(self._moved) or now >= self._polled + POLL_INTERVAL:
+            self._polled = now
+            await self.poll()
+
     async def poll(self) -> None:
         """Read the revision; reload now if it moved, so SDKs do not wait for it."""
         try:
@@ -121,7 +185,7 @@ class ClientFeaturesCache:
 
     async def _load(self, stale: FlagState | None) -> FlagState:
         try:
-            state = await load_state(self._db)
+            state, changes = await load_served(self._db)
         except StorageError as exc:
             self._retry_at = time.monotonic() + RETRY_INTERVAL
             self._trouble(exc)
@@ -132,8 +196,12 @@ class ClientFeaturesCache:
         LOADS.inc()
         REVISION.set(state.revision)
         self._state = state
+        self._changes = changes
         self._rendered.clear()
         self._catalogs.clear()
+        self._deltas.clear()
+        self._delta_bytes = 0
+        self._moved.wake()
         self._bytes = 0
         self.written(state.revision)
         return state

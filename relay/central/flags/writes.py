@@ -10,9 +10,10 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from relay.central.flags.records import load_flags, next_revision
+from relay.core.delta import FLAG, SEGMENT
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import (
     MAX_ENVIRONMENT_BYTES,
@@ -34,23 +35,64 @@ def nothing_to_tell(revision: int) -> None:
     """For writers no cache listens to (the command line)."""
 
 
+CHANGES_KEPT = 10_000
+"""Revisions the change log keeps: an SDK further behind gets a hydration (a few KB to a few
+MB) instead of its events. 10,000 flag writes is days of a busy team's changes."""
+
+
 class Writer:
-    def __init__(self, db: Database, written: Written = nothing_to_tell) -> None:
+    def __init__(
+        self, db: Database, written: Written = nothing_to_tell, kept: int = CHANGES_KEPT
+    ) -> None:
         self.db = db
         self._written = written
+        self._kept = kept
 
     @asynccontextmanager
     async def __call__(self) -> AsyncIterator[FlagWrite]:
         async with self.db.transaction() as tx:
             write = FlagWrite(tx, await next_revision(tx))
             yield write
+            await log_changes(write, self._kept)
         self._written(write.revision)
+
+
+async def log_changes(write: FlagWrite, kept: int) -> None:
+    """The change log's rows of this write, in its transaction: every flag and segment that
+    carries its revision (each operation sets it on what it changes), the segments it
+    deleted; and revisions older than the last ``kept`` pruned, the floor moved past them."""
+    tx, revision = write.tx, write.revision
+    await tx.execute(
+        "INSERT INTO flag_changes (revision, kind, key, project)"
+        f" SELECT ?, '{FLAG}', name, project_id FROM features WHERE revision = ?",
+        (revision, revision),
+    )
+    await tx.execute(
+        "INSERT INTO flag_changes (revision, kind, key, project)"
+        f" SELECT ?, '{SEGMENT}', CAST(id AS TEXT), NULL FROM segments WHERE revision = ?",
+        (revision, revision),
+    )
+    for id in write.deleted_segments:
+        await tx.execute(
+            "INSERT INTO flag_changes (revision, kind, key) VALUES (?, ?, ?)",
+            (revision, SEGMENT, str(id)),
+        )
+    floor = revision - kept
+    if floor > 0:
+        await tx.execute("DELETE FROM flag_changes WHERE revision <= ?", (floor,))
+        await tx.execute(
+            "UPDATE flag_revision SET changes_floor = ? WHERE id = 1 AND changes_floor < ?",
+            (floor, floor),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class FlagWrite:
     tx: Transaction
     revision: int
+    deleted_segments: list[int] = field(default_factory=list)
+    """Segments this write deleted: they carry no revision any more, so the change log is
+    told of them here."""
 
     async def project_exists(self, project: str) -> None:
         if not await self.tx.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):

@@ -1,0 +1,168 @@
+"""``GET /api/client/streaming`` of both modes: the delta protocol's events as server-sent
+events, from each mode's ``DeltaSource`` (``relay.api.delta`` for the scope and revisions).
+
+The stream opens with ``unleash-connected``: a hydration, or the events after
+``Last-Event-ID`` when the client reconnects; then ``unleash-updated`` with the events of
+each change the key sees, ``id:`` on each (the last event's id). A comment every
+``stream_keepalive`` seconds keeps an idle stream alive (the Python SDK reconnects after
+30 s of silence). Every write is bounded by ``write_timeout``: a client that stops reading
+is cut off, not buffered for. Streams end when the server shuts down, before it waits for
+requests to finish (SDKs reconnect, to another instance if this one is gone), and when
+their key is revoked (at the next change or keep-alive).
+
+Limits: a worker holds at most ``stream_max`` streams, one key at most
+``stream_max_per_key``. A client past them is not refused with a status the Python SDK
+would retry forever without flags (it never polls): it gets its hydration, then the
+``fetch-mode: polling`` hint, and the stream ends. The Node SDK switches to polling; the
+Python SDK keeps its flags and reconnects with backoff (up to 30 s), getting a stream when
+there is room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter as Tally
+from collections.abc import Awaitable
+
+from aiohttp import web
+from prometheus_client import Counter, Gauge
+
+from relay.api.auth import CLIENT_KEYS
+from relay.api.connections import write_part
+from relay.api.delta import revision, scope
+from relay.api.routing import Route
+from relay.api.state import DELTA_SOURCE, KEY_RESOLVER, SETTINGS
+from relay.core.delta import Delta
+from relay.core.keys import hash_key, strip_scheme
+
+OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
+OPENED = Counter(
+    "relay_streams_opened_total",
+    "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events"
+    " missed",
+    ["start"],
+)
+TURNED_AWAY = Counter(
+    "relay_streams_turned_away_total",
+    "Streams past stream_max or stream_max_per_key: hydrated, told to poll, ended",
+    ["bound"],
+)
+EVENT_STREAM = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # a proxy in front must not hold events back
+}
+
+
+class Streams:
+    """This worker's open streams, counted in all and per key (by its hash), and the
+    event that ends them all."""
+
+    def __init__(self) -> None:
+        self.closing = asyncio.Event()
+        self.total = 0
+        self.per_key: Tally[str] = Tally()
+
+    def full(self, key: str, most: int, most_per_key: int) -> str | None:
+        """Which bound a new stream of ``key`` would pass, None when there is room."""
+        if self.total >= most:
+            return "worker"
+        return "key" if self.per_key[key] >= most_per_key else None
+
+    def opened(self, key: str) -> None:
+        self.total += 1
+        self.per_key[key] += 1
+        OPEN.inc()
+
+    def closed(self, key: str) -> None:
+        self.total -= 1
+        self.per_key[key] -= 1
+        if not self.per_key[key]:
+            del self.per_key[key]
+        OPEN.dec()
+
+
+STREAMS = web.AppKey("streams", Streams)
+
+
+async def streaming(request: web.Request) -> web.StreamResponse:
+    source, settings = request.app[DELTA_SOURCE], request.app[SETTINGS]
+    streams, resolver = request.app[STREAMS], request.app[KEY_RESOLVER]
+    secret = strip_scheme(request.headers.get("Authorization", ""))
+    key, client = scope(request), hash_key(secret)
+    found = await source.delta(key, revision(request.headers.get("Last-Event-ID")))
+    response = web.StreamResponse(headers=EVENT_STREAM)
+    bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
+    if bound is None:
+        streams.opened(client)  # before any await: concurrent requests see it
+    try:
+        await response.prepare(request)
+        if request.method == "HEAD":
+            return response
+        if bound is not None:
+            TURNED_AWAY.labels(bound).inc()
+            hint = b"event: fetch-mode\ndata: polling\n\n"
+            await write_part(request, response, _message("unleash-connected", found) + hint)
+            return response
+        OPENED.labels("hydration" if found.hydration else "replay").inc()
+        await write_part(request, response, _message("unleash-connected", found))
+        at = found.revision
+        while True:
+            changed = await _changed(source.changed(at), streams.closing, settings.stream_keepalive)
+            if streams.closing.is_set() or resolver.known(secret) is None:
+                break  # shutting down, or the key was revoked
+            if not changed:
+                await write_part(request, response, b": keep-alive\n\n")
+                continue
+            found = await source.delta(key, at)
+            at = found.revision
+            if found.events:
+                await write_part(request, response, _message("unleash-updated", found))
+    except ConnectionResetError:
+        pass  # the client went away, or read nothing within write_timeout
+    finally:
+        if bound is None:
+            streams.closed(client)
+    return response
+
+
+async def _changed(change: Awaitable[None], closing: asyncio.Event, wait: float) -> bool:
+    """True once ``change`` is done; False after ``wait`` seconds, or once the server is
+    closing."""
+    changed = asyncio.ensure_future(change)
+    closed = asyncio.ensure_future(closing.wait())
+    try:
+        await asyncio.wait((changed, closed), timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (changed, closed):
+            task.cancel()
+    return changed.done() and not changed.cancelled()
+
+
+def _message(event: str, found: Delta) -> bytes:
+    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), found.last, found.body)
+
+
+async def _close_streams(app: web.Application) -> None:
+    """``on_shutdown``: streams end before the server waits for requests to finish."""
+    app[STREAMS].closing.set()
+
+
+def add_streams(app: web.Application) -> None:
+    app[STREAMS] = Streams()
+    app.on_shutdown.append(_close_streams)
+
+
+ROUTES = [
+    Route(
+        "GET",
+        "/api/client/streaming",
+        streaming,
+        "Server-sent events: unleash-connected (a hydration, or what was missed since"
+        " Last-Event-ID), then unleash-updated with the events of each change",
+        "client",
+        auth=CLIENT_KEYS,
+        responses={200: None},
+        errors=(400, 503),
+    ),
+]

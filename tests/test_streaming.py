@@ -1,0 +1,249 @@
+"""``GET /api/client/streaming`` of the standalone service: server-sent events as the SDKs
+read them (``unleash-connected``, ``unleash-updated``, ``id:``), what was missed replayed
+after ``Last-Event-ID``, keep-alive comments on an idle stream, streams ended at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import socket
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from conftest import DEV_KEY, auth
+from flagkit import add_strategy, create_flag, ok, turn
+from service import eventually
+
+from relay.api.connections import WRITE_TIMEOUTS
+from relay.api.streaming import STREAMS
+from relay.central.flags.serving import HEARD
+
+STREAM = "/api/client/streaming"
+
+
+class Events:
+    """The events (and comments) of one open stream, read as they come."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+    async def next(self, within: float = 10.0) -> dict[str, Any]:
+        """The next event or comment: {"event", "id", "data"} or {"comment"}; {"end"} when
+        the stream ended."""
+        fields: dict[str, Any] = {}
+        async with asyncio.timeout(within):
+            while True:
+                line = (await self.response.content.readline()).decode()
+                if line == "":
+                    return {"end": True}
+                line = line.rstrip("\n")
+                if line == "":
+                    if fields:
+                        return fields
+                    continue
+                if line.startswith(":"):
+                    fields["comment"] = line[1:].strip()
+                    continue
+                name, _, value = line.partition(": ")
+                fields[name] = json.loads(value) if value.startswith("{") else value
+
+
+async def open_stream(client: Any, last_event_id: str | None = None) -> Events:
+    headers = {**auth(DEV_KEY), "Unleash-Client-Spec": "5.2.0"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    response = await client.get(STREAM, headers=headers)
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/event-stream"
+    return Events(response)
+
+
+async def test_connected_then_updated_then_replayed_after_last_event_id(client: Any) -> None:
+    await create_flag(client, "checkout")
+    stream = await open_stream(client)
+    connected = await stream.next()
+    assert connected["event"] == "unleash-connected"
+    [hydration] = connected["data"]["events"]
+    assert hydration["type"] == "hydration"
+    assert connected["id"] == str(hydration["eventId"])
+
+    await turn(client, "checkout")
+    updated = await stream.next()
+    assert updated["event"] == "unleash-updated"
+    [event] = updated["data"]["events"]
+    assert (event["type"], event["feature"]["enabled"]) == ("feature-updated", True)
+    assert updated["id"] == str(event["eventId"])
+    stream.response.close()
+
+    await turn(client, "checkout", on=False)  # while the client is away
+    again = await open_stream(client, updated["id"])
+    missed = await again.next()
+    assert missed["event"] == "unleash-connected"
+    assert [(e["type"], e["feature"]["enabled"]) for e in missed["data"]["events"]] == [
+        ("feature-updated", False)
+    ]
+    again.response.close()
+
+
+async def test_an_idle_stream_gets_keep_alive_comments(make_client: Any) -> None:
+    client = await make_client(stream_keepalive=0.2)
+    stream = await open_stream(client)
+    assert (await stream.next())["event"] == "unleash-connected"
+    assert await stream.next(within=5) == {"comment": "keep-alive"}
+    assert await stream.next(within=5) == {"comment": "keep-alive"}
+    stream.response.close()
+
+
+async def test_shutdown_ends_streams(client: Any) -> None:
+    stream = await open_stream(client)
+    assert (await stream.next())["event"] == "unleash-connected"
+    await client.app.shutdown()  # what the server runs first when it stops
+    assert await stream.next(within=5) == {"end": True}
+
+
+async def test_a_stream_past_the_bound_is_hydrated_then_told_to_poll(make_client: Any) -> None:
+    client = await make_client(stream_max_per_key=1, stream_keepalive=0.2)
+    first = await open_stream(client)
+    assert (await first.next())["event"] == "unleash-connected"
+    second = await open_stream(client)
+    connected = await second.next()
+    assert connected["event"] == "unleash-connected"
+    assert connected["data"]["events"][0]["type"] == "hydration"  # it has flags
+    assert await second.next() == {"event": "fetch-mode", "data": "polling"}
+    assert await second.next() == {"end": True}
+    first.response.close()
+    await eventually(lambda: client.app[STREAMS].total == 0, "the first stream to be closed")
+    third = await open_stream(client)  # room again
+    assert (await third.next())["event"] == "unleash-connected"
+    assert await third.next() == {"comment": "keep-alive"}  # a stream that stays
+    third.response.close()
+
+
+async def test_a_worker_full_of_streams_turns_new_ones_away(make_client: Any) -> None:
+    client = await make_client(stream_max=0)
+    stream = await open_stream(client)
+    assert (await stream.next())["event"] == "unleash-connected"
+    assert await stream.next() == {"event": "fetch-mode", "data": "polling"}
+    assert await stream.next() == {"end": True}
+
+
+async def test_a_client_that_does_not_read_is_cut_off(make_client: Any) -> None:
+    """Its stream is closed once a write waits ``write_timeout``: the changes it does not
+    read are not buffered for it without bound."""
+    client = await make_client(write_timeout=0.5)
+    await create_flag(client, "big")
+    padding = {f"p{i}": "x" * 4000 for i in range(50)}
+    big = {"name": "default", "parameters": padding}  # 200 kB an event
+    await add_strategy(client, "big", big)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, (client.host, client.port))
+    request = f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {DEV_KEY}\r\n\r\n"
+    await loop.sock_sendall(sock, request.encode())
+    try:
+        await eventually(lambda: client.app[STREAMS].total == 1, "the stream to open")
+        timeouts = WRITE_TIMEOUTS._value.get()
+        for i in range(200):  # 40 MB of events at most (past the kernel's buffers), never read
+            await turn(client, "big", on=i % 2 == 0)
+            await asyncio.sleep(0.05)  # each change its own event
+            if client.app[STREAMS].total == 0:
+                break
+        await eventually(lambda: client.app[STREAMS].total == 0, "the stream to be cut off")
+        assert WRITE_TIMEOUTS._value.get() == timeouts + 1
+    finally:
+        sock.close()
+
+
+async def test_memory_per_stream_is_bounded(client: Any) -> None:
+    """What an open stream holds in the worker (Python objects: its request, response,
+    handler task, the tasks of its wait), measured with tracemalloc over 300 streams;
+    the kernel's socket buffers come on top. The figure is printed."""
+    await create_flag(client, "checkout")
+    loop, count, socks = asyncio.get_running_loop(), 300, []
+    request = f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {DEV_KEY}\r\n\r\n".encode()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(count):
+            sock = socket.socket()
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (client.host, client.port))
+            await loop.sock_sendall(sock, request)
+            socks.append(sock)
+        await eventually(lambda: client.app[STREAMS].total == count, "every stream to open")
+        await asyncio.sleep(0.2)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+        for sock in socks:
+            sock.close()
+    held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    print(f"memory per stream: {held / count / 1024:.1f} KiB ({count} streams)")
+    assert held / count < 64 * 1024
+
+
+async def test_a_write_through_another_instance_is_announced(
+    make_client: Any, database_url: str | None, tmp_path: Path
+) -> None:
+    """Two instances on one PostgreSQL: a write through one reaches the other's streams as
+    it commits (LISTEN/NOTIFY), not at its next read of the revision."""
+    if database_url is None:
+        pytest.skip("instances share a database on PostgreSQL")
+    writer = await make_client(tmp_path / "a")
+    reader = await make_client(tmp_path / "b")
+    await create_flag(writer, "checkout")
+    stream = await open_stream(reader)
+    connected = await stream.next()
+    assert connected["event"] == "unleash-connected"
+
+    async def both_listen() -> bool:
+        conn = await asyncpg.connect(database_url)
+        try:
+            count = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query LIKE 'LISTEN %'"
+            )
+            return bool(count == 2)
+        finally:
+            await conn.close()
+
+    await eventually(both_listen, "both instances to listen")
+    heard = HEARD._value.get()
+    started = time.monotonic()
+    await turn(writer, "checkout")
+    updated = await stream.next()
+    took = time.monotonic() - started
+    assert [e["feature"]["enabled"] for e in updated["data"]["events"]] == [True]
+    assert HEARD._value.get() >= heard + 2  # announced to both instances
+    print(f"another instance's write reached a stream in {took * 1000:.0f} ms")
+    stream.response.close()
+
+
+async def test_a_revoked_key_loses_its_stream(make_client: Any) -> None:
+    client = await make_client(stream_keepalive=0.2)
+    body = {"type": "client", "environment": "development", "projects": ["*"]}
+    created = await ok(client, "POST", "/api/admin/api-tokens", body, status=201)
+    response = await client.get(STREAM, headers=auth(created["secret"]))
+    stream = Events(response)
+    assert (await stream.next())["event"] == "unleash-connected"
+    assert await stream.next() == {"comment": "keep-alive"}
+    await ok(client, "DELETE", f"/api/admin/api-tokens/{created['id']}", status=200)
+    assert await stream.next() in ({"end": True}, {"comment": "keep-alive"})
+    assert await stream.next() == {"end": True}
+
+
+async def test_head_answers_the_headers_and_ends(client: Any) -> None:
+    response = await client.head(STREAM, headers=auth(DEV_KEY))
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/event-stream"
+    assert client.app[STREAMS].total == 0
+
