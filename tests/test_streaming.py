@@ -191,13 +191,12 @@ async def test_memory_per_stream_is_bounded(client: Any) -> None:
     assert held / count < 64 * 1024
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # instances share it
 async def test_a_write_through_another_instance_is_announced(
-    make_client: Any, database_url: str | None, tmp_path: Path
+    make_client: Any, database_url: str, tmp_path: Path
 ) -> None:
     """Two instances on one PostgreSQL: a write through one reaches the other's streams as
     it commits (LISTEN/NOTIFY), not at its next read of the revision."""
-    if database_url is None:
-        pytest.skip("instances share a database on PostgreSQL")
     writer = await make_client(tmp_path / "a")
     reader = await make_client(tmp_path / "b")
     await create_flag(writer, "checkout")
