@@ -105,16 +105,20 @@ class Visit:
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
-        for attempt in range(3):
+        for attempt in range(5):
             old = self.find("html")
             try:
                 self.find(css).click()
                 break
             except WebDriverException as exc:
                 # the document was still being replaced (after a resize or a navigation):
-                # its nodes are gone; found again in the new one
-                if attempt == 2 or "does not belong to the document" not in str(exc):
+                # its nodes are gone; found again in the new one once it has loaded
+                if attempt == 4 or "does not belong to the document" not in str(exc):
                     raise
+                WebDriverWait(self.driver, 30).until(
+                    lambda driver: driver.execute_script("return document.readyState")
+                    == "complete"
+                )
         WebDriverWait(self.driver, 30).until(expected_conditions.staleness_of(old))
 
 
