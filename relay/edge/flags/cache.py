@@ -14,18 +14,20 @@ relay's restarts (README, "Flags at a relay", for what callers see).
   ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
   gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch.
-- **Durable.** Copies and the hashes of the keys that read them reach ``buffer.db`` within
-  a ``TICK`` and are loaded at start.
+- **Durable.** Copies (at their revision: ``revisions``) and the hashes of the keys
+  that read them reach ``cache.db`` within a ``TICK`` and are loaded at start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
+from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, redact
@@ -76,24 +78,23 @@ class FlagCache:
         self._on_ready: Callable[[], None] | None = on_ready
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
         self._scopes: dict[str, FlagScope] = {}
-        self._views = Views()
+        self.views = Views()
         self._refused = Refusals()
         self._pending = Pending()
         self._fetching = asyncio.Semaphore(CONCURRENT_FETCHES)
         self._changed = 0
         self._storage_failing = False
-
-    # --- serving ---
+        self.moved = Broadcast()  # streams waiting for a scope's revision to move
 
     async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
-        entry, rendered = await self._entry(key, principal)
-        return self._views.get(entry, rendered, scope)
+        entry, rendered = await self.entry(key, principal)
+        return self.views.get(entry, rendered, scope)
 
     async def feature(
         self, key: str, principal: Principal, scope: Scope, name: str
     ) -> bytes | None:
-        entry, rendered = await self._entry(key, principal)
-        return self._views.feature(entry, rendered, scope, name)
+        entry, rendered = await self.entry(key, principal)
+        return self.views.feature(entry, rendered, scope, name)
 
     def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
         """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""
@@ -108,9 +109,9 @@ class FlagCache:
             if len(self._covering) >= MAX_SCOPE_KEYS:
                 self._covering.clear()
             self._covering[scope] = entry.scope
-        return self._views.get(entry, entry.rendered, scope)
+        return self.views.get(entry, entry.rendered, scope)
 
-    async def _entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+    async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
         expired = self._refused.check(key)
         scope = self._scope_of(key, principal)
         if expired is not None:
@@ -179,8 +180,6 @@ class FlagCache:
             extra={"key": redact(key), "status": status, "scope": entry.scope.label},
         )
 
-    # --- fetching ---
-
     def _start(self, entry: Entry, first: str | None) -> asyncio.Task[None]:
         task = asyncio.create_task(self._renew(entry, first), name="flag-fetch")
         entry.task = task
@@ -216,9 +215,10 @@ class FlagCache:
         match fetched.outcome:
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
-                if not self._take(entry, copy):
+                if not self._take(entry, copy, fetched=True):
                     self._failed(entry, "the upstream's answer is not one of flags")
                     return True
+                copy = dataclasses.replace(copy, revision=entry.changes.revision)
                 self._pending.queue(Saved(entry.scope, copy))
             case Fetch.SAME:
                 entry.fetched_at = now
@@ -238,10 +238,12 @@ class FlagCache:
         self._check_ready()
         return True
 
-    def _take(self, entry: Entry, copy: Copy) -> bool:
-        """``copy`` becomes the entry's answer; False (logged) when it is none."""
+    def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
+        """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
+        waiting for a change are woken when its revision moved."""
+        before = entry.changes.revision
         try:
-            entry.take(copy.body)
+            entry.take(copy.body, None if fetched else copy.revision)
         except (ValueError, RecursionError) as exc:
             log.error(
                 "an answer of the upstream is not one of flags: the copy held stays",
@@ -250,6 +252,8 @@ class FlagCache:
             return False
         entry.upstream_etag = copy.etag
         entry.fetched_at = copy.fetched_at
+        if entry.changes.revision != before:
+            self.moved.wake()
         return True
 
     def _failed(self, entry: Entry, error: str) -> None:
@@ -267,8 +271,6 @@ class FlagCache:
             )
             entry.failing = True
 
-    # --- entries ---
-
     def _add(self, scope: FlagScope) -> Entry:
         base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
         entry = self._entries[scope] = Entry(scope, base)
@@ -284,8 +286,6 @@ class FlagCache:
         forget(self._entries.pop(entry.scope))
         if entry.rendered is not None:
             self._pending.queue(Dropped(entry.scope))
-
-    # --- the file ---
 
     async def start(self) -> None:
         """The copies stored, the configured keys' scopes, then a first tick (which
@@ -308,7 +308,7 @@ class FlagCache:
             self._storage_failing = True
         else:
             self._storage_failing = False
-        report(self._entries.values(), self._views)
+        report(self._entries.values(), self.views)
 
     async def _sync(self) -> None:
         for head in await self._store.heads(self._changed):
@@ -380,8 +380,6 @@ class FlagCache:
                 await self._store.write(self._pending.drain(), (), time.time(), self._interval)
             except StorageError as exc:
                 log.error("flag cache: last writes lost", extra={"error": str(exc)})
-
-    # --- readiness and metrics ---
 
     def _check_ready(self) -> None:
         """Ready once every configured key has a copy of its scope, fresh or stored, or was

@@ -21,8 +21,10 @@ from prometheus_client import Gauge
 
 from relay.api.client_features import built, derived
 from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
+from relay.core.delta import Changes
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import hash_key
+from relay.edge.flags.revisions import moved
 from relay.edge.flags.store import FlagScope
 
 MAX_VIEWS = 1_000
@@ -53,6 +55,7 @@ class Entry:
 
     __slots__ = (
         "base",
+        "changes",
         "due_at",
         "failing",
         "fetch_key",
@@ -70,6 +73,7 @@ class Entry:
         self.scope = scope
         self.base = base  # what an SDK with none of the filters gets: ``rendered``
         self.rendered: Rendered | None = None
+        self.changes = Changes(0, 0)  # what changed, up to the revision ``rendered`` is at
         self.upstream_etag: str | None = None
         self.fetched_at: float | None = None  # wall clock: when the upstream last confirmed it
         self.due_at = 0.0  # wall clock: the next refresh, as this worker last knew it
@@ -80,11 +84,14 @@ class Entry:
         self.failing = False
         self.hold_until = 0.0  # monotonic: no first fetch again before, after one failed
 
-    def take(self, body: bytes) -> Rendered:
+    def take(self, body: bytes, stored: int | None = None) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
-        is none), segments as ids: the upstream chose its flags for the key."""
-        self.rendered = built(from_answer(read(body), inline=False)).answer(self.base)
-        return self.rendered
+        is none), segments as ids: the upstream chose its flags for the key. Fetched here
+        (``stored`` None) or loaded at revision ``stored``."""
+        rendered = built(from_answer(read(body), inline=False)).answer(self.base)
+        self.changes = moved(self.changes, self.rendered, rendered, stored)
+        self.rendered = rendered
+        return rendered
 
     def candidates(self) -> list[str]:
         """Keys to fetch with, best first: the one the upstream last answered, then the
@@ -123,7 +130,7 @@ class Views:
         if held is not None and held[0] == rendered.etag:
             self._held.move_to_end(key)
             return held[1]
-        view = derived(self._catalog(entry, rendered, scope.inline_segments).answer(scope))
+        view = derived(self.catalog(entry, rendered, scope.inline_segments).answer(scope))
         if held is not None:
             self.bytes -= len(held[1].body)
         self._held[key] = (rendered.etag, view)
@@ -138,9 +145,9 @@ class Views:
     def feature(self, entry: Entry, rendered: Rendered, scope: Scope, name: str) -> bytes | None:
         """One feature of ``scope``'s answer, None when it has none of that name: a lookup
         in the catalog, whatever the number of flags."""
-        return self._catalog(entry, rendered, scope.inline_segments).feature(scope, name)
+        return self.catalog(entry, rendered, scope.inline_segments).feature(scope, name)
 
-    def _catalog(self, entry: Entry, rendered: Rendered, inline: bool) -> Catalog:
+    def catalog(self, entry: Entry, rendered: Rendered, inline: bool) -> Catalog:
         """The catalog of ``rendered`` (``entry``'s answer), built when it changed."""
         key = (entry.scope, inline)
         held = self._catalogs.get(key)

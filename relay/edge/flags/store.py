@@ -77,9 +77,13 @@ class Head:
 
 @dataclass(frozen=True, slots=True)
 class Copy:
+    """An answer of the upstream, and the revision the relay gave it (what its SDKs
+    streaming or polling deltas are at: ``relay.edge.flags.revisions``)."""
+
     body: bytes
     etag: str
     fetched_at: float
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,7 @@ class Pending:
         queued = self._scopes.get(write.scope)
         if isinstance(queued, Saved) and isinstance(write, Confirmed):
             copy = queued.copy
-            write = Saved(write.scope, Copy(copy.body, copy.etag, write.at))
+            write = Saved(write.scope, Copy(copy.body, copy.etag, write.at, copy.revision))
         self._scopes[write.scope] = write
 
     def record(self, key: str, scope: FlagScope, display: str) -> None:
@@ -197,14 +201,18 @@ class FlagStore:
 
     async def copy(self, scope: FlagScope) -> Copy | None:
         row = await self._db.fetch_one(
-            "SELECT body, etag, fetched_at FROM flag_scopes WHERE scope = ? AND body IS NOT NULL",
+            "SELECT body, etag, fetched_at, revision FROM flag_scopes"
+            " WHERE scope = ? AND body IS NOT NULL",
             (scope.id,),
         )
         if row is None or not isinstance(row[0], bytes):
             return None  # none yet, or a body damaged by hand: the upstream is asked
-        etag, fetched_at = row[1], row[2]
+        etag, fetched_at, revision = row[1], row[2], row[3]
+        revision = revision if isinstance(revision, int) and revision >= 0 else 0
         try:
-            return Copy(row[0], etag if isinstance(etag, str) else "", _number(fetched_at or 0))
+            return Copy(
+                row[0], etag if isinstance(etag, str) else "", _number(fetched_at or 0), revision
+            )
         except ValueError:
             return None
 
@@ -290,11 +298,12 @@ async def _apply(tx: Transaction, write: Write, changed: int, interval: float) -
         case Saved(scope, copy):
             due = copy.fetched_at + interval
             await tx.execute(
-                "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
+                "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed,"
+                " revision) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
                 " body = excluded.body, etag = excluded.etag, fetched_at = excluded.fetched_at,"
-                " due_at = max(flag_scopes.due_at, excluded.due_at), changed = excluded.changed",
-                (scope.id, copy.body, copy.etag, copy.fetched_at, due, changed),
+                " due_at = max(flag_scopes.due_at, excluded.due_at), changed = excluded.changed,"
+                " revision = excluded.revision",
+                (scope.id, copy.body, copy.etag, copy.fetched_at, due, changed, copy.revision),
             )
         case Confirmed(scope, at):
             await tx.execute(
