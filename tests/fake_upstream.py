@@ -16,6 +16,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+STREAM = "/api/client/streaming"
+"""What a relay follows, when its upstream offers it."""
+
 
 @dataclass
 class Answer:
@@ -57,7 +60,8 @@ class FakeUpstream:
         self.server: TestServer | None = None
         self.validate_calls = 0
         self.validate_down = False
-        self.by_path: dict[str, Answer] = {}  # fixed answers of other paths, by path
+        # fixed answers of other paths, by path; no stream of flags, as Unleash's open source
+        self.by_path: dict[str, Answer] = {STREAM: Answer(404)}
 
     async def start(self) -> str:
         app = web.Application(client_max_size=10 * 1024 * 1024)

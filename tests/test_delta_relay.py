@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import DEV_KEY
 from sdks import quiet_sdk_logs
-from service import Service, relay_env, running, scrape, start
+from service import Service, relay_env, running, scrape, start, wait_until
 from test_delta_sdk import KEYS, turn, with_flags
 from watchers import NodeWatcher, PythonWatcher, Watcher
 
@@ -117,3 +117,39 @@ def test_sdks_resume_at_the_revision_a_restarted_relay_kept(
         finally:
             for watcher, _ in sdks:
                 watcher.close()
+
+
+def test_a_chain_of_relays_follows_the_upstreams_stream(tmp_path: Path, node_sdk: Path) -> None:
+    """Two relays in a chain with the default refresh interval (15 s), the first with two
+    workers: each relay follows its upstream's stream, one stream per scope whatever its
+    workers, so a change reaches the SDKs at the end of the chain well within the interval
+    (the times printed)."""
+    with contextlib.ExitStack() as stack:
+        standalone = stack.enter_context(with_flags(tmp_path))
+        first = stack.enter_context(
+            running(
+                tmp_path / "first",
+                env=relay_env(standalone.url, DEV_KEY, RELAY_WORKERS="2"),
+                name="first",
+            )
+        )
+        second = stack.enter_context(
+            running(tmp_path / "second", env=relay_env(first.url, DEV_KEY), name="second")
+        )
+        sdks = watchers(second.url, node_sdk, tmp_path)[:2]
+        stack.callback(lambda: [watcher.close() for watcher, _ in sdks])
+        for watcher, _ in sdks:
+            watcher.arrival({"checkout": True, "search": False}, 0.0)
+        wait_until(lambda: scrape(first.url, "relay_streams") == 1, "the second relay following")
+        for on in (False, True):
+            changed = turn(standalone.url, "checkout", on)
+            for watcher, what in sdks:
+                took = watcher.arrival({"checkout": on, "search": False}, changed)
+                print(f"{what}, two relays: checkout {on} arrived in {took * 1000:.0f} ms")
+        assert scrape(standalone.url, "relay_streams") == 1  # the first relay's, one scope
+        assert scrape(second.url, "relay_streams") == 2  # the SDKs'
+        assert fetches(standalone) <= 2  # a first fetch (and a claim's): then the stream
+
+
+def fetches(service: Service) -> float:
+    return scrape(service.url, "relay_http_requests_total", route="/api/client/features")

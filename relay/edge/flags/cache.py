@@ -9,13 +9,13 @@ relay's restarts (README, "Flags at a relay", for what callers see).
   requests share that fetch, or take a fresh copy another worker stored.
 - **Refreshes.** Every ``TICK`` each worker loads what other workers wrote and claims the
   due scopes it holds keys for (``flag_store``): one worker revalidates each scope per
-  interval, with ``If-None-Match``.
+  interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``).
 - **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
   ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
-  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch.
-- **Durable.** Copies (at their revision: ``revisions``) and the hashes of the keys
-  that read them reach ``cache.db`` within a ``TICK`` and are loaded at start.
+  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch (``flag_entries``).
+- **Durable.** Copies (at their revision: ``revisions``) and the hashes of the keys that
+  read them reach ``cache.db`` within a ``TICK`` and are loaded at start.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
-from relay.core.errors import StorageError, Unavailable
+from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flags.entries import Entry, Refusals, Views, forget, report
+from relay.edge.flags.entries import Entry, Refusals, Views, forget, no_copy, report
 from relay.edge.flags.fetch import Fetch, Fetcher
+from relay.edge.flags.follow import Follower
 from relay.edge.flags.store import (
     MAX_STORED_KEYS,
     Confirmed,
@@ -49,7 +50,6 @@ from relay.wire.common import KeyType
 log = logging.getLogger(__name__)
 
 TICK = 1.0
-HOLD_OFF = 1.0
 MAX_SCOPES = 1_000
 MAX_KEYS_PER_SCOPE = 16
 MAX_SCOPE_KEYS = 10_000  # keys whose scope is remembered
@@ -85,6 +85,7 @@ class FlagCache:
         self._changed = 0
         self._storage_failing = False
         self.moved = Broadcast()  # streams waiting for a scope's revision to move
+        self._follower = Follower(self._fetcher, self._streamed, self._poll)
 
     async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
         entry, rendered = await self.entry(key, principal)
@@ -149,13 +150,13 @@ class FlagCache:
             if entry.rendered is not None:
                 return entry, entry.rendered
             if entry.task is None and time.monotonic() < entry.hold_until:
-                raise _no_copy()
+                raise no_copy()
             await asyncio.shield(entry.task or self._start(entry, key))
             self._refused.check(key)
             if entry.rendered is not None:
                 return entry, entry.rendered
             if entry.failing:
-                raise _no_copy()
+                raise no_copy()
             # another key of the scope was refused: this one is tried next
 
     async def _recheck(self, scope: FlagScope, key: str, status: int) -> None:
@@ -204,6 +205,8 @@ class FlagCache:
                         return  # fresh: another worker has just fetched it
             for key in [first] if first is not None else entry.candidates():
                 if await self._fetch_with(entry, key):
+                    if first is None and entry.fetch_key == key:  # claimed: this worker's
+                        self._follower.start(entry, key)
                     return
             if not entry.keys and self._entries.get(entry.scope) is entry:
                 self._drop(entry)
@@ -216,7 +219,7 @@ class FlagCache:
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
                 if not self._take(entry, copy, fetched=True):
-                    self._failed(entry, "the upstream's answer is not one of flags")
+                    entry.fail("the upstream's answer is not one of flags")
                     return True
                 copy = dataclasses.replace(copy, revision=entry.changes.revision)
                 self._pending.queue(Saved(entry.scope, copy))
@@ -228,7 +231,7 @@ class FlagCache:
                 self._check_ready()
                 return False
             case Fetch.FAILED:
-                self._failed(entry, fetched.error)
+                entry.fail(fetched.error)
                 return True
         entry.fetch_key = key
         entry.due_at = max(entry.due_at, now + self._interval)
@@ -237,6 +240,20 @@ class FlagCache:
             entry.failing = False
         self._check_ready()
         return True
+
+    def _streamed(self, entry: Entry, body: bytes) -> None:  # a copy from the stream upstream
+        now = time.time()
+        if self._take(entry, Copy(body, "", now), fetched=True):
+            revision = entry.changes.revision
+            etag = entry.upstream_etag = f'W/"relay-stream-{revision}"'
+            self._pending.queue(Saved(entry.scope, Copy(body, etag, now, revision)))
+            entry.streamed, entry.failing = True, False
+
+    def _poll(self, entry: Entry) -> None:  # the stream ended: polled until tried again
+        if entry.task is not None:  # the fetch that started it, ending: then
+            entry.task.add_done_callback(lambda _: self._poll(entry))
+        elif self._entries.get(entry.scope) is entry:
+            self._start(entry, None)
 
     def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
         """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
@@ -255,21 +272,6 @@ class FlagCache:
         if entry.changes.revision != before:
             self.moved.wake()
         return True
-
-    def _failed(self, entry: Entry, error: str) -> None:
-        if entry.rendered is None:
-            entry.hold_until = time.monotonic() + HOLD_OFF
-        if not entry.failing:
-            held = "serving the copy held" if entry.rendered else "no copy: SDKs get 503"
-            log.warning(
-                f"cannot fetch flags from the upstream: {held}",
-                extra={
-                    "scope": entry.scope.label,
-                    "environment": entry.scope.environment,
-                    "error": error,
-                },
-            )
-            entry.failing = True
 
     def _add(self, scope: FlagScope) -> Entry:
         base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
@@ -336,6 +338,10 @@ class FlagCache:
 
     async def _write_and_claim(self) -> None:
         now = time.time()
+        for held in self._entries.values():
+            if held.streamed:  # the stream confirms it; no other worker claims it
+                held.fetched_at = now
+                self._pending.queue(Confirmed(held.scope, now))
         bogus = now + 2 * self._interval  # a refresh that far ahead: the clock was set back
         due = [
             e.scope
@@ -366,12 +372,12 @@ class FlagCache:
         if failure is not None:
             raise failure
 
-    async def prune(self) -> None:
+    async def prune(self) -> None:  # the leader's, hourly
         await self._store.prune(time.time() - RETENTION, MAX_SCOPES, MAX_STORED_KEYS)
 
     async def stop(self) -> None:
         """Fetches in flight are cancelled; what they and others wrote is written."""
-        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        tasks = [t for e in self._entries.values() for t in (e.task, e.follow) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -392,7 +398,3 @@ class FlagCache:
                 return
         self._on_ready()
         self._on_ready = None
-
-
-def _no_copy() -> Unavailable:
-    return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")

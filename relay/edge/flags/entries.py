@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -22,11 +23,14 @@ from prometheus_client import Gauge
 from relay.api.client_features import built, derived
 from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
 from relay.core.delta import Changes
-from relay.core.errors import Forbidden, Unauthorized
+from relay.core.errors import Forbidden, Unauthorized, Unavailable
 from relay.core.keys import hash_key
 from relay.edge.flags.revisions import moved
 from relay.edge.flags.store import FlagScope
 
+log = logging.getLogger(__name__)
+
+HOLD_OFF = 1.0
 MAX_VIEWS = 1_000
 MAX_VIEW_BYTES = 64 * 1024 * 1024
 MAX_CATALOG_BYTES = 64 * 1024 * 1024
@@ -60,11 +64,14 @@ class Entry:
         "failing",
         "fetch_key",
         "fetched_at",
+        "follow",
         "hold_until",
         "keys",
         "recorded",
         "rendered",
         "scope",
+        "stream_after",
+        "streamed",
         "task",
         "upstream_etag",
     )
@@ -81,6 +88,9 @@ class Entry:
         self.recorded: dict[str, float] = {}  # key -> when it was last written to the file
         self.fetch_key: str | None = None  # the key the upstream last answered
         self.task: asyncio.Task[None] | None = None  # a fetch in flight
+        self.follow: asyncio.Task[None] | None = None  # following the upstream's stream
+        self.streamed = False  # a copy came from that stream: it confirms the copy
+        self.stream_after = 0.0  # monotonic: not followed before (refused, failed)
         self.failing = False
         self.hold_until = 0.0  # monotonic: no first fetch again before, after one failed
 
@@ -92,6 +102,23 @@ class Entry:
         self.changes = moved(self.changes, self.rendered, rendered, stored)
         self.rendered = rendered
         return rendered
+
+    def fail(self, error: str) -> None:
+        """A fetch failed: logged once until one succeeds; with no copy, SDKs get 503 at
+        once for ``HOLD_OFF`` seconds."""
+        if self.rendered is None:
+            self.hold_until = time.monotonic() + HOLD_OFF
+        if not self.failing:
+            held = "serving the copy held" if self.rendered else "no copy: SDKs get 503"
+            log.warning(
+                f"cannot fetch flags from the upstream: {held}",
+                extra={
+                    "scope": self.scope.label,
+                    "environment": self.scope.environment,
+                    "error": error,
+                },
+            )
+            self.failing = True
 
     def candidates(self) -> list[str]:
         """Keys to fetch with, best first: the one the upstream last answered, then the
@@ -218,6 +245,12 @@ def report(entries: Iterable[Entry], views: Views) -> None:
 
 
 def forget(entry: Entry) -> None:
-    """A scope no longer held leaves the age gauge."""
+    """A scope no longer held leaves the age gauge, and its stream upstream ends."""
+    if entry.follow is not None:
+        entry.follow.cancel()
     with contextlib.suppress(KeyError):  # never reported
         AGE.remove(entry.scope.environment, entry.scope.label)
+
+
+def no_copy() -> Unavailable:
+    return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")

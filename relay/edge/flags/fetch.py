@@ -3,8 +3,8 @@
 The relay asks ``{upstream}/api/client/features`` with a key of the scope, no query (the
 relay filters locally) and ``Unleash-Client-Spec: UPSTREAM_SPEC``, so segments come as ids
 and one answer serves SDKs of every version. Only the body and the ETag are kept: no
-header of the upstream's reaches SDKs (``fetch-mode: streaming`` would switch the Node SDK
-to server-sent events, which the relay does not carry).
+header of the upstream's reaches SDKs (its ``fetch-mode`` is for the relay's own choice,
+``relay.edge.flags.follow``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Fetched:
 class Fetcher:
     def __init__(self, upstream: UpstreamClient, identity: Mapping[str, str]) -> None:
         """``identity``: headers naming the relay (``Unleash-AppName``...)."""
-        self._upstream = upstream
+        self.upstream, self.identity = upstream, identity
         self._headers = {"Accept": "application/json", "Unleash-Client-Spec": UPSTREAM_SPEC}
         self._headers.update(identity)
 
@@ -48,7 +48,7 @@ class Fetcher:
         if etag:
             headers["If-None-Match"] = etag
         try:
-            got = await self._upstream.forward(
+            got = await self.upstream.forward(
                 "GET", "/api/client/features", headers, None, "features"
             )
         except UpstreamUnavailable as exc:

@@ -307,8 +307,9 @@ async def _apply(tx: Transaction, write: Write, changed: int, interval: float) -
             )
         case Confirmed(scope, at):
             await tx.execute(
-                "UPDATE flag_scopes SET fetched_at = ?, changed = ? WHERE scope = ?",
-                (at, changed, scope.id),
+                "UPDATE flag_scopes SET fetched_at = ?, changed = ?,"
+                " due_at = max(due_at, ?) WHERE scope = ?",
+                (at, changed, at + interval, scope.id),
             )
         case Dropped(scope):
             await tx.execute("DELETE FROM flag_scopes WHERE scope = ?", (scope.id,))
