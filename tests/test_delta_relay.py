@@ -153,3 +153,29 @@ def test_a_chain_of_relays_follows_the_upstreams_stream(tmp_path: Path, node_sdk
 
 def fetches(service: Service) -> float:
     return scrape(service.url, "relay_http_requests_total", route="/api/client/features")
+
+
+def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sdk: Path) -> None:
+    """A relay with two workers polling its upstream (the standalone's stream refused by
+    ``stream_max`` 0: it hints ``fetch-mode: polling``): one worker fetches each change,
+    the other takes the copy and its revision from ``cache.db`` and wakes its streams;
+    whichever worker the SDKs stream from, each change reaches them."""
+    with contextlib.ExitStack() as stack:
+        standalone = stack.enter_context(with_flags(tmp_path, RELAY_STREAM_MAX="0"))
+        env = relay_env(
+            standalone.url, DEV_KEY, RELAY_WORKERS="2", RELAY_FEATURES_REFRESH_INTERVAL=INTERVAL
+        )
+        relay = stack.enter_context(running(tmp_path / "relay", env=env, name="relay"))
+        sdks = watchers(relay.url, node_sdk, tmp_path)[:2]
+        sdks += watchers(relay.url, node_sdk, tmp_path / "more")[:2]
+        stack.callback(lambda: [watcher.close() for watcher, _ in sdks])
+        for watcher, _ in sdks:
+            watcher.arrival({"checkout": True, "search": False}, 0.0)
+        for i in range(4):
+            on = i % 2 == 1
+            changed = turn(standalone.url, "checkout", on)
+            for watcher, what in sdks:
+                took = watcher.arrival({"checkout": on, "search": False}, changed)
+                print(f"{what}, a relay of 2 workers: checkout {on} in {took * 1000:.0f} ms")
+        assert scrape(relay.url, "relay_streams") == 4
+        assert scrape(standalone.url, "relay_streams_turned_away_total", bound="worker") >= 1
