@@ -16,10 +16,14 @@ from conftest import DEV_KEY, MakeClient
 from fake_upstream import FakeUpstream
 from service import eventually
 
+from relay.api.state import DELTA_SOURCE
+from relay.core.catalog import Scope
 from relay.core.client_features import Rendered
 from relay.core.delta import FLAG, Change, Changes
+from relay.core.keys import parse_key
 from relay.edge.flags import revisions
 from relay.edge.flags.revisions import moved
+from relay.wire.common import KeyType
 
 FLAGS = {
     "version": 2,
@@ -152,3 +156,18 @@ def test_what_changed_is_kept_within_its_bound() -> None:
         held = moved(held, before, after, None, most=1)
     assert len(held.changes) == 1 and held.holds(held.revision - 1)
     assert not held.holds(held.revision - 2)
+
+
+async def test_a_delta_is_put_together_once_for_every_client_that_asks(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """Streams woken by a change ask for the same delta: one is put together for all (a
+    made-up revision is a hydration, the same one)."""
+    upstream.features = FLAGS
+    relay = await make_relay()
+    source = relay.server.app[DELTA_SOURCE]
+    principal = parse_key(DEV_KEY, KeyType.CLIENT).principal
+    scope = Scope("development", None, None, False)
+    first = await source.for_key(DEV_KEY, principal).delta(scope, None)
+    assert await source.for_key(DEV_KEY, principal).delta(scope, None) is first
+    assert await source.for_key(DEV_KEY, principal).delta(scope, 12345) is first

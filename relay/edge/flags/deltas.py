@@ -15,6 +15,10 @@ from relay.core.delta import Delta, delta
 from relay.core.errors import DomainError
 from relay.core.keys import Principal
 from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.store import FlagScope
+
+MAX_DELTAS = 1_000
+MAX_DELTA_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +29,20 @@ class KeyFlags:
     key: str
     principal: Principal
 
+    held: Deltas
+
     async def delta(self, scope: Scope, since: int | None) -> Delta:
+        """Put together once per scope, query and revision for every stream that asks."""
         entry, rendered = await self.cache.entry(self.key, self.principal)
-        catalog = self.cache.views.catalog(entry, rendered, inline=False)
-        return delta(catalog, scope, entry.changes, since)
+        changes = entry.changes
+        since = since if since is not None and changes.holds(since) else None
+        key = (entry.scope, scope, since, changes.revision)
+        found = self.held.get(key)
+        if found is None:
+            catalog = self.cache.views.catalog(entry, rendered, inline=False)
+            found = delta(catalog, scope, changes, since)
+            self.held.put(key, found)
+        return found
 
     async def changed(self, revision: int) -> None:
         """Returns once the scope's copy is at another revision than ``revision``: a later
@@ -44,9 +58,29 @@ class KeyFlags:
             await self.cache.moved.wait()
 
 
-@dataclass(frozen=True, slots=True)
+class Deltas:
+    """Deltas put together, ``MAX_DELTAS`` and ``MAX_DELTA_BYTES`` at most (then all
+    dropped: made-up queries and revisions cannot grow memory; a change makes them stale)."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[FlagScope, Scope, int | None, int], Delta] = {}
+        self._bytes = 0
+
+    def get(self, key: tuple[FlagScope, Scope, int | None, int]) -> Delta | None:
+        return self._held.get(key)
+
+    def put(self, key: tuple[FlagScope, Scope, int | None, int], found: Delta) -> None:
+        if len(self._held) >= MAX_DELTAS or self._bytes + len(found.body) > MAX_DELTA_BYTES:
+            self._held.clear()
+            self._bytes = 0
+        self._held[key] = found
+        self._bytes += len(found.body)
+
+
 class FlagDeltas:
-    cache: FlagCache
+    def __init__(self, cache: FlagCache) -> None:
+        self._cache = cache
+        self._held = Deltas()
 
     def for_key(self, key: str, principal: Principal) -> KeyFlags:
-        return KeyFlags(self.cache, key, principal)
+        return KeyFlags(self._cache, key, principal, self._held)
