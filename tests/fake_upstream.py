@@ -18,6 +18,8 @@ from aiohttp.test_utils import TestServer
 
 STREAM = "/api/client/streaming"
 """What a relay follows, when its upstream offers it."""
+DELTA = "/api/client/delta"
+"""What a relay polls, when its upstream offers it."""
 
 
 @dataclass
@@ -60,8 +62,9 @@ class FakeUpstream:
         self.server: TestServer | None = None
         self.validate_calls = 0
         self.validate_down = False
-        # fixed answers of other paths, by path; no stream of flags, as Unleash's open source
-        self.by_path: dict[str, Answer] = {STREAM: Answer(404)}
+        # fixed answers of other paths, by path; no stream or delta of flags (as Unleash's
+        # open source): the relay polls /api/client/features
+        self.by_path: dict[str, Answer] = {STREAM: Answer(404), DELTA: Answer(404)}
 
     async def start(self) -> str:
         app = web.Application(client_max_size=10 * 1024 * 1024)

@@ -22,6 +22,7 @@ from watchers import NodeWatcher, PythonWatcher, Watcher
 pytestmark = pytest.mark.process
 
 TOGGLES = ["checkout", "search"]
+DELTA = "/api/client/delta"
 INTERVAL = "0.5"  # the relay polls its upstream this often
 
 
@@ -156,8 +157,8 @@ def fetches(service: Service) -> float:
 
 
 def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sdk: Path) -> None:
-    """A relay with two workers polling its upstream (the standalone's stream refused by
-    ``stream_max`` 0: it hints ``fetch-mode: polling``): one worker fetches each change,
+    """A relay with two workers polling its upstream's delta (the standalone's stream refused
+    by ``stream_max`` 0: it hints ``fetch-mode: polling``): one worker fetches each change,
     the other takes the copy and its revision from ``cache.db`` and wakes its streams;
     whichever worker the SDKs stream from, each change reaches them."""
     with contextlib.ExitStack() as stack:
@@ -179,3 +180,6 @@ def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sd
                 print(f"{what}, a relay of 2 workers: checkout {on} in {took * 1000:.0f} ms")
         assert scrape(relay.url, "relay_streams") == 4
         assert scrape(standalone.url, "relay_streams_turned_away_total", bound="worker") >= 1
+        # polled by the delta protocol: the events since the last poll, not every flag
+        assert scrape(standalone.url, "relay_http_requests_total", route=DELTA) > 4
+        assert fetches(standalone) == 0

@@ -131,7 +131,7 @@ def rendered(answer: dict[str, Any]) -> Rendered:
 def test_revisions_of_copies_fetched_and_loaded() -> None:
     """A worker's revisions: a first copy at the clock, one more per change fetched, the
     same for a copy that changed nothing; another worker's copy at its stored revision;
-    a copy at a revision this worker holds with other flags hydrates everyone."""
+    a copy at a revision this worker holds with other flags moves past it, hydrating."""
     on, off = rendered(FLAGS), rendered(with_checkout(False))
     before = revisions.first()
     start = moved(Changes(0, 0), None, on, None)
@@ -144,8 +144,13 @@ def test_revisions_of_copies_fetched_and_loaded() -> None:
     loaded = moved(start, on, off, start.revision + 5)  # another worker's, further on
     assert loaded.revision == start.revision + 5 and loaded.holds(start.revision)
     assert moved(fetched, off, off, fetched.revision) is fetched  # its own, written back
-    clash = moved(fetched, off, on, fetched.revision)  # another worker's, other flags
-    assert clash.revision == fetched.revision and not clash.holds(start.revision)
+    assert moved(fetched, off, off, start.revision) is fetched  # behind, the same flags
+    ahead = moved(fetched, off, off, fetched.revision + 3)  # the same flags, moved past a clash
+    assert ahead.revision == fetched.revision + 3 and ahead.holds(fetched.revision)
+    assert ahead.since(fetched.revision) == ()
+    # another worker gave this revision other flags: past both, every client hydrated
+    clash = moved(fetched, off, on, fetched.revision)
+    assert clash.revision == fetched.revision + 1 and not clash.holds(fetched.revision)
     assert moved(fetched, off, on, 0).revision >= before  # a row from before revisions
 
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from conftest import DEV_KEY, MakeClient
-from fake_upstream import STREAM, Answer, FakeUpstream
+from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
 from test_relay_delta import FLAGS, delta
 
@@ -23,6 +23,10 @@ def sse(*events: tuple[str, list[dict[str, Any]]]) -> bytes:
         b"event: %s\nid: %d\ndata: %s\n\n" % (kind.encode(), i, json.dumps({"events": e}).encode())
         for i, (kind, e) in enumerate(events, 1)
     )
+
+
+def delta_polls(upstream: FakeUpstream) -> list[Received]:
+    return [r for r in upstream.received if r.path == DELTA]
 
 
 def revision(etag: str) -> int:
@@ -72,3 +76,20 @@ async def test_the_streams_events_become_the_copy_and_an_ended_stream_is_polled(
     # f1, the stream's two flags, one off, one removed, f1 again: four changes
     await eventually(polled_again, "each copy a revision")
     assert await names(relay) == ["f1"]
+
+
+async def test_an_upstream_with_a_delta_is_polled_by_it(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """No stream, a delta: the relay polls it, with the ETag of the last one it got, and
+    never asks for the client features answer."""
+    hydration = {"events": [{"eventId": 5, "type": "hydration", **FLAGS, "segments": []}]}
+    body = json.dumps(hydration).encode()
+    upstream.by_path[DELTA] = Answer(200, {"ETag": '"5"'}, body=body)
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await eventually(lambda: len(delta_polls(upstream)) > 3, "polls")
+    polls = delta_polls(upstream)
+    assert "If-None-Match" not in polls[0].headers  # a hydration first
+    assert {r.headers["If-None-Match"] for r in polls[1:]} == {'"5"'}
+    assert await names(relay) == ["a.checkout", "b.search"]
+    assert upstream.flag_fetches == []

@@ -85,7 +85,7 @@ class FlagCache:
         self._changed = 0
         self._storage_failing = False
         self.moved = Broadcast()  # streams waiting for a scope's revision to move
-        self._follower = Follower(self._fetcher, self._streamed, self._poll)
+        self._follower = Follower(self._fetcher, self._take, self._pending, self._poll)
 
     async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
         entry, rendered = await self.entry(key, principal)
@@ -213,7 +213,7 @@ class FlagCache:
 
     async def _fetch_with(self, entry: Entry, key: str) -> bool:
         """One fetch; False when ``key`` was refused (another may be tried)."""
-        fetched = await self._fetcher.fetch(key, entry.upstream_etag if entry.rendered else None)
+        fetched = await self._fetcher.fetch(key, entry.upstream_etag, entry.rendered, entry.poll)
         now = time.time()
         match fetched.outcome:
             case Fetch.NEW:
@@ -241,14 +241,6 @@ class FlagCache:
         self._check_ready()
         return True
 
-    def _streamed(self, entry: Entry, body: bytes) -> None:  # a copy from the stream upstream
-        now = time.time()
-        if self._take(entry, Copy(body, "", now), fetched=True):
-            revision = entry.changes.revision
-            etag = entry.upstream_etag = f'W/"relay-stream-{revision}"'
-            self._pending.queue(Saved(entry.scope, Copy(body, etag, now, revision)))
-            entry.streamed, entry.failing = True, False
-
     def _poll(self, entry: Entry) -> None:  # the stream ended: polled until tried again
         if entry.task is not None:  # the fetch that started it, ending: then
             entry.task.add_done_callback(lambda _: self._poll(entry))
@@ -271,6 +263,9 @@ class FlagCache:
         entry.fetched_at = copy.fetched_at
         if entry.changes.revision != before:
             self.moved.wake()
+        if not fetched and entry.changes.revision > copy.revision:  # past a clash: stored
+            copy = dataclasses.replace(copy, revision=entry.changes.revision)
+            self._pending.queue(Saved(entry.scope, copy))
         return True
 
     def _add(self, scope: FlagScope) -> Entry:
@@ -323,7 +318,7 @@ class FlagCache:
             entry.due_at = head.due_at
             if head.fetched_at is None or entry.task is not None or head.scope in self._pending:
                 continue  # no copy there yet, or this worker's is newer (and written soon)
-            if head.etag != entry.upstream_etag:
+            if (head.etag, head.revision) != (entry.upstream_etag, entry.changes.revision):
                 copy = await self._store.copy(head.scope)
                 if copy is not None:
                     self._take(entry, copy)

@@ -25,6 +25,7 @@ from relay.core.client_features import Catalog, Rendered, Scope, from_answer, re
 from relay.core.delta import Changes
 from relay.core.errors import Forbidden, Unauthorized, Unavailable
 from relay.core.keys import hash_key
+from relay.edge.flags.fetch import DeltaPoll
 from relay.edge.flags.revisions import moved
 from relay.edge.flags.store import FlagScope
 
@@ -67,6 +68,7 @@ class Entry:
         "follow",
         "hold_until",
         "keys",
+        "poll",
         "recorded",
         "rendered",
         "scope",
@@ -85,6 +87,7 @@ class Entry:
         self.fetched_at: float | None = None  # wall clock: when the upstream last confirmed it
         self.due_at = 0.0  # wall clock: the next refresh, as this worker last knew it
         self.keys: OrderedDict[str, None] = OrderedDict()  # keys that asked here, newest last
+        self.poll = DeltaPoll()
         self.recorded: dict[str, float] = {}  # key -> when it was last written to the file
         self.fetch_key: str | None = None  # the key the upstream last answered
         self.task: asyncio.Task[None] | None = None  # a fetch in flight

@@ -18,56 +18,22 @@ import enum
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
 
 import aiohttp
 
 from relay.edge.flags.entries import Entry
-from relay.edge.flags.fetch import UPSTREAM_SPEC, Fetcher
+from relay.edge.flags.fetch import NOT_OFFERED, UPSTREAM_SPEC, Fetcher, Flags
+from relay.edge.flags.store import Copy, Pending, Saved
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient, UpstreamUnavailable
 
 SILENCE = 65.0  # no byte for this long: the stream is dead (keep-alives come every <= 30 s)
 RETRY = 30.0
-NOT_OFFERED = 600.0
 PATH = "/api/client/streaming"
 
 
 class Ended(enum.Enum):
     FAILED = "failed"  # refused, unreachable, or a stream we cannot read
     NOT_OFFERED = "not offered"  # 404, 405, 501, not server-sent events, fetch-mode: polling
-
-
-class Flags:
-    """The upstream's flags as its events leave them."""
-
-    def __init__(self) -> None:
-        self.features: dict[str, Any] = {}
-        self.segments: dict[int, Any] = {}
-
-    def apply(self, events: object) -> None:
-        """``ValueError`` (``KeyError``, ``TypeError``) for events of no known shape."""
-        if not isinstance(events, list):
-            raise ValueError("no events")
-        for event in events:
-            match event["type"]:
-                case "hydration":
-                    self.features = {f["name"]: f for f in event["features"]}
-                    self.segments = {s["id"]: s for s in event.get("segments", [])}
-                case "feature-updated":
-                    self.features[event["feature"]["name"]] = event["feature"]
-                case "feature-removed":
-                    self.features.pop(event["featureName"], None)
-                case "segment-updated":
-                    self.segments[event["segment"]["id"]] = event["segment"]
-                case "segment-removed":
-                    self.segments.pop(event["segmentId"], None)
-                case _:
-                    pass  # a kind of event this relay does not know: nothing it serves
-
-    def answer(self) -> bytes:
-        """As the client features answer has them."""
-        answer = {"version": 2, "features": [*self.features.values()]}
-        return json.dumps({**answer, "segments": [*self.segments.values()]}).encode()
 
 
 async def follow(
@@ -110,10 +76,21 @@ class Follower:
     def __init__(
         self,
         fetcher: Fetcher,
-        copy: Callable[[Entry, bytes], None],
+        take: Callable[[Entry, Copy, bool], bool],
+        pending: Pending,
         poll: Callable[[Entry], None],
     ) -> None:
-        self._fetcher, self._copy, self._poll = fetcher, copy, poll
+        """``take``: the flag cache's, a copy taken as fetched; ``pending``: its writes."""
+        self._fetcher, self._take, self._pending, self._poll = fetcher, take, pending, poll
+
+    def _copy(self, entry: Entry, body: bytes) -> None:
+        """A copy from the stream: taken, and stored, as a fetched one."""
+        now = time.time()
+        if self._take(entry, Copy(body, "", now), True):
+            revision = entry.changes.revision
+            etag = entry.upstream_etag = f'W/"relay-stream-{revision}"'
+            self._pending.queue(Saved(entry.scope, Copy(body, etag, now, revision)))
+            entry.streamed, entry.failing = True, False
 
     def start(self, entry: Entry, key: str) -> None:
         """Follows ``entry``'s stream with ``key``, unless it does or may not yet."""

@@ -10,8 +10,9 @@ in 32 bits: Yggdrasil's are ``u32``, so no milliseconds). A relay that lost its
 ``cache.db`` so starts above anything it gave out before, and an SDK's revision from then
 gets a hydration, never a silent "nothing changed". The revision is stored with the copy:
 other workers take it from there (comparing with the copy they hold), and a restarted relay
-resumes at it. Only when two workers took different first copies at once (each fetched)
-do revisions disagree; the one stored wins and clients at any other revision are hydrated.
+resumes at it. Should two workers give one revision different flags (each took a first
+copy of its own), the one that sees it moves past both, hydrating its clients, and stores
+that revision, which the others then take (with the same flags, without events).
 What changed is kept per flag and segment, once each, at most ``MAX_CHANGES`` (the oldest
 dropped: a client from before them is hydrated).
 """
@@ -37,10 +38,13 @@ def moved(
     """What changed up to ``new``, replacing ``old`` (the copy held at ``held.revision``):
     fetched here (``stored`` None), or loaded at revision ``stored`` (0: none kept); at
     most ``most`` changes kept."""
-    if old is None or stored == 0 or (stored is not None and stored <= held.revision):
-        if old is not None and stored == held.revision and not _compared(old, new, stored):
-            return held  # the copy this worker has: written back by another
+    if old is None or stored == 0:
         revision = stored or first()
+        return Changes(revision, revision)
+    if stored is not None and stored <= held.revision:
+        if not _compared(old, new, stored):
+            return held  # the flags held, at a revision behind or the same
+        revision = held.revision + 1  # two workers gave one revision other flags: past both
         return Changes(revision, revision)
     revision = held.revision + 1 if stored is None else stored
     changes = _compared(old, new, revision)

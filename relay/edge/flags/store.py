@@ -73,6 +73,7 @@ class Head:
     fetched_at: float | None
     due_at: float
     changed: int
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +182,12 @@ class FlagStore:
 
     async def heads(self, since: int) -> list[Head]:
         rows = await self._db.fetch_all(
-            "SELECT scope, etag, fetched_at, due_at, changed FROM flag_scopes WHERE changed > ?"
-            " ORDER BY changed",
+            "SELECT scope, etag, fetched_at, due_at, changed, revision FROM flag_scopes"
+            " WHERE changed > ? ORDER BY changed",
             (since,),
         )
         heads = []
-        for scope_id, etag, fetched_at, due_at, changed in rows:
+        for scope_id, etag, fetched_at, due_at, changed, revision in rows:
             with contextlib.suppress(ValueError, TypeError):  # a damaged row: skipped, pruned
                 heads.append(
                     Head(
@@ -195,6 +196,7 @@ class FlagStore:
                         _number(fetched_at) if fetched_at is not None else None,
                         _number(due_at),
                         int(changed),
+                        revision if isinstance(revision, int) else 0,
                     )
                 )
         return heads
