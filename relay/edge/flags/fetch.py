@@ -82,10 +82,11 @@ class Flags:
 
 @dataclass(slots=True)
 class DeltaPoll:
-    """Polling a scope by ``/api/client/delta``: the upstream's ETag of the last one, and
-    until when (monotonic) it is not asked, having none."""
+    """Polling a scope by ``/api/client/delta``: until when (monotonic) it is not asked,
+    the upstream having none. The revision asked from is the copy's ETag: a copy taken
+    from another worker is asked from where it is (a copy of the client features answer,
+    or of a stream, has an ETag the upstream reads as none: a hydration)."""
 
-    etag: str = ""
     not_before: float = 0.0
 
 
@@ -105,7 +106,7 @@ class Fetcher:
         held = None if copy is None else copy.body
         etag = etag if copy is not None else None
         if time.monotonic() >= poll.not_before:
-            fetched = await self._delta(key, held, poll)
+            fetched = await self._delta(key, held, etag, poll)
             if fetched is not None:
                 return fetched
         headers = {**self._headers, "Authorization": key}
@@ -126,11 +127,13 @@ class Fetcher:
         return Fetched(Fetch.FAILED, got.status, error=f"the upstream answered {got.status}")
 
 
-    async def _delta(self, key: str, held: bytes | None, poll: DeltaPoll) -> Fetched | None:
+    async def _delta(
+        self, key: str, held: bytes | None, etag: str | None, poll: DeltaPoll
+    ) -> Fetched | None:
         """None when the upstream has no delta (asked again after ``NOT_OFFERED``)."""
         headers = {**self._headers, "Authorization": key}
-        if held is not None and poll.etag:
-            headers["If-None-Match"] = poll.etag
+        if held is not None and etag:
+            headers["If-None-Match"] = etag
         try:
             got = await self.upstream.forward("GET", DELTA, headers, None, "features")
         except UpstreamUnavailable as exc:
@@ -146,11 +149,10 @@ class Fetcher:
             except (ValueError, KeyError, TypeError, RecursionError):
                 pass  # not a delta we can read: as if none
             else:
-                poll.etag = _etag(got.headers.get("ETag", ""))
-                return Fetched(Fetch.NEW, 200, flags.answer(), poll.etag)
+                return Fetched(Fetch.NEW, 200, flags.answer(), _etag(got.headers.get("ETag", "")))
         elif got.status not in (404, 405, 501):
             return Fetched(Fetch.FAILED, got.status, error=f"the upstream answered {got.status}")
-        poll.not_before, poll.etag = time.monotonic() + NOT_OFFERED, ""
+        poll.not_before = time.monotonic() + NOT_OFFERED
         return None
 
 
