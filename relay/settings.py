@@ -233,13 +233,13 @@ class Settings(BaseSettings):
     write_timeout: float = Field(
         30.0, gt=0, description="Seconds a client may stop reading an answer (then it is cut off)"
     )
-    stream_keepalive: Annotated[float, Usage(Mode.CENTRAL)] = Field(
+    stream_keepalive: float = Field(
         15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
     )
-    stream_max: Annotated[
-        int, Usage(Mode.CENTRAL, note="Past it an SDK is hydrated and told to poll")
-    ] = Field(10_000, ge=0, description="Streams (/api/client/streaming) a worker holds at most")
-    stream_max_per_key: Annotated[int, Usage(Mode.CENTRAL)] = Field(
+    stream_max: Annotated[int, Usage(note="Past it an SDK is hydrated and told to poll")] = Field(
+        10_000, ge=0, description="Streams (/api/client/streaming) a worker holds at most"
+    )
+    stream_max_per_key: int = Field(
         1_000, ge=0, description="Streams of one key a worker holds at most (then as stream_max)"
     )
     auth_failure_limit: int = Field(

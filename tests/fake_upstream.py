@@ -16,6 +16,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+STREAM = "/api/client/streaming"
+"""What a relay follows, when its upstream offers it."""
+DELTA = "/api/client/delta"
+"""What a relay polls, when its upstream offers it."""
+
 
 @dataclass
 class Answer:
@@ -57,7 +62,9 @@ class FakeUpstream:
         self.server: TestServer | None = None
         self.validate_calls = 0
         self.validate_down = False
-        self.by_path: dict[str, Answer] = {}  # fixed answers of other paths, by path
+        # fixed answers of other paths, by path; no stream or delta of flags (as Unleash's
+        # open source): the relay polls /api/client/features
+        self.by_path: dict[str, Answer] = {STREAM: Answer(404), DELTA: Answer(404)}
 
     async def start(self) -> str:
         app = web.Application(client_max_size=10 * 1024 * 1024)

@@ -36,6 +36,7 @@ CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_
 CHECKS = [Check(flag, context) for flag, context, _ in EXPECTED]
 WANTED = [want for _, _, want in EXPECTED]
 FEATURES = "/api/client/features"
+DELTA = "/api/client/delta"
 
 
 def edge_env(upstream: str, **extra: str) -> dict[str, str]:
@@ -213,8 +214,8 @@ def test_a_chain_of_relays_serves_from_each_cache(central: Service, tmp_path: Pa
         running(tmp_path / "b", env=edge_env(a.url, RELAY_APP_NAME="relay-b")) as b,
     ):
         assert python_evaluate(b.url, DEV_KEY, CHECKS, tmp_path) == WANTED
-        # B filled from A's cache: A answered B's fetches, the standalone only A's
-        assert scrape(a.url, "relay_http_requests_total", route=FEATURES, status="200") >= 1
+        # B filled from A's cache (by A's delta): A answered B's fetches, the standalone A's
+        assert scrape(a.url, "relay_http_requests_total", route=DELTA, status="200") >= 1
         central.stop()
         assert python_evaluate(b.url, DEV_KEY, CHECKS, tmp_path) == WANTED
         assert served_5xx(b) == 0 and served_5xx(a) == 0

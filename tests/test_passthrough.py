@@ -19,7 +19,7 @@ from conftest import (
     auth,
     relay_settings,
 )
-from fake_upstream import Answer, FakeUpstream, Received
+from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import free_port
 from yarl import URL
 
@@ -41,7 +41,7 @@ class WireUpstream(FakeUpstream):
 
     def passed(self) -> list[Received]:
         """Requests other than the relay's own flushes, key checks and flag fetches."""
-        own = ("/api/client/metrics/bulk", "/edge/validate", "/api/client/features")
+        own = ("/api/client/metrics/bulk", "/edge/validate", "/api/client/features", STREAM, DELTA)
         return [r for r in self.received if r.path not in own]
 
 

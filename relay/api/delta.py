@@ -15,15 +15,22 @@ import dataclasses
 from aiohttp import web
 
 from relay.api import client_features
-from relay.api.auth import CLIENT_KEYS
+from relay.api.auth import CLIENT_KEYS, PRINCIPAL
 from relay.api.routing import Route
-from relay.api.state import DELTA_SOURCE
+from relay.api.state import DELTA_SOURCE, KeyDeltas
 from relay.core.catalog import Scope
+from relay.core.keys import strip_scheme
 from relay.wire.delta import ClientFeaturesDelta
 
 
 def scope(request: web.Request) -> Scope:
     return dataclasses.replace(client_features.scope(request), inline_segments=False)
+
+
+def source(request: web.Request) -> KeyDeltas:
+    """Where the caller's key gets its deltas (authenticated: the header is there)."""
+    key = strip_scheme(request.headers["Authorization"])
+    return request.app[DELTA_SOURCE].for_key(key, request[PRINCIPAL])
 
 
 def revision(header: str | None) -> int | None:
@@ -42,7 +49,7 @@ async def delta(request: web.Request) -> web.Response:
     """The events after the client's revision, a hydration, or 304 when nothing it sees
     changed."""
     since = revision(request.headers.get("If-None-Match"))
-    found = await request.app[DELTA_SOURCE].delta(scope(request), since)
+    found = await source(request).delta(scope(request), since)
     headers = {"ETag": etag(found.last), "Cache-Control": "no-cache"}
     if found.events == 0:
         return web.Response(status=304, headers=headers)

@@ -35,9 +35,8 @@ class FrontendSource(Protocol):
 FRONTEND_SOURCE = web.AppKey("frontend_source", FrontendSource)
 
 
-class DeltaSource(Protocol):
-    """Where ``/api/client/delta`` and ``/api/client/streaming`` get their events: each
-    mode's flags (``relay.api.delta``)."""
+class KeyDeltas(Protocol):
+    """The events of the flags one key sees (``DeltaSource.for_key``)."""
 
     async def delta(self, scope: Scope, since: int | None) -> Delta:
         """The events that bring a client at revision ``since`` (None: nothing held) up to
@@ -45,7 +44,17 @@ class DeltaSource(Protocol):
         ...
 
     async def changed(self, revision: int) -> None:
-        """Returns once the flags are past ``revision``."""
+        """Returns once the flags are past ``revision`` (at a relay: at another one)."""
+        ...
+
+
+class DeltaSource(Protocol):
+    """Where ``/api/client/delta`` and ``/api/client/streaming`` get their events: each
+    mode's flags (``relay.api.delta``)."""
+
+    def for_key(self, key: str, principal: Principal) -> KeyDeltas:
+        """The deltas of ``key``'s flags: the standalone's revisions are the same for
+        every key, a relay's are those of the copy the key's scope reads."""
         ...
 
 

@@ -29,10 +29,11 @@ from prometheus_client import Counter, Gauge
 
 from relay.api.auth import CLIENT_KEYS
 from relay.api.connections import write_part
-from relay.api.delta import revision, scope
+from relay.api.delta import revision, scope, source
 from relay.api.routing import Route
-from relay.api.state import DELTA_SOURCE, KEY_RESOLVER, SETTINGS
+from relay.api.state import KEY_RESOLVER, SETTINGS
 from relay.core.delta import Delta
+from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
 
 OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
@@ -86,11 +87,11 @@ STREAMS = web.AppKey("streams", Streams)
 
 
 async def streaming(request: web.Request) -> web.StreamResponse:
-    source, settings = request.app[DELTA_SOURCE], request.app[SETTINGS]
+    deltas, settings = source(request), request.app[SETTINGS]
     streams, resolver = request.app[STREAMS], request.app[KEY_RESOLVER]
-    secret = strip_scheme(request.headers.get("Authorization", ""))
+    secret = strip_scheme(request.headers["Authorization"])
     key, client = scope(request), hash_key(secret)
-    found = await source.delta(key, revision(request.headers.get("Last-Event-ID")))
+    found = await deltas.delta(key, revision(request.headers.get("Last-Event-ID")))
     response = web.StreamResponse(headers=EVENT_STREAM)
     bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
     if bound is None:
@@ -108,18 +109,20 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         await write_part(request, response, _message("unleash-connected", found))
         at = found.revision
         while True:
-            changed = await _changed(source.changed(at), streams.closing, settings.stream_keepalive)
+            changed = await _changed(deltas.changed(at), streams.closing, settings.stream_keepalive)
             if streams.closing.is_set() or resolver.known(secret) is None:
                 break  # shutting down, or the key was revoked
             if not changed:
                 await write_part(request, response, b": keep-alive\n\n")
                 continue
-            found = await source.delta(key, at)
+            found = await deltas.delta(key, at)
             at = found.revision
             if found.events:
                 await write_part(request, response, _message("unleash-updated", found))
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
+    except DomainError:
+        pass  # a relay's upstream refused the key meanwhile: the reconnect is told why
     finally:
         if bound is None:
             streams.closed(client)

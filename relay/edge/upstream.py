@@ -165,6 +165,19 @@ class UpstreamClient:
                 )
         return valid
 
+    def stream(
+        self, path: str, headers: Mapping[str, str], silence: float
+    ) -> aiohttp.client._RequestContextManager:
+        """A long-lived GET of ``{base_url}{path}`` (server-sent events), read as it comes:
+        no bound on its length, ``silence`` seconds at most without a byte. Raises
+        ``aiohttp.ClientError`` or ``TimeoutError`` as it is used."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout.total, sock_read=silence
+        )
+        return self._client(self._session).get(
+            f"{self.base_url}{path}", headers=headers, timeout=timeout, allow_redirects=False
+        )
+
     async def forward(
         self,
         method: str,

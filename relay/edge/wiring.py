@@ -11,11 +11,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import client, frontend, frontend_metrics, validate
+from relay.api import client, delta, frontend, frontend_metrics, streaming, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
-from relay.api.state import FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
+from relay.api.state import (
+    DELTA_SOURCE,
+    FRONTEND_SOURCE,
+    FRONTENDS,
+    INGEST,
+    KEY_RESOLVER,
+    READY,
+)
 from relay.core.domain import Hop
 from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
@@ -25,6 +32,7 @@ from relay.edge import passthrough
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.cache import TICK, FlagCache
+from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.flags.frontend import FrontendFlags
 from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import SdkKeyResolver
@@ -149,6 +157,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         ready,
     )
     app[FLAG_CACHE] = flags
+    app[DELTA_SOURCE] = FlagDeltas(flags)
+    streaming.add_streams(app)
     fetching = settings.client_tokens + settings.upstream_tokens
     app[FRONTEND_SOURCE] = FrontendFlags(flags, fetching, settings.frontend_tokens)
     app[FRONTENDS] = Frontends()
@@ -234,6 +244,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         *client.ROUTES,
         *frontend_metrics.ROUTES,
         *flag_api.ROUTES,
+        *delta.ROUTES,
+        *streaming.ROUTES,
         *frontend.routes(not settings.disable_all_endpoint, (403, 503)),
         *reporter_routes,
         *passthrough.ROUTES,

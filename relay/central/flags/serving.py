@@ -97,6 +97,10 @@ class ClientFeaturesCache:
         if payload.isdigit():
             self.written(int(payload))
 
+    def for_key(self, key: str, principal: Principal) -> ClientFeaturesCache:
+        """Every key's deltas come from the one flag revision."""
+        return self
+
     async def delta(self, scope: Scope, since: int | None) -> Delta:
         """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
         put together once per scope and revision for every stream and poll that asks. Kept

@@ -9,28 +9,31 @@ relay's restarts (README, "Flags at a relay", for what callers see).
   requests share that fetch, or take a fresh copy another worker stored.
 - **Refreshes.** Every ``TICK`` each worker loads what other workers wrote and claims the
   due scopes it holds keys for (``flag_store``): one worker revalidates each scope per
-  interval, with ``If-None-Match``.
+  interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``).
 - **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
   ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
-  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch.
-- **Durable.** Copies and the hashes of the keys that read them reach ``buffer.db`` within
-  a ``TICK`` and are loaded at start.
+  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch (``flag_entries``).
+- **Durable.** Copies (at their revision: ``revisions``) and the hashes of the keys that
+  read them reach ``cache.db`` within a ``TICK`` and are loaded at start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
+from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
-from relay.core.errors import StorageError, Unavailable
+from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flags.entries import Entry, Refusals, Views, forget, report
+from relay.edge.flags.entries import Entry, Refusals, Views, forget, no_copy, report
 from relay.edge.flags.fetch import Fetch, Fetcher
+from relay.edge.flags.follow import Follower
 from relay.edge.flags.store import (
     MAX_STORED_KEYS,
     Confirmed,
@@ -47,7 +50,6 @@ from relay.wire.common import KeyType
 log = logging.getLogger(__name__)
 
 TICK = 1.0
-HOLD_OFF = 1.0
 MAX_SCOPES = 1_000
 MAX_KEYS_PER_SCOPE = 16
 MAX_SCOPE_KEYS = 10_000  # keys whose scope is remembered
@@ -76,24 +78,24 @@ class FlagCache:
         self._on_ready: Callable[[], None] | None = on_ready
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
         self._scopes: dict[str, FlagScope] = {}
-        self._views = Views()
+        self.views = Views()
         self._refused = Refusals()
         self._pending = Pending()
         self._fetching = asyncio.Semaphore(CONCURRENT_FETCHES)
         self._changed = 0
         self._storage_failing = False
-
-    # --- serving ---
+        self.moved = Broadcast()  # streams waiting for a scope's revision to move
+        self._follower = Follower(self._fetcher, self._take, self._pending, self._poll)
 
     async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
-        entry, rendered = await self._entry(key, principal)
-        return self._views.get(entry, rendered, scope)
+        entry, rendered = await self.entry(key, principal)
+        return self.views.get(entry, rendered, scope)
 
     async def feature(
         self, key: str, principal: Principal, scope: Scope, name: str
     ) -> bytes | None:
-        entry, rendered = await self._entry(key, principal)
-        return self._views.feature(entry, rendered, scope, name)
+        entry, rendered = await self.entry(key, principal)
+        return self.views.feature(entry, rendered, scope, name)
 
     def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
         """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""
@@ -108,9 +110,9 @@ class FlagCache:
             if len(self._covering) >= MAX_SCOPE_KEYS:
                 self._covering.clear()
             self._covering[scope] = entry.scope
-        return self._views.get(entry, entry.rendered, scope)
+        return self.views.get(entry, entry.rendered, scope)
 
-    async def _entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+    async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
         expired = self._refused.check(key)
         scope = self._scope_of(key, principal)
         if expired is not None:
@@ -148,13 +150,13 @@ class FlagCache:
             if entry.rendered is not None:
                 return entry, entry.rendered
             if entry.task is None and time.monotonic() < entry.hold_until:
-                raise _no_copy()
+                raise no_copy()
             await asyncio.shield(entry.task or self._start(entry, key))
             self._refused.check(key)
             if entry.rendered is not None:
                 return entry, entry.rendered
             if entry.failing:
-                raise _no_copy()
+                raise no_copy()
             # another key of the scope was refused: this one is tried next
 
     async def _recheck(self, scope: FlagScope, key: str, status: int) -> None:
@@ -178,8 +180,6 @@ class FlagCache:
             "the upstream refused an SDK key for flags: it gets the same answer here",
             extra={"key": redact(key), "status": status, "scope": entry.scope.label},
         )
-
-    # --- fetching ---
 
     def _start(self, entry: Entry, first: str | None) -> asyncio.Task[None]:
         task = asyncio.create_task(self._renew(entry, first), name="flag-fetch")
@@ -205,20 +205,23 @@ class FlagCache:
                         return  # fresh: another worker has just fetched it
             for key in [first] if first is not None else entry.candidates():
                 if await self._fetch_with(entry, key):
+                    if first is None and entry.fetch_key == key:  # claimed: this worker's
+                        self._follower.start(entry, key)
                     return
             if not entry.keys and self._entries.get(entry.scope) is entry:
                 self._drop(entry)
 
     async def _fetch_with(self, entry: Entry, key: str) -> bool:
         """One fetch; False when ``key`` was refused (another may be tried)."""
-        fetched = await self._fetcher.fetch(key, entry.upstream_etag if entry.rendered else None)
+        fetched = await self._fetcher.fetch(key, entry.upstream_etag, entry.rendered, entry.poll)
         now = time.time()
         match fetched.outcome:
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
-                if not self._take(entry, copy):
-                    self._failed(entry, "the upstream's answer is not one of flags")
+                if not self._take(entry, copy, fetched=True):
+                    entry.fail("the upstream's answer is not one of flags")
                     return True
+                copy = dataclasses.replace(copy, revision=entry.changes.revision)
                 self._pending.queue(Saved(entry.scope, copy))
             case Fetch.SAME:
                 entry.fetched_at = now
@@ -228,7 +231,7 @@ class FlagCache:
                 self._check_ready()
                 return False
             case Fetch.FAILED:
-                self._failed(entry, fetched.error)
+                entry.fail(fetched.error)
                 return True
         entry.fetch_key = key
         entry.due_at = max(entry.due_at, now + self._interval)
@@ -238,10 +241,18 @@ class FlagCache:
         self._check_ready()
         return True
 
-    def _take(self, entry: Entry, copy: Copy) -> bool:
-        """``copy`` becomes the entry's answer; False (logged) when it is none."""
+    def _poll(self, entry: Entry) -> None:  # the stream ended: polled until tried again
+        if entry.task is not None:  # the fetch that started it, ending: then
+            entry.task.add_done_callback(lambda _: self._poll(entry))
+        elif self._entries.get(entry.scope) is entry:
+            self._start(entry, None)
+
+    def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
+        """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
+        waiting for a change are woken when its revision moved."""
+        before = entry.changes.revision
         try:
-            entry.take(copy.body)
+            entry.take(copy.body, None if fetched else copy.revision)
         except (ValueError, RecursionError) as exc:
             log.error(
                 "an answer of the upstream is not one of flags: the copy held stays",
@@ -250,24 +261,12 @@ class FlagCache:
             return False
         entry.upstream_etag = copy.etag
         entry.fetched_at = copy.fetched_at
+        if entry.changes.revision != before:
+            self.moved.wake()
+        if not fetched and entry.changes.revision > copy.revision:  # past a clash: stored
+            copy = dataclasses.replace(copy, revision=entry.changes.revision)
+            self._pending.queue(Saved(entry.scope, copy))
         return True
-
-    def _failed(self, entry: Entry, error: str) -> None:
-        if entry.rendered is None:
-            entry.hold_until = time.monotonic() + HOLD_OFF
-        if not entry.failing:
-            held = "serving the copy held" if entry.rendered else "no copy: SDKs get 503"
-            log.warning(
-                f"cannot fetch flags from the upstream: {held}",
-                extra={
-                    "scope": entry.scope.label,
-                    "environment": entry.scope.environment,
-                    "error": error,
-                },
-            )
-            entry.failing = True
-
-    # --- entries ---
 
     def _add(self, scope: FlagScope) -> Entry:
         base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
@@ -284,8 +283,6 @@ class FlagCache:
         forget(self._entries.pop(entry.scope))
         if entry.rendered is not None:
             self._pending.queue(Dropped(entry.scope))
-
-    # --- the file ---
 
     async def start(self) -> None:
         """The copies stored, the configured keys' scopes, then a first tick (which
@@ -308,7 +305,7 @@ class FlagCache:
             self._storage_failing = True
         else:
             self._storage_failing = False
-        report(self._entries.values(), self._views)
+        report(self._entries.values(), self.views)
 
     async def _sync(self) -> None:
         for head in await self._store.heads(self._changed):
@@ -321,7 +318,7 @@ class FlagCache:
             entry.due_at = head.due_at
             if head.fetched_at is None or entry.task is not None or head.scope in self._pending:
                 continue  # no copy there yet, or this worker's is newer (and written soon)
-            if head.etag != entry.upstream_etag:
+            if (head.etag, head.revision) != (entry.upstream_etag, entry.changes.revision):
                 copy = await self._store.copy(head.scope)
                 if copy is not None:
                     self._take(entry, copy)
@@ -336,6 +333,10 @@ class FlagCache:
 
     async def _write_and_claim(self) -> None:
         now = time.time()
+        for held in self._entries.values():
+            if held.streamed:  # the stream confirms it; no other worker claims it
+                held.fetched_at = now
+                self._pending.queue(Confirmed(held.scope, now))
         bogus = now + 2 * self._interval  # a refresh that far ahead: the clock was set back
         due = [
             e.scope
@@ -366,12 +367,12 @@ class FlagCache:
         if failure is not None:
             raise failure
 
-    async def prune(self) -> None:
+    async def prune(self) -> None:  # the leader's, hourly
         await self._store.prune(time.time() - RETENTION, MAX_SCOPES, MAX_STORED_KEYS)
 
     async def stop(self) -> None:
         """Fetches in flight are cancelled; what they and others wrote is written."""
-        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        tasks = [t for e in self._entries.values() for t in (e.task, e.follow) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -380,8 +381,6 @@ class FlagCache:
                 await self._store.write(self._pending.drain(), (), time.time(), self._interval)
             except StorageError as exc:
                 log.error("flag cache: last writes lost", extra={"error": str(exc)})
-
-    # --- readiness and metrics ---
 
     def _check_ready(self) -> None:
         """Ready once every configured key has a copy of its scope, fresh or stored, or was
@@ -394,7 +393,3 @@ class FlagCache:
                 return
         self._on_ready()
         self._on_ready = None
-
-
-def _no_copy() -> Unavailable:
-    return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -21,10 +22,16 @@ from prometheus_client import Gauge
 
 from relay.api.client_features import built, derived
 from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
-from relay.core.errors import Forbidden, Unauthorized
+from relay.core.delta import Changes
+from relay.core.errors import Forbidden, Unauthorized, Unavailable
 from relay.core.keys import hash_key
+from relay.edge.flags.fetch import DeltaPoll
+from relay.edge.flags.revisions import moved
 from relay.edge.flags.store import FlagScope
 
+log = logging.getLogger(__name__)
+
+HOLD_OFF = 1.0
 MAX_VIEWS = 1_000
 MAX_VIEW_BYTES = 64 * 1024 * 1024
 MAX_CATALOG_BYTES = 64 * 1024 * 1024
@@ -53,15 +60,20 @@ class Entry:
 
     __slots__ = (
         "base",
+        "changes",
         "due_at",
         "failing",
         "fetch_key",
         "fetched_at",
+        "follow",
         "hold_until",
         "keys",
+        "poll",
         "recorded",
         "rendered",
         "scope",
+        "stream_after",
+        "streamed",
         "task",
         "upstream_etag",
     )
@@ -70,21 +82,46 @@ class Entry:
         self.scope = scope
         self.base = base  # what an SDK with none of the filters gets: ``rendered``
         self.rendered: Rendered | None = None
+        self.changes = Changes(0, 0)  # what changed, up to the revision ``rendered`` is at
         self.upstream_etag: str | None = None
         self.fetched_at: float | None = None  # wall clock: when the upstream last confirmed it
         self.due_at = 0.0  # wall clock: the next refresh, as this worker last knew it
         self.keys: OrderedDict[str, None] = OrderedDict()  # keys that asked here, newest last
+        self.poll = DeltaPoll()
         self.recorded: dict[str, float] = {}  # key -> when it was last written to the file
         self.fetch_key: str | None = None  # the key the upstream last answered
         self.task: asyncio.Task[None] | None = None  # a fetch in flight
+        self.follow: asyncio.Task[None] | None = None  # following the upstream's stream
+        self.streamed = False  # a copy came from that stream: it confirms the copy
+        self.stream_after = 0.0  # monotonic: not followed before (refused, failed)
         self.failing = False
         self.hold_until = 0.0  # monotonic: no first fetch again before, after one failed
 
-    def take(self, body: bytes) -> Rendered:
+    def take(self, body: bytes, stored: int | None = None) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
-        is none), segments as ids: the upstream chose its flags for the key."""
-        self.rendered = built(from_answer(read(body), inline=False)).answer(self.base)
-        return self.rendered
+        is none), segments as ids: the upstream chose its flags for the key. Fetched here
+        (``stored`` None) or loaded at revision ``stored``."""
+        rendered = built(from_answer(read(body), inline=False)).answer(self.base)
+        self.changes = moved(self.changes, self.rendered, rendered, stored)
+        self.rendered = rendered
+        return rendered
+
+    def fail(self, error: str) -> None:
+        """A fetch failed: logged once until one succeeds; with no copy, SDKs get 503 at
+        once for ``HOLD_OFF`` seconds."""
+        if self.rendered is None:
+            self.hold_until = time.monotonic() + HOLD_OFF
+        if not self.failing:
+            held = "serving the copy held" if self.rendered else "no copy: SDKs get 503"
+            log.warning(
+                f"cannot fetch flags from the upstream: {held}",
+                extra={
+                    "scope": self.scope.label,
+                    "environment": self.scope.environment,
+                    "error": error,
+                },
+            )
+            self.failing = True
 
     def candidates(self) -> list[str]:
         """Keys to fetch with, best first: the one the upstream last answered, then the
@@ -123,7 +160,7 @@ class Views:
         if held is not None and held[0] == rendered.etag:
             self._held.move_to_end(key)
             return held[1]
-        view = derived(self._catalog(entry, rendered, scope.inline_segments).answer(scope))
+        view = derived(self.catalog(entry, rendered, scope.inline_segments).answer(scope))
         if held is not None:
             self.bytes -= len(held[1].body)
         self._held[key] = (rendered.etag, view)
@@ -138,9 +175,9 @@ class Views:
     def feature(self, entry: Entry, rendered: Rendered, scope: Scope, name: str) -> bytes | None:
         """One feature of ``scope``'s answer, None when it has none of that name: a lookup
         in the catalog, whatever the number of flags."""
-        return self._catalog(entry, rendered, scope.inline_segments).feature(scope, name)
+        return self.catalog(entry, rendered, scope.inline_segments).feature(scope, name)
 
-    def _catalog(self, entry: Entry, rendered: Rendered, inline: bool) -> Catalog:
+    def catalog(self, entry: Entry, rendered: Rendered, inline: bool) -> Catalog:
         """The catalog of ``rendered`` (``entry``'s answer), built when it changed."""
         key = (entry.scope, inline)
         held = self._catalogs.get(key)
@@ -211,6 +248,12 @@ def report(entries: Iterable[Entry], views: Views) -> None:
 
 
 def forget(entry: Entry) -> None:
-    """A scope no longer held leaves the age gauge."""
+    """A scope no longer held leaves the age gauge, and its stream upstream ends."""
+    if entry.follow is not None:
+        entry.follow.cancel()
     with contextlib.suppress(KeyError):  # never reported
         AGE.remove(entry.scope.environment, entry.scope.label)
+
+
+def no_copy() -> Unavailable:
+    return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")

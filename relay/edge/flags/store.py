@@ -73,13 +73,18 @@ class Head:
     fetched_at: float | None
     due_at: float
     changed: int
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Copy:
+    """An answer of the upstream, and the revision the relay gave it (what its SDKs
+    streaming or polling deltas are at: ``relay.edge.flags.revisions``)."""
+
     body: bytes
     etag: str
     fetched_at: float
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +145,7 @@ class Pending:
         queued = self._scopes.get(write.scope)
         if isinstance(queued, Saved) and isinstance(write, Confirmed):
             copy = queued.copy
-            write = Saved(write.scope, Copy(copy.body, copy.etag, write.at))
+            write = Saved(write.scope, Copy(copy.body, copy.etag, write.at, copy.revision))
         self._scopes[write.scope] = write
 
     def record(self, key: str, scope: FlagScope, display: str) -> None:
@@ -177,12 +182,12 @@ class FlagStore:
 
     async def heads(self, since: int) -> list[Head]:
         rows = await self._db.fetch_all(
-            "SELECT scope, etag, fetched_at, due_at, changed FROM flag_scopes WHERE changed > ?"
-            " ORDER BY changed",
+            "SELECT scope, etag, fetched_at, due_at, changed, revision FROM flag_scopes"
+            " WHERE changed > ? ORDER BY changed",
             (since,),
         )
         heads = []
-        for scope_id, etag, fetched_at, due_at, changed in rows:
+        for scope_id, etag, fetched_at, due_at, changed, revision in rows:
             with contextlib.suppress(ValueError, TypeError):  # a damaged row: skipped, pruned
                 heads.append(
                     Head(
@@ -191,20 +196,25 @@ class FlagStore:
                         _number(fetched_at) if fetched_at is not None else None,
                         _number(due_at),
                         int(changed),
+                        revision if isinstance(revision, int) else 0,
                     )
                 )
         return heads
 
     async def copy(self, scope: FlagScope) -> Copy | None:
         row = await self._db.fetch_one(
-            "SELECT body, etag, fetched_at FROM flag_scopes WHERE scope = ? AND body IS NOT NULL",
+            "SELECT body, etag, fetched_at, revision FROM flag_scopes"
+            " WHERE scope = ? AND body IS NOT NULL",
             (scope.id,),
         )
         if row is None or not isinstance(row[0], bytes):
             return None  # none yet, or a body damaged by hand: the upstream is asked
-        etag, fetched_at = row[1], row[2]
+        etag, fetched_at, revision = row[1], row[2], row[3]
+        revision = revision if isinstance(revision, int) and revision >= 0 else 0
         try:
-            return Copy(row[0], etag if isinstance(etag, str) else "", _number(fetched_at or 0))
+            return Copy(
+                row[0], etag if isinstance(etag, str) else "", _number(fetched_at or 0), revision
+            )
         except ValueError:
             return None
 
@@ -290,16 +300,18 @@ async def _apply(tx: Transaction, write: Write, changed: int, interval: float) -
         case Saved(scope, copy):
             due = copy.fetched_at + interval
             await tx.execute(
-                "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
+                "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed,"
+                " revision) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
                 " body = excluded.body, etag = excluded.etag, fetched_at = excluded.fetched_at,"
-                " due_at = max(flag_scopes.due_at, excluded.due_at), changed = excluded.changed",
-                (scope.id, copy.body, copy.etag, copy.fetched_at, due, changed),
+                " due_at = max(flag_scopes.due_at, excluded.due_at), changed = excluded.changed,"
+                " revision = excluded.revision",
+                (scope.id, copy.body, copy.etag, copy.fetched_at, due, changed, copy.revision),
             )
         case Confirmed(scope, at):
             await tx.execute(
-                "UPDATE flag_scopes SET fetched_at = ?, changed = ? WHERE scope = ?",
-                (at, changed, scope.id),
+                "UPDATE flag_scopes SET fetched_at = ?, changed = ?,"
+                " due_at = max(due_at, ?) WHERE scope = ?",
+                (at, changed, at + interval, scope.id),
             )
         case Dropped(scope):
             await tx.execute("DELETE FROM flag_scopes WHERE scope = ?", (scope.id,))

@@ -1,0 +1,61 @@
+"""A relay's revisions of the delta protocol, per scope: each new copy of the upstream's
+answer is compared with the one held (``relay.core.delta.compared``), and what changed is
+kept at the scope's next revision, so that ``/api/client/delta`` and
+``/api/client/streaming`` answer from the relay's copy as the standalone does from its
+change log (``relay.edge.flags.deltas``).
+
+Revisions are the relay's own, not the upstream's (it may have none): a scope's first copy
+is at the wall clock's seconds since ``EPOCH``, each change one more (SDKs hold event ids
+in 32 bits: Yggdrasil's are ``u32``, so no milliseconds). A relay that lost its
+``cache.db`` so starts above anything it gave out before, and an SDK's revision from then
+gets a hydration, never a silent "nothing changed". The revision is stored with the copy:
+other workers take it from there (comparing with the copy they hold), and a restarted relay
+resumes at it. Should two workers give one revision different flags (each took a first
+copy of its own), the one that sees it moves past both, hydrating its clients, and stores
+that revision, which the others then take (with the same flags, without events).
+What changed is kept per flag and segment, once each, at most ``MAX_CHANGES`` (the oldest
+dropped: a client from before them is hydrated).
+"""
+
+from __future__ import annotations
+
+import time
+
+from relay.core.client_features import Rendered, read
+from relay.core.delta import Change, Changes, compared
+
+MAX_CHANGES = 10_000
+EPOCH = 1_704_067_200  # 2024-01-01: revisions fit a signed 32-bit id until 2092
+
+
+def first() -> int:
+    return max(1, int(time.time()) - EPOCH)
+
+
+def moved(
+    held: Changes, old: Rendered | None, new: Rendered, stored: int | None, most: int = MAX_CHANGES
+) -> Changes:
+    """What changed up to ``new``, replacing ``old`` (the copy held at ``held.revision``):
+    fetched here (``stored`` None), or loaded at revision ``stored`` (0: none kept); at
+    most ``most`` changes kept."""
+    if old is None or stored == 0:
+        revision = stored or first()
+        return Changes(revision, revision)
+    if stored is not None and stored <= held.revision:
+        if not _compared(old, new, stored):
+            return held  # the flags held, at a revision behind or the same
+        revision = held.revision + 1  # two workers gave one revision other flags: past both
+        return Changes(revision, revision)
+    revision = held.revision + 1 if stored is None else stored
+    changes = _compared(old, new, revision)
+    if not changes:
+        return held if stored is None else Changes.of(held.floor, revision, held.changes)
+    kept = [*held.changes, *changes]
+    floor = held.floor
+    if len(kept) > most:
+        floor = max(c.revision for c in kept[: len(kept) - most])
+    return Changes.of(floor, revision, kept)
+
+
+def _compared(old: Rendered, new: Rendered, revision: int) -> list[Change]:
+    return compared(read(old.body), read(new.body), revision)

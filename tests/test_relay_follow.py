@@ -1,0 +1,95 @@
+"""A relay follows its upstream's stream when it offers one, and polls when it does not or
+when the stream ends (``relay.edge.flags.follow``). The fake upstream stands in for streams
+that end, and for an upstream without one; real streams (our standalone, a chain of relays)
+are in ``test_delta_relay.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import DEV_KEY, MakeClient
+from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
+from service import eventually
+from test_relay_delta import FLAGS, delta
+
+
+def streams(upstream: FakeUpstream) -> int:
+    return sum(r.path == STREAM for r in upstream.received)
+
+
+def sse(*events: tuple[str, list[dict[str, Any]]]) -> bytes:
+    return b"".join(
+        b"event: %s\nid: %d\ndata: %s\n\n" % (kind.encode(), i, json.dumps({"events": e}).encode())
+        for i, (kind, e) in enumerate(events, 1)
+    )
+
+
+def delta_polls(upstream: FakeUpstream) -> list[Received]:
+    return [r for r in upstream.received if r.path == DELTA]
+
+
+def revision(etag: str) -> int:
+    return int(etag.strip('"'))
+
+
+async def names(relay: Any) -> list[str]:
+    [hydration] = (await delta(relay))[1]["events"]
+    return [f["name"] for f in hydration["features"]]
+
+
+async def test_an_upstream_without_a_stream_is_polled(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    upstream.by_path[STREAM] = Answer(404)
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await eventually(lambda: len(upstream.flag_fetches) >= 5, "polls")
+    assert streams(upstream) == 1  # asked once, not at each refresh (NOT_OFFERED)
+    assert await names(relay) == ["f1"]
+
+
+async def test_the_streams_events_become_the_copy_and_an_ended_stream_is_polled(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """The stream's hydration and updates are the relay's copy; when it ends, the relay
+    polls at once (it may have missed changes), then follows again later."""
+    off = {**FLAGS["features"][0], "enabled": False}  # type: ignore[dict-item]
+    body = sse(
+        ("unleash-connected", [{"eventId": 1, "type": "hydration", **FLAGS, "segments": []}]),
+        ("unleash-updated", [{"eventId": 2, "type": "feature-updated", "feature": off}]),
+        ("unleash-updated", [{"eventId": 3, "type": "feature-removed", "featureName": "b.search"}]),
+    )
+    # answered after a first delta here: a stream ends (or fails) at once only by accident
+    headers = {"Content-Type": "text/event-stream"}
+    upstream.by_path[STREAM] = Answer(200, headers, delay=0.5, body=body)
+    relay = await make_relay(features_refresh_interval=60, client_tokens=[DEV_KEY])
+    _, first, etag = await delta(relay)
+    assert [f["name"] for f in first["events"][0]["features"]] == ["f1"]  # polled
+    await eventually(lambda: streams(upstream) == 1, "the stream followed")
+    polled = len(upstream.flag_fetches)
+    await eventually(lambda: len(upstream.flag_fetches) > polled, "a poll as the stream ended")
+    assert streams(upstream) == 1  # tried again only after RETRY
+
+    async def polled_again() -> bool:
+        return revision((await delta(relay))[2]) == revision(etag) + 4
+
+    # f1, the stream's two flags, one off, one removed, f1 again: four changes
+    await eventually(polled_again, "each copy a revision")
+    assert await names(relay) == ["f1"]
+
+
+async def test_an_upstream_with_a_delta_is_polled_by_it(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """No stream, a delta: the relay polls it, with the ETag of the last one it got, and
+    never asks for the client features answer."""
+    hydration = {"events": [{"eventId": 5, "type": "hydration", **FLAGS, "segments": []}]}
+    body = json.dumps(hydration).encode()
+    upstream.by_path[DELTA] = Answer(200, {"ETag": '"5"'}, body=body)
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await eventually(lambda: len(delta_polls(upstream)) > 3, "polls")
+    polls = delta_polls(upstream)
+    assert "If-None-Match" not in polls[0].headers  # a hydration first
+    assert {r.headers["If-None-Match"] for r in polls[1:]} == {'"5"'}
+    assert await names(relay) == ["a.checkout", "b.search"]
+    assert upstream.flag_fetches == []
