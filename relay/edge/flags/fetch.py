@@ -50,15 +50,19 @@ class Flags:
         answer = None if held is None else read(held)
         self.features: dict[str, Any] = {}
         self.segments: dict[int, Any] = {}
+        self.revision = 0  # the upstream's: its last event's id, as its meta.revisionId
         if answer is not None:
             self.features = {f["name"]: f for f in answer.features}
             self.segments = dict(answer.segments)
+            self.revision = answer.revision
 
     def apply(self, events: object) -> None:
         """``ValueError`` (``KeyError``, ``TypeError``) for events of no known shape."""
         if not isinstance(events, list):
             raise ValueError("no events")
         for event in events:
+            if isinstance(event.get("eventId"), int):
+                self.revision = max(self.revision, event["eventId"])
             match event["type"]:
                 case "hydration":
                     self.features = {f["name"]: f for f in event["features"]}
@@ -77,7 +81,8 @@ class Flags:
     def answer(self) -> bytes:
         """As the client features answer has them."""
         answer = {"version": 2, "features": [*self.features.values()]}
-        return json.dumps({**answer, "segments": [*self.segments.values()]}).encode()
+        meta = {"revisionId": self.revision}
+        return json.dumps({**answer, "segments": [*self.segments.values()], "meta": meta}).encode()
 
 
 @dataclass(slots=True)
