@@ -281,3 +281,26 @@ def test_keys_create_uses_the_database(tmp_path: Path, postgres_url: str) -> Non
     secret = result.stdout.strip()
     with running(tmp_path, env={"RELAY_DATABASE_URL": postgres_url}) as service:
         assert call(f"{service.url}/api/admin/projects/default", secret)[0] == 200
+
+
+async def test_listening_through_an_outage_logs_it_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A PostgreSQL that hangs up on every connection: the listener tries again every second
+    and says so once, not once a second for as long as the outage lasts."""
+    attempts = 0
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal attempts
+        attempts += 1
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    db = PostgresDatabase(f"postgresql://relay@127.0.0.1:{port}/relay", [], timeout=2.0)
+    listening = asyncio.create_task(db.listen("flag_changes", lambda _: None))
+    try:
+        await eventually(lambda: attempts >= 3, "three attempts to listen")
+    finally:
+        listening.cancel()
+        server.close()
+    warned = [r for r in caplog.records if r.getMessage() == "cannot listen for changes"]
+    assert len(warned) == 1

@@ -195,17 +195,25 @@ class PostgresDatabase:
         """Calls ``heard`` with the payload of each ``NOTIFY`` on ``channel``, on a connection
         of its own (outside the pool), until cancelled; a lost connection is opened again a
         second later (what was announced meanwhile is missed: callers poll as well)."""
+        failing = False
         while True:
             try:
-                await self._listen_once(channel, heard)
+                await self._listen_once(channel, heard, failing)
+                failing = False
             except _FAILURES as exc:
-                log.warning("cannot listen for changes", extra={"error": str(exc)})
+                if not failing:  # once per outage, not every second of it
+                    log.warning("cannot listen for changes", extra={"error": str(exc)})
+                failing = True
             await asyncio.sleep(1.0)
 
-    async def _listen_once(self, channel: str, heard: Callable[[str], None]) -> None:
-        """Until this connection is lost."""
+    async def _listen_once(
+        self, channel: str, heard: Callable[[str], None], failing: bool
+    ) -> None:
+        """Until this connection is lost; says so when it listens again after ``failing``."""
         lost = asyncio.Event()
         conn = await asyncpg.connect(self.url, timeout=self._timeout)
+        if failing:
+            log.warning("listening for changes again")
         try:
             conn.add_termination_listener(lambda _: lost.set())
             await conn.add_listener(channel, lambda *args: heard(str(args[-1])))
