@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
 import shutil
 import sys
@@ -34,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 from evaluate import REGIONS, flag, typical
 from features import call, cpu_seconds, fetch, median
@@ -248,13 +247,8 @@ def real_unleash(modules: Path, workdir: Path) -> Iterator[Server]:
 def _unleash_on(database: str, modules: Path, workdir: Path) -> Iterator[Server]:
     import pg
 
-    url = urlsplit(pg.url_of(database))
     env = {
-        "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
-        "UNLEASH_DB_PORT": str(url.port or 5432),
-        "UNLEASH_DB_USER": url.username or getpass.getuser(),
-        "UNLEASH_DB_PASSWORD": url.password or "",
-        "UNLEASH_DB_NAME": database,
+        **pg.unleash_env(database),
         "INIT_ADMIN_API_TOKENS": ADMIN,
         "NODE_PATH": str(modules),
         "NODE_ENV": "production",

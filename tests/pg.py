@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -27,6 +27,19 @@ def url_of(database: str) -> str:
     parts = urlsplit(ADMIN_URL)  # not urlunsplit: it drops the // of an empty host
     query = f"?{parts.query}" if parts.query else ""
     return f"{parts.scheme}://{parts.netloc}/{database}{query}"
+
+
+def unleash_env(database: str) -> dict[str, str]:
+    """The settings that point a real Unleash server (``unleash_server.js``) at
+    ``database``: its own variables, from the URL of that database."""
+    url = urlsplit(url_of(database))
+    return {
+        "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
+        "UNLEASH_DB_PORT": str(url.port or 5432),
+        "UNLEASH_DB_USER": url.username or getpass.getuser(),
+        "UNLEASH_DB_PASSWORD": url.password or "",
+        "UNLEASH_DB_NAME": database,
+    }
 
 
 def name_of(url: str) -> str:

@@ -7,12 +7,10 @@ minutes and 200 MB, and it starts in about half a minute, too much for every run
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pg
 import pytest
@@ -24,13 +22,8 @@ UNLEASH = {"unleash-server": "8.2.0"}
 
 
 def unleash_env(database: str) -> dict[str, str]:
-    url = urlsplit(pg.url_of(database))
     return {
-        "UNLEASH_DB_HOST": parse_qs(url.query).get("host", [url.hostname or "127.0.0.1"])[0],
-        "UNLEASH_DB_PORT": str(url.port or 5432),
-        "UNLEASH_DB_USER": url.username or getpass.getuser(),
-        "UNLEASH_DB_PASSWORD": url.password or "",
-        "UNLEASH_DB_NAME": database,
+        **pg.unleash_env(database),
         "INIT_ADMIN_API_TOKENS": ADMIN_KEY,
         "INIT_CLIENT_API_TOKENS": DEV_KEY,
     }
