@@ -116,7 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     key_commands = keys.add_subparsers(title="keys commands")
     create = key_commands.add_parser("create", help="create an API key and print it once")
     create.add_argument("--type", choices=[t.value for t in KeyType], default="client")
-    create.add_argument("--environment", help="environment of a client key", default=None)
+    create.add_argument(
+        "--environment", help="environment of a client or frontend key", default=None
+    )
     create.add_argument(
         "--project",
         action="append",
