@@ -151,3 +151,71 @@ def test_randomness_comes_from_the_injected_source() -> None:
     outcomes = draws(1)
     assert {enabled for enabled, _ in outcomes} == {True, False}
     assert {name for _, name in outcomes} == set("abcdef")
+
+
+def _rollout(stickiness: str) -> dict[str, Any]:
+    return {"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": stickiness}}
+
+
+def _after(context_name: str) -> dict[str, Any]:
+    return {"contextName": context_name, "operator": "DATE_AFTER", "value": "2020-01-01T00:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("flag", "context", "varies"),
+    [
+        (_flag("plain", _rollout("userId")), {"user_id": "u1"}, False),
+        (_flag("dated", {"name": "default", "constraints": [_after("currentTime")]}), {}, True),
+        # a date in a property is the caller's, not the clock
+        (_flag("prop", {"name": "default", "constraints": [_after("since")]}), {}, False),
+        # the clock read only when the constraints before it held
+        (
+            _flag(
+                "gate",
+                {"name": "default", "constraints": [_in("userId", "x"), _after("currentTime")]},
+            ),
+            {"user_id": "u1"},
+            False,
+        ),
+        (
+            _flag(
+                "gate",
+                {"name": "default", "constraints": [_in("userId", "x"), _after("currentTime")]},
+            ),
+            {"user_id": "x"},
+            True,
+        ),
+        (_flag("text", {"name": "default", "constraints": [_in("currentTime", "t")]}), {}, True),
+        (_flag("tick", _rollout("currentTime")), {"user_id": "u1"}, True),
+        (_flag("dice", _rollout("random")), {"user_id": "u1"}, True),
+        (_flag("anyone", _rollout("default")), {}, True),  # no user, no session: chance
+        (_flag("anyone", _rollout("default")), {"session_id": "s"}, False),
+        (
+            _flag("coin", {"name": "gradualRolloutRandom", "parameters": {"percentage": "50"}}),
+            {},
+            True,
+        ),
+        (_flag("pick", variants=[{"name": "a", "weight": 1, "stickiness": "plan"}]), {}, True),
+        (
+            _flag("pick", variants=[{"name": "a", "weight": 1, "stickiness": "plan"}]),
+            {"properties": {"plan": "gold"}},
+            False,
+        ),
+        # a parent's read is its child's too
+        (
+            _flag("child", dependencies=[{"feature": "parent"}]),
+            {"user_id": "u1"},
+            True,
+        ),
+    ],
+)
+def test_an_evaluation_says_whether_it_read_the_clock_or_chance(
+    flag: dict[str, Any], context: dict[str, Any], varies: bool
+) -> None:
+    """What the Frontend API keeps answers by: one that read neither is the same for every
+    equal context (``Context.varies``), told by the checks that read them, not guessed."""
+    parent = _flag("parent", _rollout("random"))
+    compiled = compile_features({"features": [parent, flag]}, rng=random.Random(1))
+    asked = Context(current_time=NOW, **context)
+    compiled.evaluate_one(flag["name"], asked)
+    assert asked.varies is varies

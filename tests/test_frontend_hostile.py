@@ -103,6 +103,37 @@ async def test_an_answer_hashed_on_the_clock_is_never_kept(make_client: MakeClie
     assert await count("varying") - before == 3
 
 
+async def test_an_answer_is_kept_when_its_evaluation_did_not_read_the_clock(
+    make_client: MakeClient,
+) -> None:
+    """A date on the clock behind a user gate is read only for the gate's users: everyone
+    else's answer cannot change and is kept (the scope as a whole once counted varying)."""
+    client = await make_client(init_frontend_api_tokens=[FRONT_KEY])
+    await create_flag(client, "launch")
+    gate = {"contextName": "userId", "operator": "IN", "values": ["vip"]}
+    clock = {
+        "contextName": "currentTime",
+        "operator": "DATE_AFTER",
+        "value": "2020-01-01T00:00:00Z",
+    }
+    await add_strategy(client, "launch", {"name": "default", "constraints": [gate, clock]})
+    await turn(client, "launch")
+
+    async def counts() -> dict[str, float]:
+        text = await (await client.get("/internal-backstage/metrics")).text()
+        found = ("evaluated", "kept", "varying")
+        return {s: sample(text, "relay_frontend_answers_total", source=s) for s in found}
+
+    before = await counts()
+    for user in ("vip", "vip", "ann", "ann", "ann"):
+        response = await client.get(
+            f"/api/frontend?userId={user}&sessionId=s", headers=auth(FRONT_KEY)
+        )
+        assert response.status == 200
+    after = await counts()
+    assert {s: after[s] - before[s] for s in after} == {"evaluated": 1, "kept": 2, "varying": 2}
+
+
 @pytest.mark.process
 def test_an_ipv4_caller_of_a_dual_stack_socket_is_its_ipv4_address(tmp_path: Path) -> None:
     """Workers listening on ``::`` share dual-stack sockets, where an IPv4 caller's peer is

@@ -53,7 +53,7 @@ Fields = dict[str, str]
 ANSWERS = Counter(
     "relay_frontend_answers_total",
     "Frontend API answers by how they were made: evaluated, kept (the same scope and context"
-    " answered before), or varying (the scope's flags read the clock or chance: never kept)",
+    " answered before), or varying (its evaluation read the clock or chance: never kept)",
     ["source"],
 )
 COMPILES = Counter(
@@ -159,12 +159,11 @@ class Scoped:
     a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
     not its body (the same answer has the same ETag in every worker and after a restart)."""
 
-    __slots__ = ("cacheable", "compiled", "fragments", "size")
+    __slots__ = ("compiled", "fragments", "size")
 
     def __init__(self, rendered: Rendered) -> None:
         document = json.loads(rendered.body)
         self.compiled: Compiled = compile_features(document)
-        self.cacheable = not _varies(document)
         self.fragments: dict[int, tuple[bytes, bytes]] = {}
         self.size = len(rendered.body) * COMPILED_PER_BYTE
 
@@ -247,17 +246,18 @@ class Frontends:
 
     def answer(self, rendered: Rendered, context: Context, everything: bool) -> Answer:
         scoped = self.scoped(rendered)
-        if not scoped.cacheable:
-            _VARYING.inc()
-            return scoped.answer(context, everything)
         key = (rendered.etag, everything, _identity(context))
         found = self._answers.get(key)
         if found is not None:
             _KEPT.inc()
             self._answers.move_to_end(key)
             return found
+        found = scoped.answer(context, everything)
+        if context.varies:
+            _VARYING.inc()
+            return found
         _EVALUATED.inc()
-        found = self._answers[key] = scoped.answer(context, everything)
+        self._answers[key] = found
         self._answers_bytes += _size(found)
         most, most_bytes = self._limits[2:]
         while self._answers and (len(self._answers) > most or self._answers_bytes > most_bytes):
@@ -269,27 +269,6 @@ class Frontends:
     def held(self) -> int:
         """Bytes held (estimated): compiled scopes, and answers kept."""
         return self._scoped_bytes + self._answers_bytes
-
-
-def _varies(document: Any) -> bool:
-    """Whether an answer may differ for the same context: a flag reads the clock (a date
-    operator, ``currentTime`` as a constraint's field or as a stickiness) or chance
-    (``gradualRolloutRandom``, random stickiness)."""
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if (
-                node.get("contextName") == "currentTime"
-                or str(node.get("operator", "")).startswith("DATE_")
-                or node.get("name") == "gradualRolloutRandom"
-                or node.get("stickiness") in ("random", "currentTime")
-            ):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
 
 
 def _identity(context: Context) -> bytes:

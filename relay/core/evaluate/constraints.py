@@ -26,7 +26,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from relay.core.evaluate.context import Context
+from relay.core.evaluate.context import CLOCK, Context
 from relay.wire.strategies import date_time, number, semver
 
 Check = Callable[[Context], bool]
@@ -59,7 +59,20 @@ def never(context: Context) -> bool:
 
 
 def compile_constraint(raw: Mapping[str, Any]) -> Check:
-    """One constraint of the client features format as a check of a context."""
+    """One constraint of the client features format as a check of a context; one on the
+    clock tells the context it read it (``Context.varied``)."""
+    check = _compile(raw)
+    if str(raw.get("contextName", "")) != CLOCK or check is never:
+        return check
+
+    def clocked(context: Context) -> bool:
+        context.varied()
+        return check(context)
+
+    return clocked
+
+
+def _compile(raw: Mapping[str, Any]) -> Check:
     name = str(raw.get("contextName", ""))
     op = str(raw.get("operator", ""))
     inverted = raw.get("inverted") is True
@@ -97,9 +110,7 @@ def _membership(name: str, values: frozenset[str], negated: bool, inverted: bool
     return check
 
 
-def _text(
-    name: str, op: str, values: list[str], case_insensitive: bool, inverted: bool
-) -> Check:
+def _text(name: str, op: str, values: list[str], case_insensitive: bool, inverted: bool) -> Check:
     wanted = tuple(v.lower() for v in values) if case_insensitive else tuple(values)
     test: Callable[[str], bool]
     if op == "STR_STARTS_WITH":
@@ -153,7 +164,7 @@ def _date(
     """``currentTime`` is the caller's clock as given; any other field is parsed."""
     if order is None or target is None:
         return never
-    if name == "currentTime":
+    if name == CLOCK:
 
         def clock(context: Context) -> bool:
             return order(context.current_time, target) != inverted

@@ -16,6 +16,8 @@ Getter = Callable[["Context"], str | None]
 Random = Callable[[int, int], int]  # randrange(start, stop): the injectable random source
 
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+CLOCK = "currentTime"
+"""The ``contextName`` of the server's clock: a check or stickiness reading it varies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class Context:
     values: Mapping[str, str | None] = field(init=False, repr=False, compare=False)
     """What each ``contextName`` reads (a field, else a property), resolved once per
     context: a check reads it with one ``dict.get`` instead of calling a getter."""
+    varies: bool = field(default=False, init=False, repr=False, compare=False)
+    """Whether an evaluation for this context read the clock or chance (see ``varied``)."""
 
     def __post_init__(self) -> None:
         if self.current_time.utcoffset() is None:  # it would not compare with a date's
@@ -48,6 +52,13 @@ class Context:
         )
         object.__setattr__(self, "values", values)
 
+    def varied(self) -> None:
+        """Told by whatever reads the clock or chance while evaluating: an answer that did
+        not is the same for every equal context and the same flags, and may be kept (the
+        Frontend API's answers); one that did may not. The evaluator knows what it reads, so
+        it says so rather than a caller guessing from the flags' JSON."""
+        object.__setattr__(self, "varies", True)
+
 
 def _current_time(moment: datetime) -> str:
     """``currentTime`` as text, for the rare constraint that reads it as a string."""
@@ -56,6 +67,13 @@ def _current_time(moment: datetime) -> str:
 
 def getter(context_name: str) -> Getter:
     """What ``contextName`` reads: a field of the context, else ``properties[contextName]``."""
+    if context_name == CLOCK:
+
+        def clock(context: Context) -> str | None:
+            context.varied()
+            return context.values.get(CLOCK)
+
+        return clock
 
     def read(context: Context) -> str | None:
         return context.values.get(context_name)
@@ -69,6 +87,7 @@ def rollout_stickiness(stickiness: str, randrange: Random) -> Getter:
     that field or property (absent: the strategy does not match)."""
 
     def random_value(context: Context) -> str:
+        context.varied()
         return str(randrange(1, 10000))
 
     if stickiness == "random":

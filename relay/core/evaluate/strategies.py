@@ -155,9 +155,7 @@ def _listed(field: str, listed: str | None) -> Check:
     return check
 
 
-def _rollout(
-    rollout: int | None, group: str, stickiness: Callable[[Context], str | None]
-) -> Check:
+def _rollout(rollout: int | None, group: str, stickiness: Callable[[Context], str | None]) -> Check:
     if not rollout:
         return never  # 0 %, or no percentage the SDKs read
     if rollout == 100:
@@ -174,7 +172,12 @@ def _rollout(
 def _random(percentage: int | None, randrange: Random) -> Check:
     if not percentage:
         return never
-    return lambda context: randrange(1, 100) < percentage  # yggdrasil's: 1 % never is
+
+    def check(context: Context) -> bool:
+        context.varied()
+        return randrange(1, 100) < percentage  # yggdrasil's: 1 % never is
+
+    return check
 
 
 def _addresses(ips: str | None) -> Check:

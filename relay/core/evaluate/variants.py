@@ -42,6 +42,7 @@ class VariantSet:
             return NONE
         value = self.stickiness(context)
         if value is None:
+            context.varied()
             point = self.randrange(1, total + 1)
         else:
             point = variant_point(self.prefix, value, total)
