@@ -62,8 +62,10 @@ async def switch(request: web.Request) -> web.Response:
     name, environment = request.match_info["name"], request.match_info["environment"]
     flags = request.app[FLAGS]
     project = await flags.project_of(name)
-    await flags.set_enabled(project, name, environment, values.get("on") == "true")
-    return redirect(local(values.get("next")))
+    on = values.get("on") == "true"
+    await flags.set_enabled(project, name, environment, on)
+    done = f"Turned {'on' if on else 'off'} {name} in {environment}"
+    return redirect(local(values.get("next")), done)
 
 
 @page
