@@ -170,6 +170,7 @@ async def test_strategies_are_moved_removed_and_sdks_follow(client: Any) -> None
     await turn(client, "checkout")
     shown = markup.unescape(await page(client, "/flags/checkout"))
     assert shown.index("users a") < shown.index("addresses 10.0.0.1")
+    assert 'aria-label="Move strategy 2 (IP addresses) in development up"' in shown
     await post(client, f"{STRATEGIES}/{second['id']}/move", {"direction": "up"})
     order = [s["name"] for s in (await served(client))["checkout"]["strategies"]]
     assert order == ["remoteAddress", "userWithId"]
