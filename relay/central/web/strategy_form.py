@@ -154,24 +154,8 @@ class StrategyForm:
             listed=values.get("listed", ""),
             parameters=values.get("parameters", ""),
         )
-        for i in range(MAX_ROWS + 1):
-            row = ConstraintRow(
-                values.get(f"c{i}-context", ""),
-                values.get(f"c{i}-operator", "IN"),
-                values.get(f"c{i}-values", ""),
-                f"c{i}-inverted" in values,
-                f"c{i}-case" in values,
-            )
-            if f"c{i}-remove" not in values and (row.contextName.strip() or row.values.strip()):
-                form.constraints.append(row)
-            variant = VariantRow(
-                values.get(f"v{i}-name", "").strip(),
-                values.get(f"v{i}-share", "").strip(),
-                values.get(f"v{i}-payload-type", ""),
-                values.get(f"v{i}-payload", ""),
-            )
-            if f"v{i}-remove" not in values and (variant.name or variant.share):
-                form.variants.append(variant)
+        form.constraints = posted_constraints(values)
+        form.variants = posted_variants(values)
         form.segments = {
             int(key[8:]) for key in values if key.startswith("segment-") and key[8:].isdigit()
         }
@@ -204,7 +188,9 @@ class StrategyForm:
             "disabled": self.disabled,
             "parameters": params,
             "constraints": [row.body() for row in self.constraints],
-            "variants": [_variant(i, row, stickiness) for i, row in enumerate(self.variants, 1)],
+            "variants": [
+                variant_body(i, row, stickiness) for i, row in enumerate(self.variants, 1)
+            ],
             "segments": sorted(self.segments),
         }
         try:
@@ -214,7 +200,43 @@ class StrategyForm:
             raise FormProblem(_where(first["loc"]), _message(first["msg"])) from None
 
 
-def _variant(number: int, row: VariantRow, stickiness: str) -> dict[str, Any]:
+def posted_constraints(values: Mapping[str, str], prefix: str = "c") -> list[ConstraintRow]:
+    """The constraint rows a form posted (``constraint_rows`` of strategy_macros.html with
+    that prefix), rows marked "remove" and blank ones left out."""
+    rows = []
+    for i in range(MAX_ROWS + 1):
+        at = f"{prefix}{i}-"
+        row = ConstraintRow(
+            values.get(f"{at}context", ""),
+            values.get(f"{at}operator", "IN"),
+            values.get(f"{at}values", ""),
+            f"{at}inverted" in values,
+            f"{at}case" in values,
+        )
+        if f"{at}remove" not in values and (row.contextName.strip() or row.values.strip()):
+            rows.append(row)
+    return rows
+
+
+def posted_variants(values: Mapping[str, str], prefix: str = "v") -> list[VariantRow]:
+    """The variant rows a form posted (``variant_rows`` with that prefix), as above."""
+    rows = []
+    for i in range(MAX_ROWS + 1):
+        at = f"{prefix}{i}-"
+        row = VariantRow(
+            values.get(f"{at}name", "").strip(),
+            values.get(f"{at}share", "").strip(),
+            values.get(f"{at}payload-type", ""),
+            values.get(f"{at}payload", ""),
+        )
+        if f"{at}remove" not in values and (row.name or row.share):
+            rows.append(row)
+    return rows
+
+
+def variant_body(number: int, row: VariantRow, stickiness: str) -> dict[str, Any]:
+    """A variant row as the API's body has it: a share in % becomes a ``fix`` weight out of
+    1000, a blank one ``variable``. Usable for any variants of the same shape."""
     variant: dict[str, Any] = {"name": row.name, "stickiness": stickiness}
     if row.share:
         try:
