@@ -177,7 +177,10 @@ async def test_strategies_are_moved_removed_and_sdks_follow(client: Any) -> None
     shown = markup.unescape(await page(client, "/flags/checkout"))
     assert "Moved the ip addresses strategy of checkout in development up, to place 1" in shown
     assert shown.index("users a") > shown.index("addresses 10.0.0.1")
-    await post(client, f"{STRATEGIES}/{first['id']}/delete", {})
+    asked = await post(client, f"{STRATEGIES}/{first['id']}/delete", {}, 200)
+    assert "Remove this strategy of checkout in development?" in asked and "users a" in asked
+    assert len(await strategies(client)) == 2  # only asked so far
+    await post(client, f"{STRATEGIES}/{first['id']}/delete", {"confirm": "yes"})
     assert [s["id"] for s in await strategies(client)] == [second["id"]]
     assert "Removed the user ids strategy" in await page(client, "/flags/checkout")
 
@@ -215,3 +218,61 @@ async def test_turning_a_flag_off_says_so(client: Any) -> None:
         feature_path("checkout") + "/environments/production", headers=auth(ADMIN_KEY)
     )
     assert (await response.json())["enabled"] is True
+
+
+async def test_each_kind_of_strategy_from_its_form(client: Any) -> None:
+    await sign_in(client)
+    await create_flag(client, "checkout")
+    for kind, fields, name, parameters in (
+        ("default", {}, "default", {}),
+        ("userWithId", {"listed": "a, b\nc"}, "userWithId", {"userIds": "a,b,c"}),
+        ("remoteAddress", {"listed": "10.0.0.1"}, "remoteAddress", {"IPs": "10.0.0.1"}),
+        ("applicationHostname", {"listed": "web-1"}, "applicationHostname", {"hostNames": "web-1"}),
+        (
+            "custom",
+            {"name": "mine", "parameters": "a=1\n\nb = two"},
+            "mine",
+            {"a": "1", "b": "two"},
+        ),
+    ):
+        form = await page(client, f"{STRATEGIES}/new?kind={kind}")
+        assert f'name="kind" value="{kind}"' in form
+        await post(client, STRATEGIES, {"kind": kind, "title": kind, "disabled": "on", **fields})
+        saved = next(s for s in await strategies(client) if s["title"] == kind)
+        assert (saved["name"], saved["parameters"], saved["disabled"]) == (name, parameters, True)
+    shown = markup.unescape(await page(client, "/flags/checkout"))
+    for words in (
+        "everyone",
+        "users a, b, c",
+        "addresses 10.0.0.1",
+        "hosts web-1",
+        "custom strategy mine with a=1, b=two",
+    ):
+        assert f'<p class="words">{words}</p>' in shown, words
+    assert shown.count(">disabled</span>") == 5
+
+
+async def test_parameters_the_form_has_no_field_for_are_kept(client: Any) -> None:
+    await sign_in(client)
+    await create_flag(client, "checkout")
+    body = {"name": "userWithId", "parameters": {"userIds": "a", "extra": "x"}}
+    saved = await add_strategy(client, "checkout", body)
+    edit = markup.unescape(await page(client, f"{STRATEGIES}/{saved['id']}"))
+    assert "extra=x</textarea>" in edit
+    fields = {"kind": "userWithId", "listed": "a, b", "parameters": "extra=x"}
+    await post(client, f"{STRATEGIES}/{saved['id']}", fields)
+    [changed] = await strategies(client)
+    assert changed["parameters"] == {"userIds": "a,b", "extra": "x"}
+
+
+async def test_revoking_a_key_says_so(client: Any) -> None:
+    await sign_in(client)
+    made = await ok(
+        client,
+        "POST",
+        "/api/admin/api-tokens",
+        {"type": "admin", "tokenName": "old-one"},
+        status=201,
+    )
+    await post(client, f"/keys/{made['id']}/revoke", {"confirm": "yes"})
+    assert "Revoked the key old-one" in await page(client, "/keys")

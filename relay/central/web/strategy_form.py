@@ -167,20 +167,25 @@ class StrategyForm:
 
     def body(self) -> Strategy:
         """The strategy the form says, checked by the admin API's model: ``FormProblem``
-        names the first field it refuses in words (the page shows it, nothing is saved)."""
+        names the first field it refuses in words (the page shows it, nothing is saved).
+        Parameters of a built-in kind that its form has no field for (an API client set
+        them) are kept, as "other parameters"."""
         params: dict[str, str] = {}
-        if self.kind == "custom":
-            for number, line in enumerate(self.parameters.splitlines(), 1):
-                if line.strip():
-                    key, equals, value = line.partition("=")
-                    if not equals:
-                        raise FormProblem("Parameters", f"line {number} is not name=value")
-                    params[key.strip()] = value.strip()
-        elif self.kind == "flexibleRollout":
-            params = {"rollout": self.rollout, "stickiness": self.stickiness, "groupId": self.group}
+        for number, line in enumerate(self.parameters.splitlines(), 1):
+            if line.strip():
+                key, equals, value = line.partition("=")
+                if not equals:
+                    raise FormProblem("Parameters", f"line {number} is not name=value")
+                params[key.strip()] = value.strip()
+        if self.kind == "flexibleRollout":
+            params |= {
+                "rollout": self.rollout,
+                "stickiness": self.stickiness,
+                "groupId": self.group,
+            }
         elif self.kind in LISTED:
             items = [item.strip() for item in self.listed.replace("\n", ",").split(",")]
-            params = {LISTED[self.kind]: ",".join(item for item in items if item)}
+            params[LISTED[self.kind]] = ",".join(item for item in items if item)
         stickiness = self.stickiness if self.kind == "flexibleRollout" else "default"
         body = {
             "name": self.strategy_name,

@@ -32,14 +32,23 @@ async def _segments(request: web.Request, project: str) -> list[SegmentOut]:
 
 async def configuration(request: web.Request, flag: FlagOut) -> dict[str, Any]:
     """What the flag's page shows of its strategies: each in words, with its variants."""
-    names = {s.id: s.name for s in await request.app[SEGMENTS].all()}
-    words: dict[str, tuple[str, str]] = {}
-    for environment in flag.environments:
-        for s in environment.strategies:
-            segments = [names.get(i, f"#{i}") for i in s.segments]
-            text = describe.strategy(s.name, s.parameters, s.constraints, segments, flag.name)
-            words[s.id] = (text, describe.variants(s.variants))
+    names = await _segment_names(request)
+    words = {
+        s.id: (_in_words(s, names, flag.name), describe.variants(s.variants))
+        for environment in flag.environments
+        for s in environment.strategies
+    }
     return {"words": words, "kinds": sf.KINDS, "types": TYPES}
+
+
+async def _segment_names(request: web.Request) -> dict[int, str]:
+    return {s.id: s.name for s in await request.app[SEGMENTS].all()}
+
+
+def _in_words(strategy: StrategyOut, segment_names: dict[int, str], flag: str) -> str:
+    segments = [segment_names.get(i, f"#{i}") for i in strategy.segments]
+    s = strategy
+    return describe.strategy(s.name, s.parameters, s.constraints, segments, flag)
 
 
 async def _form_page(
@@ -114,11 +123,23 @@ async def save_strategy(request: web.Request) -> web.Response:
 
 @page
 async def delete_strategy(request: web.Request) -> web.Response:
-    await form(request)
+    """Asks first, showing the strategy in words (a removed one cannot be brought back)."""
+    values = await form(request)
     name, environment = _place(request)
     project = await request.app[FLAGS].project_of(name)
     strategies = request.app[STRATEGIES]
     found = await strategies.get(project, name, environment, request.match_info["id"])
+    if values.get("confirm") != "yes":
+        words = _in_words(found, await _segment_names(request), name)
+        return render(
+            request,
+            "remove_strategy.html",
+            name=name,
+            environment=environment,
+            strategy=found,
+            called=_called(found),
+            words=words,
+        )
     await strategies.delete(project, name, environment, found.id)
     done = f"Removed the {_called(found)} strategy of {name} in {environment}"
     return redirect(flag_page(name, environment), done)
