@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from relay.core import describe
-from relay.wire.strategies import Constraint, StrategyVariant
+from relay.wire.strategies import Constraint, Operator, StrategyVariant
 
 
 def c(name: str, op: str, *values: str, **extra: Any) -> Constraint:
@@ -128,3 +128,9 @@ def test_variants_with_their_shares() -> None:
         StrategyVariant(name="green", weight=333, weightType="fix", stickiness="default"),
     ]
     assert describe.variants(found) == "blue 50 %, green 33.3 %"
+
+
+def test_every_operator_has_words_for_the_form() -> None:
+    words = {op.value: describe.operator(op.value) for op in Operator}
+    assert words["SEMVER_GTE"] == "semver ≥" and words["STR_ENDS_WITH"] == "ends with"
+    assert all(words.values())

@@ -37,6 +37,11 @@ _LISTS = {
 _STICKINESS = {"default": "default stickiness (userId, else sessionId, else random)"}
 
 
+def operator(op: str) -> str:
+    """An operator's words: ``in``, ``contains``, ``semver ≥``..."""
+    return _LISTS[op][0] if op in _LISTS else _SYMBOLS[op]
+
+
 def listed(values: Sequence[str], shown: int = VALUES_SHOWN) -> str:
     """``a, b, c`` with at most ``shown`` named, then how many more."""
     named = ", ".join(values[:shown])

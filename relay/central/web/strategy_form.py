@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relay.core import describe
 from relay.wire.strategies import Operator, PayloadType, Strategy, StrategyOut, WeightType
 
 KINDS = {
@@ -29,7 +30,8 @@ KINDS = {
 LISTED = {"userWithId": "userIds", "remoteAddress": "IPs", "applicationHostname": "hostNames"}
 """Built-in strategies whose one parameter is a comma-separated list."""
 LIST_OPERATORS = ("IN", "NOT_IN", "STR_CONTAINS", "STR_STARTS_WITH", "STR_ENDS_WITH")
-OPERATORS = [op.value for op in Operator]
+OPERATORS = {op.value: f"{op.value} ({describe.operator(op.value)})" for op in Operator}
+"""Each operator and what the select shows of it."""
 STICKINESS = ("default", "userId", "sessionId", "random")
 CONTEXT_NAMES = (
     "userId",
