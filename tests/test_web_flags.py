@@ -276,3 +276,36 @@ async def test_revoking_a_key_says_so(client: Any) -> None:
     )
     await post(client, f"/keys/{made['id']}/revoke", {"confirm": "yes"})
     assert "Revoked the key old-one" in await page(client, "/keys")
+
+
+async def test_hostile_forms_get_a_4xx_page_and_write_nothing(client: Any) -> None:
+    await sign_in(client)
+    await create_flag(client, "checkout")
+    base = {"kind": "flexibleRollout", "rollout": "50", "stickiness": "default"}
+    for extra in (
+        {"c0-context": "x", "c0-operator": "BOGUS", "c0-values": "1"},
+        {"v0-name": "a", "v0-share": "NaN"},
+        {"v0-name": "a", "v0-share": "sNaN"},
+        {"v0-name": "a", "v0-share": "1e999999"},
+        {"segment-99999999999999999999": "on"},
+        {"segment-0": "on"},
+        {"segment-99999999999": "on"},
+        {"segment-" + "9" * 5000: "on", "c0-context": "", "c0-values": "x"},
+        {"segment-²": "on", "c0-context": "", "c0-values": "x"},
+        {"kind": "custom", "name": "x" * 5000},
+        {"kind": "custom", "name": "x", "parameters": "\n".join(f"p{i}=1" for i in range(101))},
+        {"c100-context": "x", **{f"c{i}-context": "x" for i in range(100)}},
+    ):
+        text = await post(client, STRATEGIES, {**base, **extra}, 400)
+        assert 'role="alert"' in text, extra
+    token = csrf(await page(client, "/"))
+    many = {"csrf": token, **{f"f{i}": "x" for i in range(2000)}}
+    response = await client.post(STRATEGIES, data=many)
+    assert response.status == 400 and "cannot be read" in await response.text()
+    raw = await client.post(
+        STRATEGIES,
+        data=b"csrf=" + token.encode() + b"&kind=\xff",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert raw.status == 400
+    assert await strategies(client) == []

@@ -9,9 +9,10 @@ constraint row and one blank variant row, and "add another" re-renders the poste
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,6 +45,10 @@ CONTEXT_NAMES = (
 PAYLOAD_TYPES = [t.value for t in PayloadType]
 MAX_ROWS = 100
 """Constraints and variants a form reads (the model's own bound)."""
+_SHARE = re.compile(r"[0-9]{1,3}(?:\.[0-9])?")
+"""A variant's share in %: what a weight out of 1000 can be (``33.3``)."""
+_SEGMENT = re.compile(r"segment-([0-9]{1,100})")
+"""A segment's checkbox (ids past 2^31 - 1 are the model's to refuse)."""
 FIELDS = 1_500
 """Fields one strategy form may post: 100 rows of each kind, segments and the rest."""
 
@@ -158,9 +163,7 @@ class StrategyForm:
         )
         form.constraints = posted_constraints(values)
         form.variants = posted_variants(values)
-        form.segments = {
-            int(key[8:]) for key in values if key.startswith("segment-") and key[8:].isdigit()
-        }
+        form.segments = {int(found[1]) for key in values if (found := _SEGMENT.fullmatch(key))}
         return form
 
     @property
@@ -246,19 +249,12 @@ def variant_body(number: int, row: VariantRow, stickiness: str) -> dict[str, Any
     1000, a blank one ``variable``. Usable for any variants of the same shape."""
     variant: dict[str, Any] = {"name": row.name, "stickiness": stickiness}
     if row.share:
-        try:
-            weight = Decimal(row.share) * 10
-        except InvalidOperation:
-            weight = Decimal("NaN")
-        if (
-            not weight.is_finite()
-            or weight != weight.to_integral_value()
-            or not 0 <= weight <= 1000
-        ):
+        if not _SHARE.fullmatch(row.share) or Decimal(row.share) > 100:
             raise FormProblem(
                 f"Variant {number} share",
                 "a percentage from 0 to 100, with at most one decimal",
             )
+        weight = Decimal(row.share) * 10
         variant |= {"weight": int(weight), "weightType": WeightType.FIX.value}
     else:
         variant |= {"weight": 0, "weightType": WeightType.VARIABLE.value}
