@@ -28,6 +28,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
@@ -270,3 +271,17 @@ class StrategyOut(BaseModel):
     variants: list[StrategyVariant]
     parameters: dict[str, str]
     segments: list[int]
+
+
+class StrategySortOrder(Strict):
+    """One strategy's new place in ``set-sort-order``."""
+
+    id: Annotated[str, Field(min_length=1, max_length=100)]
+    sortOrder: SortOrder
+
+
+class SetStrategySortOrder(RootModel[Annotated[list[StrategySortOrder], Field(max_length=1000)]]):
+    """``setStrategySortOrderSchema``: new sort orders of a flag's strategies in one
+    environment (those not named keep theirs)."""
+
+    model_config = ConfigDict(title="setStrategySortOrderSchema")

@@ -13,7 +13,7 @@ from relay.central.admin import admin_route
 from relay.central.flags.segments import segment_id
 from relay.central.state import FLAGS, SEGMENTS, STRATEGIES
 from relay.wire import flags as wire
-from relay.wire.strategies import Strategy, StrategyOut
+from relay.wire.strategies import SetStrategySortOrder, Strategy, StrategyOut
 
 
 def _flag(request: web.Request) -> tuple[str, str]:
@@ -103,6 +103,12 @@ async def patch_strategy(request: web.Request) -> web.Response:
 
 async def delete_strategy(request: web.Request) -> web.Response:
     await request.app[STRATEGIES].delete(*_strategy(request))
+    return web.Response(status=200)
+
+
+async def set_sort_order(request: web.Request) -> web.Response:
+    body = await read_json(request, SetStrategySortOrder)
+    await request.app[STRATEGIES].set_sort_order(*_env(request), body.root)
     return web.Response(status=200)
 
 
@@ -230,6 +236,14 @@ ROUTES: list[Route] = [
         "Add a strategy",
         body=Strategy,
         ok=(200, StrategyOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "POST",
+        f"{_ENV}/strategies/set-sort-order",
+        set_sort_order,
+        "Reorder a flag's strategies in an environment",
+        body=SetStrategySortOrder,
         errors=(*_BODY, 404),
     ),
     admin_route(

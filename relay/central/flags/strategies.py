@@ -1,6 +1,6 @@
 """A flag's strategies in one environment: list, read, add, replace (PUT), patch (JSON
-Patch), delete. Bodies are ``relay.wire.strategies.Strategy``, the same model as a project
-environment's default strategy.
+Patch), delete, reorder (``set-sort-order``). Bodies are ``relay.wire.strategies.Strategy``,
+the same model as a project environment's default strategy.
 
 An environment that is not enabled in the flag's project refuses changes, as in Unleash.
 A change that leaves no strategy that is not disabled turns the flag off there.
@@ -17,7 +17,7 @@ from relay.core import jsonpatch
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord
 from relay.wire.flags import PatchOperation
-from relay.wire.strategies import Strategy, StrategyOut
+from relay.wire.strategies import Strategy, StrategyOut, StrategySortOrder
 
 
 class StrategyService:
@@ -70,6 +70,24 @@ class StrategyService:
             await w.replace_strategy(record, environment, current, body)
             await w.off_unless_served(record, environment)
             return await _saved(w, project, flag, environment, id)
+
+    async def set_sort_order(
+        self, project: str, flag: str, environment: str, orders: Sequence[StrategySortOrder]
+    ) -> None:
+        """Unleash's ``set-sort-order``: each named strategy gets its sort order, in one
+        write; one that is not the flag's in this environment is a 404 and nothing moves
+        (Unleash skips it: a list read before a delete would otherwise reorder silently)."""
+        ids = [entry.id for entry in orders]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("A strategy may be named once", "/body")
+        async with self._write() as w:
+            record = await _writable(w, project, flag, environment)
+            for entry in orders:
+                _find(record, environment, entry.id)
+                await w.tx.execute(
+                    "UPDATE feature_strategies SET sort_order = ? WHERE id = ?",
+                    (entry.sortOrder, entry.id),
+                )
 
     async def delete(self, project: str, flag: str, environment: str, id: str) -> None:
         async with self._write() as w:

@@ -62,8 +62,10 @@ async def switch(request: web.Request) -> web.Response:
     name, environment = request.match_info["name"], request.match_info["environment"]
     flags = request.app[FLAGS]
     project = await flags.project_of(name)
-    await flags.set_enabled(project, name, environment, values.get("on") == "true")
-    return redirect(local(values.get("next")))
+    on = values.get("on") == "true"
+    await flags.set_enabled(project, name, environment, on)
+    done = f"Turned {'on' if on else 'off'} {name} in {environment}"
+    return redirect(local(values.get("next")), done)
 
 
 @page
@@ -92,10 +94,10 @@ async def revoke_key(request: web.Request) -> web.Response:
     revoking the key of this session ends it."""
     values = await form(request)
     key_id = request.match_info["id"]
+    found = [k for k in await request.app[KEYS].listed() if k.id == key_id]
+    if not found:
+        return await keys_page(request, 404, f"No API key with the id {key_id}")
     if values.get("confirm") != "yes":
-        found = [k for k in await request.app[KEYS].listed() if k.id == key_id]
-        if not found:
-            return await keys_page(request, 404, f"No API key with the id {key_id}")
         return render(request, "revoke.html", record=found[0])
     await request.app[KEYS].revoke(key_id)
-    return redirect("/keys")
+    return redirect("/keys", f"Revoked the key {found[0].principal.token_name or key_id}")

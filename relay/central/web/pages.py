@@ -1,6 +1,7 @@
-"""The web page's pages (GET): flags, a flag's usage, applications, connected relays,
-unknown flags, keys. Each reads through the services the admin API uses (``FlagService``,
-``UsageReader``, ``KeyService``, the relays' reports), never the database itself."""
+"""The web page's pages (GET): flags, a flag's strategies and usage, applications,
+connected relays, unknown flags, keys. Each reads through the services the admin API uses
+(``FlagService``, ``UsageReader``, ``KeyService``, the relays' reports), never the database
+itself."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from relay.central.edges import connected, place
 from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
 from relay.central.web.chart import Chart, stacked
 from relay.central.web.site import page, render
+from relay.central.web.strategy_pages import configuration
 from relay.core.domain import from_epoch, hour_start
 from relay.core.errors import NotFound
 from relay.wire.admin import ApplicationInstance, RawMetric
@@ -122,9 +124,11 @@ async def flag(request: web.Request) -> web.Response:
     ]
     hours = [from_epoch(h) for h in range(since, hour_start(now) + 1, 3600)]
     charts, selection = _charts(name, hours, chosen)
+    shown = await configuration(request, record) if record else {}
     return render(
         request,
         "flag.html",
+        **shown,
         name=name,
         flag=record,
         period=period,

@@ -8,16 +8,29 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Handler
-from relay.central.web import actions, pages, playground
+from relay.central.web import actions, flag_actions, pages, playground, strategy_pages
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
 from relay.settings import Settings
 from relay.store.sql import Database
 
+_FLAG = "/flags/{name:[^/]+}"
+_STRATEGIES = f"{_FLAG}/environments/{{environment:[^/]+}}/strategies"
+
 PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/", pages.flags),
-    ("GET", "/flags/{name:[^/]+}", pages.flag),
-    ("POST", "/flags/{name:[^/]+}/environments/{environment:[^/]+}", actions.switch),
+    ("GET", "/new-flag", flag_actions.new_flag),
+    ("POST", "/flags", flag_actions.create_flag),
+    ("GET", _FLAG, pages.flag),
+    ("POST", f"{_FLAG}/settings", flag_actions.flag_settings),
+    ("POST", f"{_FLAG}/archive", flag_actions.archive_flag),
+    ("POST", f"{_FLAG}/environments/{{environment:[^/]+}}", actions.switch),
+    ("GET", f"{_STRATEGIES}/new", strategy_pages.new_strategy),
+    ("POST", _STRATEGIES, strategy_pages.save_strategy),
+    ("GET", f"{_STRATEGIES}/{{id:[^/]+}}", strategy_pages.edit_strategy),
+    ("POST", f"{_STRATEGIES}/{{id:[^/]+}}", strategy_pages.save_strategy),
+    ("POST", f"{_STRATEGIES}/{{id:[^/]+}}/delete", strategy_pages.delete_strategy),
+    ("POST", f"{_STRATEGIES}/{{id:[^/]+}}/move", strategy_pages.move_strategy),
     ("GET", "/playground", playground.playground),
     ("GET", "/applications", pages.applications),
     ("GET", "/relays", pages.relays),

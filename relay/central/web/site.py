@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, unquote
 
 import jinja2
 from aiohttp import web
@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 SESSIONS = web.AppKey("web_sessions", SessionStore)
 SECURE_COOKIES = web.AppKey("web_secure_cookies", bool)
 SESSION = web.RequestKey("web_session", Session)
+DONE = "relay_done"
+"""The cookie that carries the confirmation line of a form's change to the page the browser
+is sent to next (POST, redirect, GET), read once there."""
+MAX_DONE = 300
 
 PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -59,22 +63,40 @@ STATIC = {"style.css": "text/css"}
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
+    """The template's page; the confirmation line a change left (``redirect``'s ``done``)
+    is shown on it once, as plain text."""
     session = request.get(SESSION)
+    done = unquote(request.cookies.get(DONE, ""))[:MAX_DONE] if session else ""
     html = _TEMPLATES.get_template(template).render(
         session=session,
         csrf=session.csrf if session else "",
         here=request.path,
         back=request.path_qs,
+        done=done,
         **context,
     )
-    return web.Response(
+    response = web.Response(
         text=html, status=status, content_type="text/html", charset="utf-8", headers=HEADERS
     )
+    if DONE in request.cookies:
+        response.del_cookie(DONE, path="/")
+    return response
 
 
-def redirect(location: str) -> web.Response:
-    """303: after a form, the browser asks for the page again (no repost on reload)."""
-    return web.Response(status=303, headers={**HEADERS, "Location": location})
+def redirect(location: str, done: str = "") -> web.Response:
+    """303: after a form, the browser asks for the page again (no repost on reload), and
+    that page says what was ``done`` ("turned off checkout in production")."""
+    response = web.Response(status=303, headers={**HEADERS, "Location": location})
+    if done:
+        response.set_cookie(
+            DONE,
+            quote(done[:MAX_DONE], safe=""),
+            path="/",
+            max_age=60,
+            httponly=True,
+            samesite="Strict",
+        )
+    return response
 
 
 def page(handler: PageHandler) -> PageHandler:
@@ -103,15 +125,16 @@ def page(handler: PageHandler) -> PageHandler:
     return wrapped
 
 
-async def form(request: web.Request, checked: bool = True) -> dict[str, str]:
-    """The posted form's fields (the first value of each), read within the service's body
-    limits; with ``checked``, its CSRF token must be the session's (else 403)."""
+async def form(request: web.Request, checked: bool = True, fields: int = 50) -> dict[str, str]:
+    """The posted form's fields (the first value of each, at most ``fields`` of them), read
+    within the service's body limits; with ``checked``, its CSRF token must be the
+    session's (else 403)."""
     raw = await read_body(request)
     try:
-        fields = parse_qs(raw.decode("utf-8"), max_num_fields=50, keep_blank_values=True)
+        found = parse_qs(raw.decode("utf-8"), max_num_fields=fields, keep_blank_values=True)
     except (UnicodeDecodeError, ValueError):
         raise errors.BadDataError("The form cannot be read") from None
-    values = {name: found[0] for name, found in fields.items()}
+    values = {name: first[0] for name, first in found.items()}
     if checked:
         session = request.get(SESSION)
         token = values.get("csrf", "")
