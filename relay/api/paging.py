@@ -38,6 +38,16 @@ def whole(value: str | None, name: str, most: int, default: int) -> int:
     return number
 
 
+def offset(value: str | None, most: int) -> int:
+    """A query's ``offset`` (events, the archive): from 0 to ``most``; 0 when absent."""
+    if value is None:
+        return 0
+    number = whole_number(value, most)
+    if number is None:
+        raise BadDataError(f"offset must be a whole number from 0 to {most}")
+    return number
+
+
 def next_url(request: web.Request, limit: int, position: Sequence[object]) -> str:
     """This request's URL (its filters kept) for the page after ``position``."""
     raw = json.dumps(list(position), separators=(",", ":")).encode()
