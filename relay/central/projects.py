@@ -7,13 +7,14 @@ one 409, as one instance would. Each records its event (``relay.central.events``
 transaction, as made by the actor it is given.
 
 Deletes follow Unleash 8: the default project cannot be deleted, nor one with flags that are
-not archived (its archived flags, its segments and the keys of it alone go with it). An
-environment cannot be deleted while an API key is bound to it, nor when it is the last."""
+not archived (its archived flags, its segments and the keys of it alone go with it).
+Environments themselves are ``relay.central.environments``'s."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +32,19 @@ DEFAULT_PROJECT = "default"
 
 
 class ProjectStore:
-    def __init__(self, db: Database, write: Writer | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        write: Writer | None = None,
+        keys_changed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """``write``: the flag writer (removing an environment or a project is a flag write);
-        its event log is this store's too."""
+        its event log is this store's too. ``keys_changed``: told after a project's keys
+        were revoked (the key store reloads, so they stop working here at once)."""
         self._db = db
         self._write = Writer(db) if write is None else write
         self._events = self._write.events
+        self._keys_changed = keys_changed
 
     async def get(self, project_id: str) -> wire.ProjectOut:
         return await _project(self._db, project_id)
@@ -95,9 +103,11 @@ class ProjectStore:
                 "DELETE FROM segments WHERE project_id = ? RETURNING id", (project_id,)
             )
             w.deleted_segments.extend(int(row[0]) for row in segments)
-            await _drop_keys(w, project_id)
+            dropped = await _drop_keys(w, project_id)
             await w.tx.execute("DELETE FROM projects WHERE id = ?", (project_id,))
             await w.event(EventType.PROJECT_DELETED, project=project_id, before=_json(before))
+        if dropped and self._keys_changed is not None:
+            await self._keys_changed()
 
     async def add_environment(
         self, actor: Actor, project_id: str, body: wire.ProjectEnvironment
@@ -265,10 +275,10 @@ async def _project(db: Reads, project_id: str) -> wire.ProjectOut:
     )
 
 
-async def _drop_keys(w: FlagWrite, project_id: str) -> None:
+async def _drop_keys(w: FlagWrite, project_id: str) -> bool:
     """The keys of a deleted project: revoked when it was their only project (logged, as
     Unleash deletes them), else left with their other projects; other workers and
-    instances see it at their next poll of the key revision."""
+    instances see it at their next poll of the key revision. True when any changed."""
     rows = await w.tx.fetch_all(
         "SELECT id, secret_hash, display, type, environment, projects, token_name"
         " FROM api_tokens WHERE projects LIKE ?",
@@ -295,6 +305,7 @@ async def _drop_keys(w: FlagWrite, project_id: str) -> None:
         )
     if changed:
         await w.tx.execute("UPDATE key_revision SET revision = revision + 1 WHERE id = 1")
+    return changed
 
 
 def _json(project: wire.ProjectOut) -> Any:

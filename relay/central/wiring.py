@@ -112,7 +112,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     key_store = KeyStore(db, events)
     served = ClientFeaturesCache(db)
     writer = Writer(db, served.written, events=events)
-    projects = ProjectStore(db, writer)
+    projects = ProjectStore(db, writer, key_store.poll)
     metrics = MetricsStore(
         db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
     )
