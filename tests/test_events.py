@@ -69,11 +69,12 @@ async def test_each_change_is_an_event_in_unleash_shape_by_the_key_that_made_it(
     await by_bot("POST", "/api/admin/archive/revive/checkout")
 
     answer = await events(client, "?feature=checkout")
-    assert answer["version"] == 1 and answer["totalEvents"] == 8
+    assert answer["version"] == 1 and answer["totalEvents"] == 9
     found = answer["events"]
     assert [e["type"] for e in found] == [
         "feature-revived",
         "feature-archived",
+        "feature-environment-disabled",  # its last strategy gone, the flag is off there
         "feature-strategy-remove",
         "feature-environment-enabled",
         "feature-strategy-update",
@@ -97,11 +98,12 @@ async def test_each_change_is_an_event_in_unleash_shape_by_the_key_that_made_it(
     assert update["preData"]["parameters"]["rollout"] == "50"
     assert update["data"]["parameters"]["rollout"] == "75"
     assert update["data"]["id"] == strategy["id"]
-    enabled = found[3]
+    enabled = found[4]
     assert enabled["environment"] == "development"
     assert enabled["data"]["environments"][0]["enabled"] is True
-    removed = found[2]
+    removed = found[3]
     assert removed["data"] is None and removed["preData"]["id"] == strategy["id"]
+    assert found[2]["environment"] == "development"
     assert found[1]["data"]["archived"] is True and found[1]["preData"]["archived"] is False
 
     # the per-flag path answers the same events as Unleash's featureEventsSchema

@@ -31,6 +31,19 @@ async def refused(client: Any, method: str, path: str, status: int, name: str) -
     return message
 
 
+async def test_projects_are_listed_with_their_flags_counted(client: Any) -> None:
+    await project(client, "shop")
+    await create_flag(client, "cart", project="shop")
+    await create_flag(client, "gone", project="shop")
+    await ok(client, "DELETE", feature_path("gone", "shop"), status=202)
+    listed = await ok(client, "GET", PROJECTS)
+    assert listed["version"] == 1
+    assert [(p["id"], p["name"], p["featureCount"]) for p in listed["projects"]] == [
+        ("default", "Default", 0),
+        ("shop", "Shop", 1),
+    ]
+
+
 async def test_a_project_is_renamed_its_id_kept(client: Any) -> None:
     await project(client, "shop")
     body = {"name": "Web shop", "description": "Everything sold online"}

@@ -211,6 +211,25 @@ class ProjectStore:
             )
         return saved
 
+    async def listed(self) -> list[wire.ProjectListed]:
+        """Every project by id, with how many flags it has that are not archived."""
+        rows = await self._db.fetch_all(
+            "SELECT p.id, p.name, p.description, p.created_at, count(f.name) AS flags"
+            " FROM projects p LEFT JOIN features f"
+            " ON f.project_id = p.id AND f.archived_at IS NULL"
+            " GROUP BY p.id, p.name, p.description, p.created_at ORDER BY p.id"
+        )
+        return [
+            wire.ProjectListed(
+                id=row["id"],
+                name=row["name"],
+                description=row["description"],
+                createdAt=datetime.fromtimestamp(row["created_at"], UTC),
+                featureCount=int(row["flags"]),
+            )
+            for row in rows
+        ]
+
     async def all(self) -> list[tuple[str, str]]:
         """(id, name) of every project, by id."""
         rows = await self._db.fetch_all("SELECT id, name FROM projects ORDER BY id")

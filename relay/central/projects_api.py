@@ -39,6 +39,10 @@ async def set_default_strategy(request: web.Request) -> web.Response:
     return web.Response(text=saved, content_type="application/json")
 
 
+async def list_projects(request: web.Request) -> web.Response:
+    return model_response(wire.ProjectsOut(projects=await request.app[PROJECTS].listed()))
+
+
 async def get_project(request: web.Request) -> web.Response:
     return model_response(await request.app[PROJECTS].get(request.match_info["projectId"]))
 
@@ -131,6 +135,13 @@ ROUTES: list[Route] = [
         delete_project,
         "Delete a project: not the default one, nor one with flags that are not archived",
         errors=(403, 404),
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/projects",
+        list_projects,
+        "Every project, with its count of flags that are not archived",
+        ok=(200, wire.ProjectsOut),
     ),
     admin_route(
         "POST",

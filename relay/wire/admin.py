@@ -121,6 +121,25 @@ class ProjectOut(BaseModel):
     environments: list[ProjectEnvironmentOut]
 
 
+class ProjectListed(BaseModel):
+    """A project in ``projectsSchema``: its flags counted (archived ones not)."""
+
+    model_config = ConfigDict(title="projectListedSchema")
+
+    id: str
+    name: str
+    description: str | None
+    createdAt: datetime
+    featureCount: int
+
+
+class ProjectsOut(BaseModel):
+    model_config = ConfigDict(title="projectsSchema")
+
+    version: int = 1
+    projects: list[ProjectListed]
+
+
 class EnvironmentOut(BaseModel):
     model_config = ConfigDict(title="environmentSchema")
 

@@ -83,8 +83,8 @@ class StrategyService:
             record = await _writable(w, project, flag, environment)
             removed = strategy_out(flag, _find(record, environment, id))
             await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
-            await w.off_unless_served(record, environment)
             await _event(w, EventType.FEATURE_STRATEGY_REMOVE, project, environment, removed, None)
+            await w.off_unless_served(record, environment)
 
     async def _read(self, project: str, flag: str, environment: str) -> FlagRecord:
         found = await load_flags(self._db, "name = ? AND project_id = ?", (flag, project))
@@ -117,11 +117,11 @@ def _find(flag: FlagRecord, environment: str, id: str) -> StrategyRecord:
 async def _replaced(
     w: FlagWrite, project: str, flag: FlagRecord, environment: str, current: StrategyRecord
 ) -> StrategyOut:
-    """After a PUT or a PATCH: the flag off there unless still served, the change logged."""
-    await w.off_unless_served(flag, environment)
+    """After a PUT or a PATCH: the change logged, the flag off there unless still served."""
     after = await _saved(w, project, flag.name, environment, current.id)
     before = strategy_out(flag.name, current)
     await _event(w, EventType.FEATURE_STRATEGY_UPDATE, project, environment, before, after)
+    await w.off_unless_served(flag, environment)
     return after
 
 

@@ -226,17 +226,25 @@ class FlagWrite:
 
     async def off_unless_served(self, flag: FlagRecord, environment: str) -> None:
         """An environment left with no strategy that is not disabled is turned off, as
-        Unleash does after a strategy is deleted or disabled."""
+        Unleash does after a strategy is deleted or disabled (an event of its own)."""
         rows = await self.tx.fetch_all(
             "SELECT 1 FROM feature_strategies"
             " WHERE feature_name = ? AND environment = ? AND disabled = 0",
             (flag.name, environment),
         )
-        if not rows:
-            await self.tx.execute(
-                "UPDATE feature_environments SET enabled = 0"
-                " WHERE feature_name = ? AND environment = ?",
-                (flag.name, environment),
+        if rows:
+            return
+        turned_off = await self.tx.execute(
+            "UPDATE feature_environments SET enabled = 0"
+            " WHERE feature_name = ? AND environment = ? AND enabled = 1",
+            (flag.name, environment),
+        )
+        if turned_off:
+            await self.event(
+                EventType.FEATURE_ENVIRONMENT_DISABLED,
+                project=flag.project,
+                feature=flag.name,
+                environment=environment,
             )
 
     async def check_room(
