@@ -184,7 +184,8 @@ async def test_reads_are_paged_filtered_and_bounded(client: Any) -> None:
     per_flag = await ok(client, "GET", f"{EVENTS}/c?limit=1")
     assert [e["type"] for e in per_flag["events"]] == ["feature-environment-enabled"]
     assert per_flag["totalEvents"] == 2
-    for query in ("?limit=1001", "?limit=0", "?limit=x", "?offset=-1", "?offset=1e3"):
+    odd = ("?limit=1001", "?limit=0", "?limit=x", "?offset=-1", "?offset=1e3", "?feature=")
+    for query in (*odd, "?project=a%00b", "?feature=%00", f"?feature={'x' * 256}"):
         status, error = await call(client, "GET", f"{EVENTS}{query}")
         assert status == 400, query
         assert_error(error, "BadDataError")

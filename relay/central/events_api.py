@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from relay.api.paging import offset, whole
+from relay.api.paging import name_filter, offset, whole
 from relay.api.responses import model_response
 from relay.central.admin import admin_route
 from relay.central.events import MAX_PAGE, EventFilter
@@ -31,7 +31,8 @@ def _page(request: web.Request, default: int) -> tuple[int, int]:
 
 async def events(request: web.Request) -> web.Response:
     query = request.query
-    where = EventFilter(feature=query.get("feature"), project=query.get("project"))
+    feature, project = name_filter(query, "feature"), name_filter(query, "project")
+    where = EventFilter(feature=feature, project=project)
     found, total = await request.app[EVENTS].page(where, *_page(request, DEFAULT_EVENTS))
     return model_response(EventsOut(events=found, totalEvents=total))
 
