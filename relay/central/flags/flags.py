@@ -206,7 +206,8 @@ class FlagService:
         )
         flags = await load_flags(self._db, chosen, [*params, limit, offset])
         flags.sort(key=lambda f: (-(f.archived_at or 0.0), f.name))
-        return [await _out(self._db, flag) for flag in flags]
+        environments = {p: await _environments(self._db, p) for p in {f.project for f in flags}}
+        return [_flag_out(flag, environments[flag.project]) for flag in flags]
 
     async def delete(self, actor: Actor, name: str) -> None:
         """Delete an archived flag for good (Unleash's ``DELETE /api/admin/archive/{name}``):
