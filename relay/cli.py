@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 
 from relay import settings_docs
 from relay.api.errors import from_validation
+from relay.core.audit import Actor
 from relay.core.errors import DomainError, StorageError
 from relay.core.keys import InvalidKey
 from relay.process.server import serve
@@ -175,6 +176,7 @@ _STORE_SETTINGS = (
     "database_pool_size",
     "database_timeout",
     "sqlite_synchronous",
+    "event_log_kept",
 )
 
 
@@ -275,7 +277,7 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
             projects=args.projects or ["*"],
             tokenName=args.token_name,
         )
-        secret, _ = await key_service(db).issue(request)
+        secret, _ = await key_service(db, settings).issue(Actor.command_line(), request)
         return secret
 
     return _on_store(settings, create)
@@ -285,7 +287,7 @@ def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
     from relay.central.wiring import key_service
 
     async def listing(db: Database) -> str:
-        return "\n".join(_key_line(k) for k in await key_service(db).listed())
+        return "\n".join(_key_line(k) for k in await key_service(db, settings).listed())
 
     return _on_store(settings, listing)
 
@@ -305,27 +307,29 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
     from relay.central.wiring import key_service
 
     async def revoke(db: Database) -> str:
-        record = await key_service(db).revoke(args.name_or_id)
+        record = await key_service(db, settings).revoke(Actor.command_line(), args.name_or_id)
         return f"revoked {record.id} {record.principal.display}"
 
     return _on_store(settings, revoke)
 
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.central.events import EventLog
     from relay.central.flags.flags import FlagService
     from relay.central.flags.playground import evaluate_on
     from relay.central.flags.writes import Writer
 
     async def run(db: Database) -> str:
-        flags = FlagService(Writer(db))
+        flags = FlagService(Writer(db, events=EventLog(db, settings.event_log_kept)))
+        actor = Actor.command_line()
         match args.flag_command:
             case "create":
                 body = CreateFlag(name=args.name, type=args.type, description=args.description)
-                return (await flags.create(args.project, body)).name
+                return (await flags.create(actor, args.project, body)).name
             case "on" | "off":
                 project = args.project or await flags.project_of(args.name)
                 await flags.set_enabled(
-                    project, args.name, args.environment, args.flag_command == "on"
+                    actor, project, args.name, args.environment, args.flag_command == "on"
                 )
                 return ""
             case "evaluate":

@@ -218,6 +218,11 @@ class Settings(BaseSettings):
             " proxy in front terminates TLS",
         ),
     ] = Field(False, description="Standalone: mark the web page's session cookie Secure")
+    event_log_kept: Annotated[
+        int, Usage(Mode.CENTRAL, note="The oldest go first; each keeps <= 32 KB before and after")
+    ] = Field(
+        50_000, ge=100, le=10_000_000, description="Standalone: admin changes the event log keeps"
+    )
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest accepted request body in bytes (larger: 413)"
     )

@@ -17,11 +17,14 @@ from relay.central.flags.flags import FlagService
 from relay.central.flags.records import load_state
 from relay.central.flags.serving import LOADS, POLL_INTERVAL, ClientFeaturesCache
 from relay.central.flags.writes import Writer
+from relay.core.audit import Actor
 from relay.core.client_features import Scope, render
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.client_features import ClientFeatures
 from relay.wire.flags import CreateFlag
+
+ACTOR = Actor("tests")
 
 
 async def key_for(client: Any, projects: list[str], env: str = "development") -> str:
@@ -245,7 +248,9 @@ async def test_cached_answers_are_bounded_in_bytes(tmp_path: Path) -> None:
     try:
         flags = FlagService(Writer(db))
         for i in range(20):
-            await flags.create("default", CreateFlag(name=f"flag-{i:02d}", description="x" * 500))
+            await flags.create(
+                ACTOR, "default", CreateFlag(name=f"flag-{i:02d}", description="x" * 500)
+            )
         whole = Scope("development", None, None, inline_segments=False)
         size = len(render(await load_state(db), whole).body)
         cache = ClientFeaturesCache(db, max_bytes=2 * size)

@@ -16,12 +16,15 @@ from flagkit import add_strategy, client_features, create_flag, feature_path, ok
 from relay.central.flags.flags import FlagService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.writes import Writer
+from relay.core.audit import Actor
 from relay.core.catalog import Scope
 from relay.core.errors import Conflict
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.delta import ClientFeaturesDelta
 from relay.wire.flags import CreateFlag
+
+ACTOR = Actor("tests")
 
 DELTA = "/api/client/delta"
 
@@ -125,12 +128,12 @@ async def test_the_change_log_is_written_with_each_write_and_bounded(tmp_path: P
     await db.open()
     try:
         flags = FlagService(Writer(db, kept=2))
-        await flags.create("default", CreateFlag(name="checkout"))
-        await flags.create("default", CreateFlag(name="search"))
+        await flags.create(ACTOR, "default", CreateFlag(name="checkout"))
+        await flags.create(ACTOR, "default", CreateFlag(name="search"))
         with contextlib.suppress(Conflict):  # refused: rolled back, not logged
-            await flags.create("default", CreateFlag(name="search"))
+            await flags.create(ACTOR, "default", CreateFlag(name="search"))
         for on in (True, False):
-            await flags.set_enabled("default", "checkout", "development", on)
+            await flags.set_enabled(ACTOR, "default", "checkout", "development", on)
         rows = await db.fetch_all("SELECT revision, kind, key FROM flag_changes ORDER BY revision")
         assert [tuple(row) for row in rows] == [(3, "flag", "checkout"), (4, "flag", "checkout")]
         [(floor,)] = await db.fetch_all("SELECT changes_floor FROM flag_revision")
@@ -150,7 +153,7 @@ async def test_made_up_revisions_share_one_hydration(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
     await db.open()
     try:
-        await FlagService(Writer(db)).create("default", CreateFlag(name="checkout"))
+        await FlagService(Writer(db)).create(ACTOR, "default", CreateFlag(name="checkout"))
         cache = ClientFeaturesCache(db)
         scope = Scope("development", None, None, False)
         first = await cache.delta(scope, None)

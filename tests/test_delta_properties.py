@@ -24,6 +24,7 @@ from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.writes import Writer
 from relay.central.projects import ProjectStore
+from relay.core.audit import Actor
 from relay.core.catalog import Scope
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.store.sql import CENTRAL_SCHEMA
@@ -31,6 +32,8 @@ from relay.store.sqlite import SqliteDatabase
 from relay.wire.admin import ProjectEnvironment
 from relay.wire.flags import CreateFlag, UpsertSegment
 from relay.wire.strategies import Strategy
+
+ACTOR = Actor("tests")
 
 FLAGS = ("a.one", "a.two", "b.one")
 SEGMENTS = ("beta", "gamma")
@@ -75,33 +78,35 @@ class Admin:
     async def _apply(self, kind: str, *args: Any) -> None:
         match kind:
             case "create":
-                await self.flags.create("default", CreateFlag(name=args[0]))
+                await self.flags.create(ACTOR, "default", CreateFlag(name=args[0]))
             case "turn":
-                await self.flags.set_enabled("default", args[0], ENV, args[1])
+                await self.flags.set_enabled(ACTOR, "default", args[0], ENV, args[1])
             case "strategy":
                 ids = [] if args[1] is None else [await self._segment_id(args[1])]
                 body = Strategy(name="default", segments=ids)
-                await self.strategies.add("default", args[0], ENV, body)
+                await self.strategies.add(ACTOR, "default", args[0], ENV, body)
             case "unstrategy":
                 found = await self.strategies.of_environment("default", args[0], ENV)
                 if found:
-                    await self.strategies.delete("default", args[0], ENV, found[0].id)
+                    await self.strategies.delete(ACTOR, "default", args[0], ENV, found[0].id)
             case "archive":
-                await self.flags.archive("default", args[0])
+                await self.flags.archive(ACTOR, "default", args[0])
             case "revive":
-                await self.flags.revive(args[0])
+                await self.flags.revive(ACTOR, args[0])
             case "segment":
                 body = _segment(args[0], args[1])
                 try:
-                    await self.segments.update(await self._segment_id(args[0]), body)
+                    await self.segments.update(ACTOR, await self._segment_id(args[0]), body)
                 except NotFound:
-                    await self.segments.create(body)
+                    await self.segments.create(ACTOR, body)
             case "unsegment":
-                await self.segments.delete(await self._segment_id(args[0]))
+                await self.segments.delete(ACTOR, await self._segment_id(args[0]))
             case "environment" if args[0]:
-                await self.projects.add_environment("default", ProjectEnvironment(environment=ENV))
+                await self.projects.add_environment(
+                    ACTOR, "default", ProjectEnvironment(environment=ENV)
+                )
             case "environment":
-                await self.projects.remove_environment("default", ENV)
+                await self.projects.remove_environment(ACTOR, "default", ENV)
 
 
 def _segment(name: str, value: int) -> UpsertSegment:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, TypeVar
 
 from aiohttp import web
@@ -16,7 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from relay.api.errors import BadDataError
 from relay.api.responses import streamed
 from relay.core.domain import whole_number
-from relay.wire.common import MAX_NAME
+from relay.wire.common import MAX_NAME, ErrorDetail
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -35,6 +35,29 @@ def whole(value: str | None, name: str, most: int, default: int) -> int:
     number = whole_number(value, most)
     if not number:
         raise BadDataError(f"{name} must be a whole number from 1 to {most}")
+    return number
+
+
+def name_filter(query: Mapping[str, str], name: str) -> str | None:
+    """A query's filter by a name (``feature``, ``project``): as names are, 1 to
+    ``MAX_NAME`` characters without NUL (PostgreSQL text cannot hold one: a 503 otherwise)."""
+    value = query.get(name)
+    if value is None or (1 <= len(value) <= MAX_NAME and "\x00" not in value):
+        return value
+    path = f"/query/{name}"
+    message = f"The `{path}` property must be 1 to {MAX_NAME} characters without NUL"
+    raise BadDataError(
+        f"Request validation failed: {message}", [ErrorDetail(path=path, message=message)]
+    )
+
+
+def offset(value: str | None, most: int) -> int:
+    """A query's ``offset`` (events, the archive): from 0 to ``most``; 0 when absent."""
+    if value is None:
+        return 0
+    number = whole_number(value, most)
+    if number is None:
+        raise BadDataError(f"offset must be a whole number from 0 to {most}")
     return number
 
 

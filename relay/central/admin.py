@@ -1,5 +1,7 @@
-"""Admin endpoints of the central service (admin key): projects, environments, keys, usage.
-Flags have theirs in ``relay.central.flags.admin_api``."""
+"""Admin endpoints of the central service (admin key): keys, usage. Projects and
+environments have theirs in ``projects_api``, flags in ``relay.central.flags.admin_api``, the
+event log in ``events_api``.
+Every change is made as the request's ``actor``: the admin key's name, for the event log."""
 
 from __future__ import annotations
 
@@ -11,18 +13,18 @@ from typing import Annotated
 from aiohttp import web
 from pydantic import BaseModel, Field, StrictInt, TypeAdapter
 
-from relay.api.auth import ADMIN_KEYS
+from relay.api.auth import ADMIN_KEYS, PRINCIPAL
 from relay.api.body import read_json
 from relay.api.errors import NotFoundError
 from relay.api.paging import CursorName, array_items, position, stream_page, whole
 from relay.api.responses import model_response
 from relay.api.routing import Handler, Route
 from relay.central.key_store import KeyRecord
-from relay.central.state import KEYS, PROJECTS, USAGE
+from relay.central.state import KEYS, USAGE
 from relay.central.usage import Instance, Position
+from relay.core.audit import Actor
 from relay.core.domain import from_epoch, hour_start
 from relay.wire import admin as wire
-from relay.wire.strategies import Strategy
 
 DEFAULT_HOURS_BACK = 48
 MAX_HOURS_BACK = 24 * 31
@@ -40,44 +42,14 @@ _CURSOR = TypeAdapter(tuple[_Int] | tuple[_Int, CursorName, CursorName, _Int])
 _PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
 
-async def add_environment(request: web.Request) -> web.Response:
-    body = await read_json(request, wire.ProjectEnvironment)
-    await request.app[PROJECTS].add_environment(request.match_info["projectId"], body)
-    return web.Response(status=200)
-
-
-async def remove_environment(request: web.Request) -> web.Response:
-    info = request.match_info
-    await request.app[PROJECTS].remove_environment(info["projectId"], info["environment"])
-    return web.Response(status=200)
-
-
-async def set_default_strategy(request: web.Request) -> web.Response:
-    body = await read_json(request, Strategy)
-    info = request.match_info
-    saved = await request.app[PROJECTS].set_default_strategy(
-        info["projectId"], info["environment"], body
-    )
-    return web.Response(text=saved, content_type="application/json")
-
-
-async def get_project(request: web.Request) -> web.Response:
-    return model_response(await request.app[PROJECTS].get(request.match_info["projectId"]))
-
-
-async def create_project(request: web.Request) -> web.Response:
-    body = await read_json(request, wire.CreateProject)
-    return model_response(await request.app[PROJECTS].create(body), status=201)
-
-
-async def create_environment(request: web.Request) -> web.Response:
-    body = await read_json(request, wire.CreateEnvironment)
-    return model_response(await request.app[PROJECTS].create_environment(body), status=201)
+def actor(request: web.Request) -> Actor:
+    """Who makes the request's change: its admin key (by name, never its secret)."""
+    return Actor.of_key(request[PRINCIPAL])
 
 
 async def create_api_key(request: web.Request) -> web.Response:
     body = await read_json(request, wire.CreateApiKey)
-    secret, record = await request.app[KEYS].issue(body)
+    secret, record = await request.app[KEYS].issue(actor(request), body)
     return model_response(key_out(record, secret), status=201)
 
 
@@ -89,7 +61,7 @@ async def list_api_keys(request: web.Request) -> web.Response:
 async def revoke_api_key(request: web.Request) -> web.Response:
     """By id or by name (Unleash takes the secret itself in the path: a key in a URL ends
     up in proxies' logs, so it is not accepted here)."""
-    await request.app[KEYS].revoke(request.match_info["nameOrId"])
+    await request.app[KEYS].revoke(actor(request), request.match_info["nameOrId"])
     return web.Response(status=200)
 
 
@@ -229,59 +201,7 @@ def admin_route(
     )
 
 
-_PROJECT = "/api/admin/projects/{projectId}"
-
 ROUTES = [
-    admin_route(
-        "POST",
-        f"{_PROJECT}/environments",
-        add_environment,
-        "Add an environment to a project",
-        body=wire.ProjectEnvironment,
-        errors=(400, 404, 409, 413, 415),
-    ),
-    admin_route(
-        "DELETE",
-        f"{_PROJECT}/environments/{{environment}}",
-        remove_environment,
-        "Remove an environment from a project",
-        errors=(404,),
-    ),
-    admin_route(
-        "POST",
-        f"{_PROJECT}/environments/{{environment}}/default-strategy",
-        set_default_strategy,
-        "Set the strategy a flag gets when turned on there with none",
-        body=Strategy,
-        ok=(200, Strategy),
-        errors=(400, 404, 413, 415),
-    ),
-    admin_route(
-        "GET",
-        _PROJECT,
-        get_project,
-        "A project and its environments",
-        ok=(200, wire.ProjectOut),
-        errors=(404,),
-    ),
-    admin_route(
-        "POST",
-        "/api/admin/projects",
-        create_project,
-        "Create a project",
-        body=wire.CreateProject,
-        ok=(201, wire.ProjectOut),
-        errors=(400, 409, 413, 415),
-    ),
-    admin_route(
-        "POST",
-        "/api/admin/environments",
-        create_environment,
-        "Create an environment",
-        body=wire.CreateEnvironment,
-        ok=(201, wire.EnvironmentOut),
-        errors=(400, 409, 413, 415),
-    ),
     admin_route(
         "POST",
         "/api/admin/api-tokens",

@@ -8,7 +8,10 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from relay.central.events import EventLog
+from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, NotFound
 from relay.core.keys import KeySpec, Principal, hash_key
 from relay.store.sql import Database, Row, Transaction
@@ -45,8 +48,10 @@ class KeyStore:
     The last use of each key is noted in memory as it is resolved and written every
     ``USE_INTERVAL`` by ``write_uses``: what a crash loses is a few seconds of "last used"."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, events: EventLog | None = None) -> None:
+        """``events``: where issuing and revoking keys is logged."""
         self._db = db
+        self._events = EventLog(db) if events is None else events
         self._cache: dict[str, Principal] = {}
         self._revision = -1
         self._used: dict[str, float] = {}
@@ -54,7 +59,7 @@ class KeyStore:
     async def load(self) -> None:
         revision = await self._current_revision()
         rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM api_tokens")
-        self._cache = {row["secret_hash"]: _principal(row) for row in rows}
+        self._cache = {row["secret_hash"]: principal_of(row) for row in rows}
         self._revision = revision
 
     async def poll(self) -> None:
@@ -83,7 +88,7 @@ class KeyStore:
             rows = await self._db.fetch_all(
                 f"SELECT {_COLUMNS} FROM api_tokens WHERE secret_hash IN ({marks})", missing
             )
-            fresh = {row["secret_hash"]: _principal(row) for row in rows}
+            fresh = {row["secret_hash"]: principal_of(row) for row in rows}
             if revision == self._revision:  # else a reload saw revocations this read may predate
                 self._cache.update(fresh)
         found = {
@@ -93,17 +98,21 @@ class KeyStore:
         self._used.update((digests[key], now) for key, p in found.items() if p is not None)
         return found
 
-    async def add(self, spec: KeySpec, key_id: str | None = None) -> bool:
-        """Store a key unless it exists; True when it was created."""
+    async def add(
+        self, spec: KeySpec, key_id: str | None = None, actor: Actor | None = None
+    ) -> bool:
+        """Store a key unless it exists; True when it was created. A key issued by an
+        ``actor`` (not from the configuration) is logged, never its secret."""
         p = spec.principal
         digest = hash_key(spec.secret)
+        key_id = key_id or new_key_id()
         async with self._db.transaction() as tx:
             created = await tx.execute(
                 "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
                 " token_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (secret_hash) DO NOTHING",
                 (
-                    key_id or new_key_id(),
+                    key_id,
                     digest,
                     p.display,
                     p.type.value,
@@ -113,6 +122,10 @@ class KeyStore:
                     time.time(),
                 ),
             )
+            if created == 1 and actor is not None:
+                await self._events.record(
+                    tx, actor, EventType.API_TOKEN_CREATED, **_scope(p), after=shown(key_id, p)
+                )
         if created == 1:
             self._cache[digest] = p
         return created == 1
@@ -126,7 +139,7 @@ class KeyStore:
         rows = await self._db.fetch_all(f"SELECT {_LISTED} FROM api_tokens ORDER BY created_at")
         return [self._record(row) for row in rows]
 
-    async def revoke(self, name_or_id: str) -> KeyRecord:
+    async def revoke(self, actor: Actor, name_or_id: str) -> KeyRecord:
         """Delete the key with this id, else the one key with this name (Conflict when the
         name is several keys'). It stops working here at once, elsewhere at their next
         ``poll``; the web page's sessions opened with it end with it."""
@@ -146,7 +159,12 @@ class KeyStore:
             await tx.execute("DELETE FROM api_tokens WHERE id = ?", (row["id"],))
             await tx.execute("DELETE FROM web_sessions WHERE key_hash = ?", (row["secret_hash"],))
             await tx.execute("UPDATE key_revision SET revision = revision + 1 WHERE id = 1")
-            return row["secret_hash"], self._record(row)
+            record = self._record(row)
+            before = shown(record.id, record.principal)
+            await self._events.record(
+                tx, actor, EventType.API_TOKEN_DELETED, **_scope(record.principal), before=before
+            )
+            return row["secret_hash"], record
 
         async with self._db.transaction() as tx:
             digest, record = await work(tx)
@@ -177,7 +195,28 @@ class KeyStore:
         noted = self._used.get(row["secret_hash"])
         if noted is not None and (last is None or noted > last):
             last = noted
-        return KeyRecord(row["id"], _principal(row), row["created_at"], last)
+        return KeyRecord(row["id"], principal_of(row), row["created_at"], last)
+
+
+def shown(key_id: str, principal: Principal) -> dict[str, Any]:
+    """A key as its events show it: what the admin API lists, never a secret."""
+    return {
+        "id": key_id,
+        "tokenName": principal.token_name,
+        "type": principal.type.value,
+        "environment": principal.environment,
+        "projects": list(principal.projects),
+    }
+
+
+def _scope(principal: Principal) -> dict[str, str | None]:
+    """The project and environment a key event is filed under (Unleash's: a key of one
+    project and one environment; None for every one)."""
+    projects = principal.projects
+    return {
+        "project": projects[0] if len(projects) == 1 and projects[0] != "*" else None,
+        "environment": None if principal.environment == "*" else principal.environment,
+    }
 
 
 def new_key_id() -> str:
@@ -185,7 +224,7 @@ def new_key_id() -> str:
     return secrets.token_hex(8)
 
 
-def _principal(row: Row) -> Principal:
+def principal_of(row: Row) -> Principal:
     return Principal(
         type=KeyType(row["type"]),
         environment=row["environment"],

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from relay.central.key_store import KeyRecord, KeyStore, new_key_id
 from relay.central.projects import ProjectStore
+from relay.core.audit import Actor
 from relay.core.errors import InvalidInput
 from relay.core.keys import KeySpec, new_key, parse_key
 from relay.wire.admin import CreateApiKey
@@ -23,7 +24,7 @@ class KeyService:
         self._store = store
         self._environments = environments
 
-    async def issue(self, request: CreateApiKey) -> tuple[str, KeyRecord]:
+    async def issue(self, actor: Actor, request: CreateApiKey) -> tuple[str, KeyRecord]:
         """A new random key: its secret (which exists only in the returned value) and its
         record. Every field given must hold: an admin key is for all environments and
         projects, a client or frontend key's environment and projects must exist."""
@@ -48,14 +49,14 @@ class KeyService:
         if request.tokenName is not None:
             spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))
         key_id = new_key_id()
-        await self._store.add(spec, key_id)
+        await self._store.add(spec, key_id, actor)
         return spec.secret, KeyRecord(key_id, spec.principal, time.time(), None)
 
     async def listed(self) -> list[KeyRecord]:
         return await self._store.listed()
 
-    async def revoke(self, name_or_id: str) -> KeyRecord:
-        record = await self._store.revoke(name_or_id)
+    async def revoke(self, actor: Actor, name_or_id: str) -> KeyRecord:
+        record = await self._store.revoke(actor, name_or_id)
         log.info("API key revoked", extra={"key": record.principal.display, "id": record.id})
         return record
 

@@ -3,59 +3,53 @@
 Each change is one write transaction whose conflict is decided by the database
 (``ON CONFLICT DO NOTHING`` and the rows it reports), never by a read before the write: two
 instances on one PostgreSQL database enabling the same environment at once get one 200 and
-one 409, as one instance would."""
+one 409, as one instance would. Each records its event (``relay.central.events``) in that
+transaction, as made by the actor it is given.
+
+Deletes follow Unleash 8: the default project cannot be deleted, nor one with flags that are
+not archived (its archived flags, its segments and the keys of it alone go with it).
+Environments themselves are ``relay.central.environments``'s."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
-from relay.central.flags.writes import Writer
-from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.central.flags.records import Reads
+from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.key_store import principal_of, shown
+from relay.core.audit import Actor, EventType
+from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.core.flags import FLEXIBLE_ROLLOUT
 from relay.store.sql import Database, Transaction
 from relay.wire import admin as wire
 from relay.wire.strategies import Strategy
 
+DEFAULT_PROJECT = "default"
+
 
 class ProjectStore:
-    def __init__(self, db: Database, write: Writer | None = None) -> None:
-        """``write``: the flag writer (the environment's removal is a flag write)."""
+    def __init__(
+        self,
+        db: Database,
+        write: Writer | None = None,
+        keys_changed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``write``: the flag writer (removing an environment or a project is a flag write);
+        its event log is this store's too. ``keys_changed``: told after a project's keys
+        were revoked (the key store reloads, so they stop working here at once)."""
         self._db = db
         self._write = Writer(db) if write is None else write
+        self._events = self._write.events
+        self._keys_changed = keys_changed
 
     async def get(self, project_id: str) -> wire.ProjectOut:
-        row = await self._db.fetch_one(
-            "SELECT id, name, description, created_at FROM projects WHERE id = ?", (project_id,)
-        )
-        if row is None:
-            raise NotFound("No project found")
-        envs = await self._db.fetch_all(
-            "SELECT pe.environment, e.enabled, pe.change_requests_enabled, pe.default_strategy"
-            " FROM project_environments pe JOIN environments e ON e.name = pe.environment"
-            " WHERE pe.project_id = ? ORDER BY e.sort_order, e.name",
-            (project_id,),
-        )
-        return wire.ProjectOut(
-            id=row["id"],
-            name=row["name"],
-            description=row["description"],
-            createdAt=datetime.fromtimestamp(row["created_at"], UTC),
-            environments=[
-                wire.ProjectEnvironmentOut(
-                    environment=env["environment"],
-                    enabled=bool(env["enabled"]),
-                    changeRequestsEnabled=bool(env["change_requests_enabled"]),
-                    defaultStrategy=(
-                        json.loads(env["default_strategy"]) if env["default_strategy"] else None
-                    ),
-                )
-                for env in envs
-            ],
-        )
+        return await _project(self._db, project_id)
 
-    async def create(self, body: wire.CreateProject) -> wire.ProjectOut:
+    async def create(self, actor: Actor, body: wire.CreateProject) -> wire.ProjectOut:
         async with self._db.transaction() as tx:
             created = await tx.execute(
                 "INSERT INTO projects (id, name, description, created_at) VALUES (?, ?, ?, ?)"
@@ -64,29 +58,60 @@ class ProjectStore:
             )
             if created != 1:
                 raise Conflict(f"A project with id {body.id} already exists")
-        return await self.get(body.id)
+            after = await _project(tx, body.id)
+            await self._event(tx, actor, EventType.PROJECT_CREATED, body.id, after=_json(after))
+        return after
 
-    async def create_environment(self, body: wire.CreateEnvironment) -> wire.EnvironmentOut:
+    async def update(
+        self, actor: Actor, project_id: str, body: wire.UpdateProject
+    ) -> wire.ProjectOut:
+        """A new name and description (Unleash's PUT: a description left out is cleared)."""
         async with self._db.transaction() as tx:
-            if body.sortOrder is None:
-                [row] = await tx.fetch_all(
-                    "SELECT coalesce(max(sort_order), 0) + 100 FROM environments"
-                )
-                sort_order = int(row[0])
-            else:
-                sort_order = body.sortOrder
-            created = await tx.execute(
-                "INSERT INTO environments (name, type, enabled, sort_order, created_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-                (body.name, body.type, int(body.enabled), sort_order, time.time()),
+            before = await _project(tx, project_id)
+            await tx.execute(
+                "UPDATE projects SET name = ?, description = ? WHERE id = ?",
+                (body.name, body.description, project_id),
             )
-            if created != 1:
-                raise Conflict(f"Environment {body.name} already exists")
-        return wire.EnvironmentOut(
-            name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
-        )
+            after = await _project(tx, project_id)
+            await self._event(
+                tx, actor, EventType.PROJECT_UPDATED, project_id, _json(before), _json(after)
+            )
+        return after
 
-    async def add_environment(self, project_id: str, body: wire.ProjectEnvironment) -> None:
+    async def delete(self, actor: Actor, project_id: str) -> None:
+        """Unleash's rules (403 ``InvalidOperationError``): not the default project, not one
+        with flags that are not archived. Its archived flags are deleted (each logged), its
+        segments too (no flag is left to use them), and the keys of this project alone are
+        revoked; a key of several projects loses this one."""
+        if project_id == DEFAULT_PROJECT:
+            raise InvalidOperation("You can not delete the default project!")
+        async with self._write(actor) as w:
+            before = await _project(w.tx, project_id)
+            active = await w.tx.fetch_all(
+                "SELECT 1 FROM features WHERE project_id = ? AND archived_at IS NULL LIMIT 1",
+                (project_id,),
+            )
+            if active:
+                raise InvalidOperation("You can not delete a project with active feature flags")
+            flags = await w.tx.fetch_all(
+                "SELECT name FROM features WHERE project_id = ? ORDER BY name", (project_id,)
+            )
+            for flag in flags:
+                await w.event(EventType.FEATURE_DELETED, project=project_id, feature=flag[0])
+            await w.tx.execute("DELETE FROM features WHERE project_id = ?", (project_id,))
+            segments = await w.tx.fetch_all(
+                "DELETE FROM segments WHERE project_id = ? RETURNING id", (project_id,)
+            )
+            w.deleted_segments.extend(int(row[0]) for row in segments)
+            dropped = await _drop_keys(w, project_id)
+            await w.tx.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+            await w.event(EventType.PROJECT_DELETED, project=project_id, before=_json(before))
+        if dropped and self._keys_changed is not None:
+            await self._keys_changed()
+
+    async def add_environment(
+        self, actor: Actor, project_id: str, body: wire.ProjectEnvironment
+    ) -> None:
         """Enable an environment in a project, in Unleash's order of checks:
         unknown project (404), unknown environment (400), already enabled (409)."""
         strategy = (
@@ -115,10 +140,18 @@ class ProjectStore:
                 raise Conflict(
                     f"{project_id} already has the environment {body.environment} enabled"
                 )
+            await self._event(
+                tx,
+                actor,
+                EventType.PROJECT_ENVIRONMENT_ADDED,
+                project_id,
+                after=body.model_dump(mode="json", exclude_none=True),
+                environment=body.environment,
+            )
 
-    async def remove_environment(self, project_id: str, environment: str) -> None:
+    async def remove_environment(self, actor: Actor, project_id: str, environment: str) -> None:
         """The project's flags lose their state and strategies there, as in Unleash."""
-        async with self._write() as w:
+        async with self._write(actor) as w:
             if not await _exists(w.tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
             removed = await w.tx.execute(
@@ -135,9 +168,12 @@ class ProjectStore:
             await w.tx.execute(
                 "UPDATE features SET revision = ? WHERE project_id = ?", (w.revision, project_id)
             )
+            await w.event(
+                EventType.PROJECT_ENVIRONMENT_REMOVED, project=project_id, environment=environment
+            )
 
     async def set_default_strategy(
-        self, project_id: str, environment: str, strategy: Strategy
+        self, actor: Actor, project_id: str, environment: str, strategy: Strategy
     ) -> str:
         """Unleash's ``default-strategy``: the same record as add-environment's
         ``defaultStrategy``; only ``flexibleRollout`` is accepted here, as in Unleash. Returns
@@ -150,15 +186,49 @@ class ProjectStore:
         async with self._db.transaction() as tx:
             if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
+            rows = await tx.fetch_all(
+                "SELECT default_strategy FROM project_environments"
+                " WHERE project_id = ? AND environment = ?",
+                (project_id, environment),
+            )
+            if not rows:
+                raise NotFound(f"{project_id} does not have the environment {environment}")
             saved = strategy.model_dump_json(exclude_none=True)
-            updated = await tx.execute(
+            await tx.execute(
                 "UPDATE project_environments SET default_strategy = ?"
                 " WHERE project_id = ? AND environment = ?",
                 (saved, project_id, environment),
             )
-            if updated != 1:
-                raise NotFound(f"{project_id} does not have the environment {environment}")
+            before = json.loads(rows[0][0]) if rows[0][0] else None
+            await self._event(
+                tx,
+                actor,
+                EventType.DEFAULT_STRATEGY_UPDATED,
+                project_id,
+                before,
+                json.loads(saved),
+                environment,
+            )
         return saved
+
+    async def listed(self) -> list[wire.ProjectListed]:
+        """Every project by id, with how many flags it has that are not archived."""
+        rows = await self._db.fetch_all(
+            "SELECT p.id, p.name, p.description, p.created_at, count(f.name) AS flags"
+            " FROM projects p LEFT JOIN features f"
+            " ON f.project_id = p.id AND f.archived_at IS NULL"
+            " GROUP BY p.id, p.name, p.description, p.created_at ORDER BY p.id"
+        )
+        return [
+            wire.ProjectListed(
+                id=row["id"],
+                name=row["name"],
+                description=row["description"],
+                createdAt=datetime.fromtimestamp(row["created_at"], UTC),
+                featureCount=int(row["flags"]),
+            )
+            for row in rows
+        ]
 
     async def all(self) -> list[tuple[str, str]]:
         """(id, name) of every project, by id."""
@@ -176,6 +246,89 @@ class ProjectStore:
     async def project_exists(self, project_id: str) -> bool:
         row = await self._db.fetch_one("SELECT 1 FROM projects WHERE id = ?", (project_id,))
         return row is not None
+
+    async def _event(
+        self,
+        tx: Transaction,
+        actor: Actor,
+        type: EventType,
+        project: str | None,
+        before: Any = None,
+        after: Any = None,
+        environment: str | None = None,
+    ) -> None:
+        await self._events.record(
+            tx, actor, type, project=project, environment=environment, before=before, after=after
+        )
+
+
+async def _project(db: Reads, project_id: str) -> wire.ProjectOut:
+    rows = await db.fetch_all(
+        "SELECT id, name, description, created_at FROM projects WHERE id = ?", (project_id,)
+    )
+    if not rows:
+        raise NotFound("No project found")
+    row = rows[0]
+    envs = await db.fetch_all(
+        "SELECT pe.environment, e.enabled, pe.change_requests_enabled, pe.default_strategy"
+        " FROM project_environments pe JOIN environments e ON e.name = pe.environment"
+        " WHERE pe.project_id = ? ORDER BY e.sort_order, e.name",
+        (project_id,),
+    )
+    return wire.ProjectOut(
+        id=row["id"],
+        name=row["name"],
+        description=row["description"],
+        createdAt=datetime.fromtimestamp(row["created_at"], UTC),
+        environments=[
+            wire.ProjectEnvironmentOut(
+                environment=env["environment"],
+                enabled=bool(env["enabled"]),
+                changeRequestsEnabled=bool(env["change_requests_enabled"]),
+                defaultStrategy=(
+                    json.loads(env["default_strategy"]) if env["default_strategy"] else None
+                ),
+            )
+            for env in envs
+        ],
+    )
+
+
+async def _drop_keys(w: FlagWrite, project_id: str) -> bool:
+    """The keys of a deleted project: revoked when it was their only project (logged, as
+    Unleash deletes them), else left with their other projects; other workers and
+    instances see it at their next poll of the key revision. True when any changed."""
+    rows = await w.tx.fetch_all(
+        "SELECT id, secret_hash, display, type, environment, projects, token_name"
+        " FROM api_tokens WHERE projects LIKE ?",
+        (f"%{json.dumps(project_id)}%",),
+    )
+    changed = False
+    for row in rows:
+        projects = [p for p in json.loads(row["projects"]) if p != project_id]
+        if len(projects) == len(json.loads(row["projects"])):
+            continue  # the name only appeared inside another project's id
+        changed = True
+        if projects:
+            await w.tx.execute(
+                "UPDATE api_tokens SET projects = ? WHERE id = ?",
+                (json.dumps(projects), row["id"]),
+            )
+            continue
+        await w.tx.execute("DELETE FROM api_tokens WHERE id = ?", (row["id"],))
+        await w.event(
+            EventType.API_TOKEN_DELETED,
+            project=project_id,
+            environment=row["environment"],
+            before=shown(row["id"], principal_of(row)),
+        )
+    if changed:
+        await w.tx.execute("UPDATE key_revision SET revision = revision + 1 WHERE id = 1")
+    return changed
+
+
+def _json(project: wire.ProjectOut) -> Any:
+    return project.model_dump(mode="json")
 
 
 async def _exists(tx: Transaction, sql: str, value: str) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.central.environments import EnvironmentStore
+from relay.central.events import EventLog
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import ClientFeaturesCache
@@ -15,6 +17,8 @@ from relay.store.edge_reports import EdgeReportStore
 from relay.store.impact import ImpactStore
 
 PROJECTS = web.AppKey("projects", ProjectStore)
+ENVIRONMENTS = web.AppKey("environments", EnvironmentStore)
+EVENTS = web.AppKey("events", EventLog)
 KEYS = web.AppKey("keys", KeyService)
 USAGE = web.AppKey("usage", UsageReader)
 FLAGS = web.AppKey("flags", FlagService)

@@ -18,7 +18,9 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
-from relay.central import admin, edges, impact
+from relay.central import admin, edges, events_api, impact, projects_api
+from relay.central.environments import EnvironmentStore
+from relay.central.events import EventLog
 from relay.central.flags import admin_api, client_api
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
@@ -36,6 +38,8 @@ from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
     EDGES,
+    ENVIRONMENTS,
+    EVENTS,
     FLAGS,
     IMPACT,
     KEYS,
@@ -76,8 +80,10 @@ def central_database(settings: Settings) -> Database:
     return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
 
 
-def key_service(db: Database) -> KeyService:
-    return KeyService(KeyStore(db), ProjectStore(db))
+def key_service(db: Database, settings: Settings) -> KeyService:
+    """The key service of the command line and of start-up (its changes logged)."""
+    events = EventLog(db, settings.event_log_kept)
+    return KeyService(KeyStore(db, events), ProjectStore(db, Writer(db, events=events)))
 
 
 async def initialise(settings: Settings) -> None:
@@ -92,7 +98,7 @@ async def initialise(settings: Settings) -> None:
         log.error("database unavailable at start-up", extra={"error": str(exc)})
         return  # the workers answer 503 and retry, as one process would
     try:
-        await _provision_keys(key_service(db), settings)
+        await _provision_keys(key_service(db, settings), settings)
     finally:
         await db.close()
 
@@ -102,16 +108,19 @@ def build(settings: Settings, worker: int) -> web.Application:
     weak configured keys, once)."""
     app = new_application(settings)
     db = central_database(settings)
-    key_store = KeyStore(db)
+    events = EventLog(db, settings.event_log_kept)
+    key_store = KeyStore(db, events)
     served = ClientFeaturesCache(db)
-    writer = Writer(db, served.written)
-    projects = ProjectStore(db, writer)
+    writer = Writer(db, served.written, events=events)
+    projects = ProjectStore(db, writer, key_store.poll)
     metrics = MetricsStore(
         db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
     )
     keys = KeyService(key_store, projects)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
+    app[ENVIRONMENTS] = EnvironmentStore(db, writer)
+    app[EVENTS] = events
     app[USAGE] = UsageReader(db)
     app[KEYS] = keys
     app[INGEST] = Ingest(metrics)
@@ -182,7 +191,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
-    routes += [*streaming.ROUTES, *admin.ROUTES]
+    routes += [*streaming.ROUTES, *admin.ROUTES, *projects_api.ROUTES, *events_api.ROUTES]
     routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])

@@ -33,6 +33,11 @@ class Conflict(DomainError):
     """The change conflicts with a record that exists (a name already taken)."""
 
 
+class InvalidOperation(DomainError):
+    """An operation Unleash's rules forbid on this record whoever asks (deleting the default
+    project, or one that still has flags)."""
+
+
 class Unauthorized(DomainError):
     """The key is not valid (any more): the upstream that knows it said so."""
 

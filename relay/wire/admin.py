@@ -34,6 +34,25 @@ class CreateProject(Strict):
     description: Annotated[str, Field(max_length=1000)] | None = None
 
 
+class UpdateProject(Strict):
+    """``updateProjectSchema``: a project's new name (its id stays)."""
+
+    model_config = ConfigDict(title="updateProjectSchema")
+
+    name: Name
+    description: Annotated[str, Field(max_length=1000)] | None = None
+
+
+class UpdateEnvironment(Strict):
+    """``updateEnvironmentSchema``: an environment's type and order. Its name is its
+    identity (client keys carry it: ``project:environment.secret``) and does not change."""
+
+    model_config = ConfigDict(title="updateEnvironmentSchema")
+
+    type: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    sortOrder: SortOrder | None = None
+
+
 class CreateEnvironment(Strict):
     model_config = ConfigDict(title="createEnvironmentSchema")
 
@@ -102,6 +121,25 @@ class ProjectOut(BaseModel):
     environments: list[ProjectEnvironmentOut]
 
 
+class ProjectListed(BaseModel):
+    """A project in ``projectsSchema``: its flags counted (archived ones not)."""
+
+    model_config = ConfigDict(title="projectListedSchema")
+
+    id: str
+    name: str
+    description: str | None
+    createdAt: datetime
+    featureCount: int
+
+
+class ProjectsOut(BaseModel):
+    model_config = ConfigDict(title="projectsSchema")
+
+    version: int = 1
+    projects: list[ProjectListed]
+
+
 class EnvironmentOut(BaseModel):
     model_config = ConfigDict(title="environmentSchema")
 
@@ -109,6 +147,13 @@ class EnvironmentOut(BaseModel):
     type: str
     enabled: bool
     sortOrder: int
+
+
+class EnvironmentsOut(BaseModel):
+    model_config = ConfigDict(title="environmentsSchema")
+
+    version: int = 1
+    environments: list[EnvironmentOut]
 
 
 class RawMetric(BaseModel):

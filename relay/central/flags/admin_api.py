@@ -1,19 +1,24 @@
 """Admin endpoints of flags (admin key), at Unleash's paths with Unleash's statuses: flags
 per project, their environments and strategies, the archive, segments, unknown flags.
-Every handler is one call to a service (``flags``, ``strategies``, ``segments``)."""
+Every handler is one call to a service (``flags``, ``strategies``, ``segments``), changes
+made as the request's ``actor``."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from relay.api.body import read_json
+from relay.api.paging import offset, whole
 from relay.api.responses import model_response
 from relay.api.routing import Route
-from relay.central.admin import admin_route
+from relay.central.admin import actor, admin_route
 from relay.central.flags.segments import segment_id
 from relay.central.state import FLAGS, SEGMENTS, STRATEGIES
 from relay.wire import flags as wire
 from relay.wire.strategies import SetStrategySortOrder, Strategy, StrategyOut
+
+DEFAULT_ARCHIVED = 100
+MAX_ARCHIVED = 1000
 
 
 def _flag(request: web.Request) -> tuple[str, str]:
@@ -35,7 +40,7 @@ async def list_flags(request: web.Request) -> web.Response:
 
 async def create_flag(request: web.Request) -> web.Response:
     body = await read_json(request, wire.CreateFlag)
-    created = await request.app[FLAGS].create(request.match_info["projectId"], body)
+    created = await request.app[FLAGS].create(actor(request), request.match_info["projectId"], body)
     return model_response(created, status=201)
 
 
@@ -45,22 +50,47 @@ async def get_flag(request: web.Request) -> web.Response:
 
 async def update_flag(request: web.Request) -> web.Response:
     body = await read_json(request, wire.UpdateFlag)
-    return model_response(await request.app[FLAGS].update(*_flag(request), body))
+    return model_response(await request.app[FLAGS].update(actor(request), *_flag(request), body))
 
 
 async def patch_flag(request: web.Request) -> web.Response:
     body = await read_json(request, wire.Patches)
-    return model_response(await request.app[FLAGS].patch(*_flag(request), body.root))
+    return model_response(
+        await request.app[FLAGS].patch(actor(request), *_flag(request), body.root)
+    )
 
 
 async def archive_flag(request: web.Request) -> web.Response:
-    await request.app[FLAGS].archive(*_flag(request))
+    await request.app[FLAGS].archive(actor(request), *_flag(request))
     return web.Response(status=202)
 
 
 async def revive_flag(request: web.Request) -> web.Response:
-    await request.app[FLAGS].revive(request.match_info["featureName"])
+    await request.app[FLAGS].revive(actor(request), request.match_info["featureName"])
     return web.Response(status=200)
+
+
+async def delete_archived(request: web.Request) -> web.Response:
+    await request.app[FLAGS].delete(actor(request), request.match_info["featureName"])
+    return web.Response(status=200)
+
+
+async def archived_flags(request: web.Request) -> web.Response:
+    return await _archived(request, None)
+
+
+async def project_archived_flags(request: web.Request) -> web.Response:
+    return await _archived(request, request.match_info["projectId"])
+
+
+async def _archived(request: web.Request, project: str | None) -> web.Response:
+    """Archived flags, the most recently archived first, ``limit`` (at most
+    ``MAX_ARCHIVED``) after ``offset``."""
+    query = request.query
+    limit = whole(query.get("limit"), "limit", MAX_ARCHIVED, DEFAULT_ARCHIVED)
+    skip = offset(query.get("offset"), 2**31 - 1)
+    found = await request.app[FLAGS].archived(project, skip, limit)
+    return model_response(wire.ProjectFlagsOut(features=found))
 
 
 async def get_flag_environment(request: web.Request) -> web.Response:
@@ -68,12 +98,12 @@ async def get_flag_environment(request: web.Request) -> web.Response:
 
 
 async def turn_on(request: web.Request) -> web.Response:
-    await request.app[FLAGS].set_enabled(*_env(request), True)
+    await request.app[FLAGS].set_enabled(actor(request), *_env(request), True)
     return web.Response(status=200)
 
 
 async def turn_off(request: web.Request) -> web.Response:
-    await request.app[FLAGS].set_enabled(*_env(request), False)
+    await request.app[FLAGS].set_enabled(actor(request), *_env(request), False)
     return web.Response(status=200)
 
 
@@ -84,7 +114,7 @@ async def list_strategies(request: web.Request) -> web.Response:
 
 async def add_strategy(request: web.Request) -> web.Response:
     body = await read_json(request, Strategy)
-    return model_response(await request.app[STRATEGIES].add(*_env(request), body))
+    return model_response(await request.app[STRATEGIES].add(actor(request), *_env(request), body))
 
 
 async def get_strategy(request: web.Request) -> web.Response:
@@ -93,22 +123,26 @@ async def get_strategy(request: web.Request) -> web.Response:
 
 async def replace_strategy(request: web.Request) -> web.Response:
     body = await read_json(request, Strategy)
-    return model_response(await request.app[STRATEGIES].replace(*_strategy(request), body))
+    return model_response(
+        await request.app[STRATEGIES].replace(actor(request), *_strategy(request), body)
+    )
 
 
 async def patch_strategy(request: web.Request) -> web.Response:
     body = await read_json(request, wire.Patches)
-    return model_response(await request.app[STRATEGIES].patch(*_strategy(request), body.root))
+    return model_response(
+        await request.app[STRATEGIES].patch(actor(request), *_strategy(request), body.root)
+    )
 
 
 async def delete_strategy(request: web.Request) -> web.Response:
-    await request.app[STRATEGIES].delete(*_strategy(request))
+    await request.app[STRATEGIES].delete(actor(request), *_strategy(request))
     return web.Response(status=200)
 
 
 async def set_sort_order(request: web.Request) -> web.Response:
     body = await read_json(request, SetStrategySortOrder)
-    await request.app[STRATEGIES].set_sort_order(*_env(request), body.root)
+    await request.app[STRATEGIES].set_sort_order(actor(request), *_env(request), body.root)
     return web.Response(status=200)
 
 
@@ -118,7 +152,7 @@ async def list_segments(request: web.Request) -> web.Response:
 
 async def create_segment(request: web.Request) -> web.Response:
     body = await read_json(request, wire.UpsertSegment)
-    return model_response(await request.app[SEGMENTS].create(body), status=201)
+    return model_response(await request.app[SEGMENTS].create(actor(request), body), status=201)
 
 
 async def get_segment(request: web.Request) -> web.Response:
@@ -128,12 +162,12 @@ async def get_segment(request: web.Request) -> web.Response:
 
 async def update_segment(request: web.Request) -> web.Response:
     body = await read_json(request, wire.UpsertSegment)
-    await request.app[SEGMENTS].update(segment_id(request.match_info["id"]), body)
+    await request.app[SEGMENTS].update(actor(request), segment_id(request.match_info["id"]), body)
     return web.Response(status=204)
 
 
 async def delete_segment(request: web.Request) -> web.Response:
-    await request.app[SEGMENTS].delete(segment_id(request.match_info["id"]))
+    await request.app[SEGMENTS].delete(actor(request), segment_id(request.match_info["id"]))
     return web.Response(status=204)
 
 
@@ -206,6 +240,28 @@ ROUTES: list[Route] = [
         revive_flag,
         "Revive an archived flag (off everywhere)",
         errors=(404,),
+    ),
+    admin_route(
+        "DELETE",
+        "/api/admin/archive/{featureName}",
+        delete_archived,
+        "Delete an archived flag for good (one not archived is left alone)",
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/archive/features",
+        archived_flags,
+        "Archived flags, most recently archived first (limit, offset)",
+        ok=(200, wire.ProjectFlagsOut),
+        errors=(400,),
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/archive/features/{projectId}",
+        project_archived_flags,
+        "A project's archived flags, most recently archived first (limit, offset)",
+        ok=(200, wire.ProjectFlagsOut),
+        errors=(400, 404),
     ),
     admin_route(
         "GET",

@@ -19,6 +19,7 @@ from relay.central.flags.records import Reads, load_flags
 from relay.central.flags.unknown import unknown_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
+from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord, strategy_on
 from relay.wire import flags as wire
@@ -30,8 +31,8 @@ class FlagService:
         self._write = writer
         self._db = writer.db
 
-    async def create(self, project: str, body: wire.CreateFlag) -> wire.FlagOut:
-        async with self._write() as w:
+    async def create(self, actor: Actor, project: str, body: wire.CreateFlag) -> wire.FlagOut:
+        async with self._write(actor) as w:
             await w.project_exists(project)
             created = await w.tx.execute(
                 "INSERT INTO features (name, project_id, type, description, stale,"
@@ -57,7 +58,9 @@ class FlagService:
                     if archived
                     else "A flag with that name already exists"
                 )
-            return await _out(w.tx, await w.flag(project, body.name))
+            flag = await _out(w.tx, await w.flag(project, body.name))
+            await _flag_event(w, EventType.FEATURE_CREATED, None, flag)
+            return flag
 
     async def get(self, project: str, name: str) -> wire.FlagOut:
         """A flag of the project, archived or not (``archived`` says which)."""
@@ -115,17 +118,19 @@ class FlagService:
     async def unknown(self) -> list[wire.UnknownFlag]:
         return await unknown_flags(self._db)
 
-    async def update(self, project: str, name: str, body: wire.UpdateFlag) -> wire.FlagOut:
+    async def update(
+        self, actor: Actor, project: str, name: str, body: wire.UpdateFlag
+    ) -> wire.FlagOut:
         """Changes the fields the body names; the others keep their values."""
-        async with self._write() as w:
+        async with self._write(actor) as w:
             flag = await w.flag(project, name)
             return await self._update(w, flag, body, body.model_fields_set)
 
     async def patch(
-        self, project: str, name: str, operations: Sequence[wire.PatchOperation]
+        self, actor: Actor, project: str, name: str, operations: Sequence[wire.PatchOperation]
     ) -> wire.FlagOut:
         """A JSON Patch of the flag as GET shows it; the result is read as a PUT body."""
-        async with self._write() as w:
+        async with self._write(actor) as w:
             flag = await w.flag(project, name)
             document = (await _out(w.tx, flag)).model_dump(mode="json")
             body = jsonpatch.patched(wire.UpdateFlag, document, operations)
@@ -146,41 +151,82 @@ class FlagService:
         names = {"impression_data": "impressionData"}
         changed = {k: v for k, v in values.items() if names.get(k, k) in fields}
         sets = "".join(f"{column} = ?, " for column in changed)
+        before = await _out(w.tx, flag)
         await w.tx.execute(
             f"UPDATE features SET {sets}revision = ? WHERE name = ?",
             (*changed.values(), w.revision, flag.name),
         )
-        return await _out(w.tx, await w.flag(flag.project, flag.name))
+        after = await _out(w.tx, await w.flag(flag.project, flag.name))
+        await _flag_event(w, EventType.FEATURE_METADATA_UPDATED, before, after)
+        return after
 
-    async def archive(self, project: str, name: str) -> None:
+    async def archive(self, actor: Actor, project: str, name: str) -> None:
         """Archived flags are not served to SDKs and keep their name taken."""
-        async with self._write() as w:
-            await w.flag(project, name, writable=False)
+        async with self._write(actor) as w:
+            flag = await w.flag(project, name, writable=False)
+            if flag.archived_at is not None:
+                return  # archived already: nothing changes, nothing to log
             await w.tx.execute(
-                "UPDATE features SET archived_at = coalesce(archived_at, ?), revision = ?"
-                " WHERE name = ?",
+                "UPDATE features SET archived_at = ?, revision = ? WHERE name = ?",
                 (time.time(), w.revision, name),
             )
+            after = await _out(w.tx, await w.flag(project, name, writable=False))
+            await _flag_event(w, EventType.FEATURE_ARCHIVED, await _out(w.tx, flag), after)
 
-    async def revive(self, name: str) -> None:
+    async def revive(self, actor: Actor, name: str) -> None:
         """Back from the archive, off in every environment (as Unleash revives)."""
-        async with self._write() as w:
-            revived = await w.tx.execute(
-                "UPDATE features SET archived_at = NULL, revision = ?"
-                " WHERE name = ? AND archived_at IS NOT NULL",
+        async with self._write(actor) as w:
+            found = await load_flags(w.tx, "name = ?", (name,))
+            if not found:
+                raise NotFound(f"Feature {name} does not exist")
+            if found[0].archived_at is None:
+                return
+            before = await _out(w.tx, found[0])
+            await w.tx.execute(
+                "UPDATE features SET archived_at = NULL, revision = ? WHERE name = ?",
                 (w.revision, name),
             )
-            if revived:
-                await w.tx.execute(
-                    "UPDATE feature_environments SET enabled = 0 WHERE feature_name = ?", (name,)
-                )
-            elif not await w.tx.fetch_all("SELECT 1 FROM features WHERE name = ?", (name,)):
-                raise NotFound(f"Feature {name} does not exist")
+            await w.tx.execute(
+                "UPDATE feature_environments SET enabled = 0 WHERE feature_name = ?", (name,)
+            )
+            after = await _out(w.tx, await w.flag(found[0].project, name))
+            await _flag_event(w, EventType.FEATURE_REVIVED, before, after)
 
-    async def set_enabled(self, project: str, name: str, environment: str, on: bool) -> None:
+    async def archived(self, project: str | None, offset: int, limit: int) -> list[wire.FlagOut]:
+        """Up to ``limit`` archived flags (of ``project``, else of every project) after the
+        first ``offset``, the most recently archived first."""
+        where, params = "archived_at IS NOT NULL", list[object]()
+        if project is not None:
+            if not await self._db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+                raise NotFound("No project found")
+            where, params = f"{where} AND project_id = ?", [project]
+        chosen = (
+            f"name IN (SELECT name FROM features WHERE {where}"
+            " ORDER BY archived_at DESC, name LIMIT ? OFFSET ?)"
+        )
+        flags = await load_flags(self._db, chosen, [*params, limit, offset])
+        flags.sort(key=lambda f: (-(f.archived_at or 0.0), f.name))
+        environments = {p: await _environments(self._db, p) for p in {f.project for f in flags}}
+        return [_flag_out(flag, environments[flag.project]) for flag in flags]
+
+    async def delete(self, actor: Actor, name: str) -> None:
+        """Delete an archived flag for good (Unleash's ``DELETE /api/admin/archive/{name}``):
+        its environments and strategies go with it and its name is free again. A flag that
+        is not archived, or does not exist, is left alone (200 all the same, as Unleash)."""
+        async with self._write(actor) as w:
+            found = await load_flags(w.tx, "name = ? AND archived_at IS NOT NULL", (name,))
+            if not found:
+                return
+            before = await _out(w.tx, found[0])
+            await w.tx.execute("DELETE FROM features WHERE name = ?", (name,))
+            await _flag_event(w, EventType.FEATURE_DELETED, before, None)
+
+    async def set_enabled(
+        self, actor: Actor, project: str, name: str, environment: str, on: bool
+    ) -> None:
         """Turning on a flag with no strategy there (or only disabled ones) first adds the
         project environment's default strategy, else ``flexibleRollout`` at 100 %."""
-        async with self._write() as w:
+        async with self._write(actor) as w:
             flag = await w.flag(project, name)
             record = await w.default_strategy(project, environment)
             if record is None:
@@ -190,6 +236,32 @@ class FlagService:
                 await w.add_strategy(flag, environment, strategy_on(name, stored))
             await w.set_enabled(name, environment, on)
             await w.touch(name)
+            before, after = await _out(w.tx, flag), await _out(w.tx, await w.flag(project, name))
+            if after != before:
+                type = EventType.FEATURE_ENVIRONMENT_ENABLED
+                if not on:
+                    type = EventType.FEATURE_ENVIRONMENT_DISABLED
+                await _flag_event(w, type, before, after, environment)
+
+
+async def _flag_event(
+    w: FlagWrite,
+    type: EventType,
+    before: wire.FlagOut | None,
+    after: wire.FlagOut | None,
+    environment: str | None = None,
+) -> None:
+    """A flag's event, with the flag before and after as the admin API shows it."""
+    flag = after or before
+    assert flag is not None
+    await w.event(
+        type,
+        project=flag.project,
+        feature=flag.name,
+        environment=environment,
+        before=None if before is None else before.model_dump(mode="json"),
+        after=None if after is None else after.model_dump(mode="json"),
+    )
 
 
 def _default(project: str, environment: str, saved: str | None) -> Strategy | None:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from relay.central.flags.records import Reads, load_flags, load_segments
 from relay.central.flags.writes import FlagWrite, Writer
+from relay.core.audit import Actor, EventType
 from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import SegmentRecord
@@ -44,8 +45,8 @@ class SegmentService:
             raise NotFound(f"Could not find segment with id {id}")
         return await _out(self._db, found[0])
 
-    async def create(self, body: UpsertSegment) -> SegmentOut:
-        async with self._write() as w:
+    async def create(self, actor: Actor, body: UpsertSegment) -> SegmentOut:
+        async with self._write(actor) as w:
             await _check_project(w, body.project)
             rows = await w.tx.fetch_all(
                 "INSERT INTO segments (name, description, project_id, constraints, created_at,"
@@ -56,11 +57,17 @@ class SegmentService:
             if not rows:
                 raise Conflict("Segment name already exists")
             [segment] = await load_segments(w.tx, "id = ?", (int(rows[0][0]),))
-            return await _out(w.tx, segment)
+            created = await _out(w.tx, segment)
+            await _event(w, EventType.SEGMENT_CREATED, None, created)
+            return created
 
-    async def update(self, id: int, body: UpsertSegment) -> None:
-        async with self._write() as w:
+    async def update(self, actor: Actor, id: int, body: UpsertSegment) -> None:
+        async with self._write(actor) as w:
             await _check_project(w, body.project)
+            found = await load_segments(w.tx, "id = ?", (id,))
+            if not found:
+                raise NotFound(f"Could not find segment with id {id}")
+            before = await _out(w.tx, found[0])
             if body.project is not None:
                 elsewhere = await w.tx.fetch_all(
                     "SELECT f.project_id FROM feature_strategy_segments l"
@@ -80,17 +87,19 @@ class SegmentService:
             )
             if taken:
                 raise Conflict("Segment name already exists")
-            updated = await w.tx.execute(
+            await w.tx.execute(
                 "UPDATE segments SET name = ?, description = ?, project_id = ?,"
                 " constraints = ?, revision = ? WHERE id = ?",
                 (*_columns(body), w.revision, id),
             )
-            if not updated:
-                raise NotFound(f"Could not find segment with id {id}")
             await _check_users(w, id)
+            [segment] = await load_segments(w.tx, "id = ?", (id,))
+            await _event(w, EventType.SEGMENT_UPDATED, before, await _out(w.tx, segment))
 
-    async def delete(self, id: int) -> None:
-        async with self._write() as w:
+    async def delete(self, actor: Actor, id: int) -> None:
+        async with self._write(actor) as w:
+            found = await load_segments(w.tx, "id = ?", (id,))
+            before = await _out(w.tx, found[0]) if found else None
             deleted = await w.tx.execute(
                 "DELETE FROM segments WHERE id = ? AND NOT EXISTS"
                 " (SELECT 1 FROM feature_strategy_segments WHERE segment_id = ?)",
@@ -98,10 +107,24 @@ class SegmentService:
             )
             if deleted:
                 w.deleted_segments.append(id)
+                await _event(w, EventType.SEGMENT_DELETED, before, None)
                 return
             if await w.tx.fetch_all("SELECT 1 FROM segments WHERE id = ?", (id,)):
                 raise Conflict(f"Segment {id} is in use by a strategy and cannot be deleted")
             raise NotFound(f"Could not find segment with id {id}")
+
+
+async def _event(
+    w: FlagWrite, type: EventType, before: SegmentOut | None, after: SegmentOut | None
+) -> None:
+    segment = after or before
+    assert segment is not None
+    await w.event(
+        type,
+        project=segment.project,
+        before=None if before is None else before.model_dump(mode="json"),
+        after=None if after is None else after.model_dump(mode="json"),
+    )
 
 
 async def _check_project(w: FlagWrite, project: str | None) -> None:

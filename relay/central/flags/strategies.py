@@ -14,6 +14,7 @@ from relay.central.flags.flags import strategy_out
 from relay.central.flags.records import load_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
+from relay.core.audit import Actor, EventType
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord
 from relay.wire.flags import PatchOperation
@@ -33,23 +34,28 @@ class StrategyService:
         record = await self._read(project, flag, environment)
         return strategy_out(flag, _find(record, environment, id))
 
-    async def add(self, project: str, flag: str, environment: str, body: Strategy) -> StrategyOut:
-        async with self._write() as w:
+    async def add(
+        self, actor: Actor, project: str, flag: str, environment: str, body: Strategy
+    ) -> StrategyOut:
+        async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
             strategy_id = await w.add_strategy(record, environment, body)
-            return await _saved(w, project, flag, environment, strategy_id)
+            added = await _saved(w, project, flag, environment, strategy_id)
+            await _event(w, EventType.FEATURE_STRATEGY_ADD, project, environment, None, added)
+            return added
 
     async def replace(
-        self, project: str, flag: str, environment: str, id: str, body: Strategy
+        self, actor: Actor, project: str, flag: str, environment: str, id: str, body: Strategy
     ) -> StrategyOut:
-        async with self._write() as w:
+        async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
-            await w.replace_strategy(record, environment, _find(record, environment, id), body)
-            await w.off_unless_served(record, environment)
-            return await _saved(w, project, flag, environment, id)
+            current = _find(record, environment, id)
+            await w.replace_strategy(record, environment, current, body)
+            return await _replaced(w, project, record, environment, current)
 
     async def patch(
         self,
+        actor: Actor,
         project: str,
         flag: str,
         environment: str,
@@ -58,7 +64,7 @@ class StrategyService:
     ) -> StrategyOut:
         """A JSON Patch of the strategy as GET shows it; the result is read as a PUT body
         (``id`` and ``featureName`` cannot change)."""
-        async with self._write() as w:
+        async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
             current = _find(record, environment, id)
             document = strategy_out(flag, current).model_dump(mode="json", exclude_none=True)
@@ -68,11 +74,15 @@ class StrategyService:
                 raise InvalidInput("A strategy's id and featureName cannot be changed")
             body = jsonpatch.patched(Strategy, document, operations)
             await w.replace_strategy(record, environment, current, body)
-            await w.off_unless_served(record, environment)
-            return await _saved(w, project, flag, environment, id)
+            return await _replaced(w, project, record, environment, current)
 
     async def set_sort_order(
-        self, project: str, flag: str, environment: str, orders: Sequence[StrategySortOrder]
+        self,
+        actor: Actor,
+        project: str,
+        flag: str,
+        environment: str,
+        orders: Sequence[StrategySortOrder],
     ) -> None:
         """Unleash's ``set-sort-order``: each named strategy gets its sort order, in one
         write; one that is not the flag's in this environment is a 404 and nothing moves
@@ -80,20 +90,35 @@ class StrategyService:
         ids = [entry.id for entry in orders]
         if len(set(ids)) != len(ids):
             raise InvalidInput("A strategy may be named once", "/body")
-        async with self._write() as w:
+        async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
+            before = [s.id for s in record.environment(environment).strategies]
             for entry in orders:
                 _find(record, environment, entry.id)
                 await w.tx.execute(
                     "UPDATE feature_strategies SET sort_order = ? WHERE id = ?",
                     (entry.sortOrder, entry.id),
                 )
+            after = [
+                s.id for s in (await w.flag(project, flag)).environment(environment).strategies
+            ]
+            await w.event(
+                EventType.STRATEGY_ORDER_CHANGED,
+                project=project,
+                feature=flag,
+                environment=environment,
+                before={"strategyIds": before},
+                after={"strategyIds": after},
+            )
 
-    async def delete(self, project: str, flag: str, environment: str, id: str) -> None:
-        async with self._write() as w:
+    async def delete(
+        self, actor: Actor, project: str, flag: str, environment: str, id: str
+    ) -> None:
+        async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
-            _find(record, environment, id)
+            removed = strategy_out(flag, _find(record, environment, id))
             await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
+            await _event(w, EventType.FEATURE_STRATEGY_REMOVE, project, environment, removed, None)
             await w.off_unless_served(record, environment)
 
     async def _read(self, project: str, flag: str, environment: str) -> FlagRecord:
@@ -122,6 +147,38 @@ def _find(flag: FlagRecord, environment: str, id: str) -> StrategyRecord:
         if strategy.id == id:
             return strategy
     raise NotFound(f"Could not find strategy with id {id}")
+
+
+async def _replaced(
+    w: FlagWrite, project: str, flag: FlagRecord, environment: str, current: StrategyRecord
+) -> StrategyOut:
+    """After a PUT or a PATCH: the change logged, the flag off there unless still served."""
+    after = await _saved(w, project, flag.name, environment, current.id)
+    before = strategy_out(flag.name, current)
+    await _event(w, EventType.FEATURE_STRATEGY_UPDATE, project, environment, before, after)
+    await w.off_unless_served(flag, environment)
+    return after
+
+
+async def _event(
+    w: FlagWrite,
+    type: EventType,
+    project: str,
+    environment: str,
+    before: StrategyOut | None,
+    after: StrategyOut | None,
+) -> None:
+    """A strategy's event, with the strategy before and after as the admin API shows it."""
+    strategy = after or before
+    assert strategy is not None
+    await w.event(
+        type,
+        project=project,
+        feature=strategy.featureName,
+        environment=environment,
+        before=None if before is None else before.model_dump(mode="json", exclude_none=True),
+        after=None if after is None else after.model_dump(mode="json", exclude_none=True),
+    )
 
 
 async def _saved(w: FlagWrite, project: str, flag: str, environment: str, id: str) -> StrategyOut:

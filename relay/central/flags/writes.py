@@ -11,8 +11,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
+from relay.central.events import EventLog
 from relay.central.flags.records import load_flags, next_revision
+from relay.core.audit import Actor, EventType
 from relay.core.delta import FLAG, SEGMENT
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import (
@@ -42,16 +45,22 @@ MB) instead of its events. 10,000 flag writes is days of a busy team's changes."
 
 class Writer:
     def __init__(
-        self, db: Database, written: Written = nothing_to_tell, kept: int = CHANGES_KEPT
+        self,
+        db: Database,
+        written: Written = nothing_to_tell,
+        kept: int = CHANGES_KEPT,
+        events: EventLog | None = None,
     ) -> None:
         self.db = db
+        self.events = EventLog(db) if events is None else events
         self._written = written
         self._kept = kept
 
     @asynccontextmanager
-    async def __call__(self) -> AsyncIterator[FlagWrite]:
+    async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:
+        """A write made by ``actor``: the events it records say so."""
         async with self.db.transaction() as tx:
-            write = FlagWrite(tx, await next_revision(tx))
+            write = FlagWrite(tx, await next_revision(tx), actor, self.events)
             yield write
             await log_changes(write, self._kept)
         self._written(write.revision)
@@ -90,9 +99,34 @@ async def log_changes(write: FlagWrite, kept: int) -> None:
 class FlagWrite:
     tx: Transaction
     revision: int
+    actor: Actor
+    log: EventLog
     deleted_segments: list[int] = field(default_factory=list)
     """Segments this write deleted: they carry no revision any more, so the change log is
     told of them here."""
+
+    async def event(
+        self,
+        type: EventType,
+        *,
+        project: str | None = None,
+        feature: str | None = None,
+        environment: str | None = None,
+        before: Any = None,
+        after: Any = None,
+    ) -> None:
+        """Record what this write changed in the event log, in its transaction, as made
+        by its actor (every operation calls this once per change it makes)."""
+        await self.log.record(
+            self.tx,
+            self.actor,
+            type,
+            project=project,
+            feature=feature,
+            environment=environment,
+            before=before,
+            after=after,
+        )
 
     async def project_exists(self, project: str) -> None:
         if not await self.tx.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
@@ -192,17 +226,25 @@ class FlagWrite:
 
     async def off_unless_served(self, flag: FlagRecord, environment: str) -> None:
         """An environment left with no strategy that is not disabled is turned off, as
-        Unleash does after a strategy is deleted or disabled."""
+        Unleash does after a strategy is deleted or disabled (an event of its own)."""
         rows = await self.tx.fetch_all(
             "SELECT 1 FROM feature_strategies"
             " WHERE feature_name = ? AND environment = ? AND disabled = 0",
             (flag.name, environment),
         )
-        if not rows:
-            await self.tx.execute(
-                "UPDATE feature_environments SET enabled = 0"
-                " WHERE feature_name = ? AND environment = ?",
-                (flag.name, environment),
+        if rows:
+            return
+        turned_off = await self.tx.execute(
+            "UPDATE feature_environments SET enabled = 0"
+            " WHERE feature_name = ? AND environment = ? AND enabled = 1",
+            (flag.name, environment),
+        )
+        if turned_off:
+            await self.event(
+                EventType.FEATURE_ENVIRONMENT_DISABLED,
+                project=flag.project,
+                feature=flag.name,
+                environment=environment,
             )
 
     async def check_room(

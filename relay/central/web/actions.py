@@ -12,7 +12,16 @@ from relay.api.errors import ApiError, BadDataError, from_domain, from_validatio
 from relay.central.state import FLAGS, KEYS
 from relay.central.web.pages import keys_page
 from relay.central.web.sessions import COOKIE, clear_cookie
-from relay.central.web.site import SECURE_COOKIES, SESSIONS, form, local, page, redirect, render
+from relay.central.web.site import (
+    SECURE_COOKIES,
+    SESSIONS,
+    actor,
+    form,
+    local,
+    page,
+    redirect,
+    render,
+)
 from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
 from relay.wire.admin import CreateApiKey
@@ -63,7 +72,7 @@ async def switch(request: web.Request) -> web.Response:
     flags = request.app[FLAGS]
     project = await flags.project_of(name)
     on = values.get("on") == "true"
-    await flags.set_enabled(project, name, environment, on)
+    await flags.set_enabled(actor(request), project, name, environment, on)
     done = f"Turned {'on' if on else 'off'} {name} in {environment}"
     return redirect(local(values.get("next")), done)
 
@@ -80,7 +89,7 @@ async def create_key(request: web.Request) -> web.Response:
             projects=["*" if admin else values.get("project") or "*"],
             tokenName=values.get("name") or None,
         )
-        secret, record = await request.app[KEYS].issue(body)
+        secret, record = await request.app[KEYS].issue(actor(request), body)
     except ValidationError as exc:
         return await keys_page(request, 400, from_validation(exc, root="").message)
     except DomainError as exc:
@@ -99,5 +108,5 @@ async def revoke_key(request: web.Request) -> web.Response:
         return await keys_page(request, 404, f"No API key with the id {key_id}")
     if values.get("confirm") != "yes":
         return render(request, "revoke.html", record=found[0])
-    await request.app[KEYS].revoke(key_id)
+    await request.app[KEYS].revoke(actor(request), key_id)
     return redirect("/keys", f"Revoked the key {found[0].principal.token_name or key_id}")

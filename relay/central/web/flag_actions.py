@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from relay.api.errors import from_domain, from_validation
 from relay.central.state import FLAGS, PROJECTS
-from relay.central.web.site import form, page, redirect, render
+from relay.central.web.site import actor, form, page, redirect, render
 from relay.core.errors import DomainError
 from relay.wire.flags import CreateFlag, FlagType, UpdateFlag
 
@@ -53,7 +53,7 @@ async def create_flag(request: web.Request) -> web.Response:
                 "impressionData": "impressionData" in values,
             }
         )
-        await request.app[FLAGS].create(project, body)
+        await request.app[FLAGS].create(actor(request), project, body)
     except ValidationError as exc:
         return await _newflag_page(request, values, 400, from_validation(exc, root="").message)
     except DomainError as exc:
@@ -78,7 +78,7 @@ async def flag_settings(request: web.Request) -> web.Response:
         body = UpdateFlag.model_validate(fields)
     except ValidationError as exc:
         return render(request, "error.html", 400, message=from_validation(exc, root="").message)
-    await flags.update(await flags.project_of(name), name, body)
+    await flags.update(actor(request), await flags.project_of(name), name, body)
     return redirect(flag_page(name), f"Saved the settings of {name}")
 
 
@@ -91,7 +91,7 @@ async def archive_flag(request: web.Request) -> web.Response:
     project = await flags.project_of(name)
     if values.get("confirm") != "yes":
         return render(request, "archive.html", flag=await flags.get(project, name))
-    await flags.archive(project, name)
+    await flags.archive(actor(request), project, name)
     return redirect("/", f"Archived {name}")
 
 

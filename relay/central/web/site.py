@@ -24,6 +24,7 @@ from aiohttp import web
 from relay.api import errors
 from relay.api.body import read_body
 from relay.central.web.sessions import COOKIE, Session, SessionStore
+from relay.core.audit import Actor
 from relay.core.domain import from_epoch
 from relay.core.errors import DomainError, StorageError
 
@@ -81,6 +82,13 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
     if DONE in request.cookies:
         response.del_cookie(DONE, path="/")
     return response
+
+
+def actor(request: web.Request) -> Actor:
+    """Who makes a page's change: the signed-in session's admin key, by name (or as shown,
+    ``*:*.abcd****``, when it has none)."""
+    session = request[SESSION]
+    return Actor(session.key_name or session.key_display)
 
 
 def redirect(location: str, done: str = "") -> web.Response:

@@ -13,7 +13,7 @@ from relay.api.errors import from_domain
 from relay.central.state import FLAGS, SEGMENTS, STRATEGIES
 from relay.central.web import strategy_form as sf
 from relay.central.web.flag_actions import TYPES, flag_page
-from relay.central.web.site import form, page, redirect, render
+from relay.central.web.site import actor, form, page, redirect, render
 from relay.core import describe
 from relay.core.errors import DomainError
 from relay.wire.flags import FlagOut, SegmentOut
@@ -107,9 +107,9 @@ async def save_strategy(request: web.Request) -> web.Response:
     try:
         body = fields.body()
         if strategy_id is None:
-            await strategies.add(project, name, environment, body)
+            await strategies.add(actor(request), project, name, environment, body)
         else:
-            await strategies.replace(project, name, environment, strategy_id, body)
+            await strategies.replace(actor(request), project, name, environment, strategy_id, body)
     except sf.FormProblem as exc:
         return await _form_page(request, project, fields, strategy_id, 400, str(exc))
     except DomainError as exc:
@@ -140,7 +140,7 @@ async def delete_strategy(request: web.Request) -> web.Response:
             called=_called(found),
             words=words,
         )
-    await strategies.delete(project, name, environment, found.id)
+    await strategies.delete(actor(request), project, name, environment, found.id)
     done = f"Removed the {_called(found)} strategy of {name} in {environment}"
     return redirect(flag_page(name, environment), done)
 
@@ -161,7 +161,7 @@ async def move_strategy(request: web.Request) -> web.Response:
         return redirect(flag_page(name, environment), "Nothing moved")
     listed[index], listed[other] = listed[other], listed[index]
     order = [StrategySortOrder(id=s.id, sortOrder=i) for i, s in enumerate(listed)]
-    await strategies.set_sort_order(project, name, environment, order)
+    await strategies.set_sort_order(actor(request), project, name, environment, order)
     moved = listed[other]
     done = (
         f"Moved the {_called(moved)} strategy of {name} in {environment}"

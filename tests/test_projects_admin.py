@@ -1,0 +1,179 @@
+"""Projects, environments and the archive through the admin API (issue 23), on SQLite and
+PostgreSQL: renamed, deleted by Unleash 8's rules, archived flags deleted for good and
+listed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import DEV_KEY, assert_error, auth
+from flagkit import call, client_features, create_flag, feature_path, ok, turn
+
+PROJECTS = "/api/admin/projects"
+ENVIRONMENTS = "/api/admin/environments"
+ARCHIVE = "/api/admin/archive"
+
+
+async def project(client: Any, id: str, name: str = "Shop") -> Any:
+    return await ok(client, "POST", PROJECTS, {"id": id, "name": name}, 201)
+
+
+async def key(client: Any, projects: list[str], env: str = "development") -> Any:
+    body = {"type": "client", "environment": env, "projects": projects}
+    return await ok(client, "POST", "/api/admin/api-tokens", body, 201)
+
+
+async def refused(client: Any, method: str, path: str, status: int, name: str) -> str:
+    got, error = await call(client, method, path)
+    assert got == status, (path, got, error)
+    assert_error(error, name)
+    message: str = error["message"]
+    return message
+
+
+async def test_projects_are_listed_with_their_flags_counted(client: Any) -> None:
+    await project(client, "shop")
+    await create_flag(client, "cart", project="shop")
+    await create_flag(client, "gone", project="shop")
+    await ok(client, "DELETE", feature_path("gone", "shop"), status=202)
+    listed = await ok(client, "GET", PROJECTS)
+    assert listed["version"] == 1
+    assert [(p["id"], p["name"], p["featureCount"]) for p in listed["projects"]] == [
+        ("default", "Default", 0),
+        ("shop", "Shop", 1),
+    ]
+
+
+async def test_a_project_is_renamed_its_id_kept(client: Any) -> None:
+    await project(client, "shop")
+    body = {"name": "Web shop", "description": "Everything sold online"}
+    renamed = await ok(client, "PUT", f"{PROJECTS}/shop", body)
+    assert (renamed["id"], renamed["name"], renamed["description"]) == (
+        "shop",
+        "Web shop",
+        "Everything sold online",
+    )
+    assert await ok(client, "GET", f"{PROJECTS}/shop") == renamed
+    assert (await call(client, "PUT", f"{PROJECTS}/nope", {"name": "x"}))[0] == 404
+    status, error = await call(client, "PUT", f"{PROJECTS}/shop", {"name": ""})
+    assert status == 400 and error["details"][0]["path"] == "/body/name"
+
+
+async def test_the_default_project_and_one_with_active_flags_are_not_deleted(
+    client: Any,
+) -> None:
+    message = await refused(client, "DELETE", f"{PROJECTS}/default", 403, "InvalidOperationError")
+    assert message == "You can not delete the default project!"
+    await project(client, "shop")
+    await create_flag(client, "cart", project="shop")
+    message = await refused(client, "DELETE", f"{PROJECTS}/shop", 403, "InvalidOperationError")
+    assert message == "You can not delete a project with active feature flags"
+    await refused(client, "DELETE", f"{PROJECTS}/nope", 404, "NotFoundError")
+
+
+async def test_deleting_a_project_takes_its_archived_flags_segments_and_own_keys(
+    client: Any,
+) -> None:
+    await project(client, "shop")
+    await project(client, "blog", "Blog")
+    await ok(client, "POST", f"{PROJECTS}/shop/environments", {"environment": "development"})
+    await create_flag(client, "cart", project="shop")
+    await turn(client, "cart", project="shop")
+    await ok(client, "DELETE", feature_path("cart", "shop"), status=202)
+    segment = {"name": "buyers", "project": "shop", "constraints": []}
+    await ok(client, "POST", "/api/admin/segments", segment, 201)
+    own, shared = await key(client, ["shop"]), await key(client, ["shop", "blog"])
+
+    await ok(client, "DELETE", f"{PROJECTS}/shop")
+    await refused(client, "GET", f"{PROJECTS}/shop", 404, "NotFoundError")
+    assert (await ok(client, "GET", "/api/admin/segments"))["segments"] == []
+    # the flag's name is free again, in any project
+    await create_flag(client, "cart")
+    # the project's own key no longer works; the shared one keeps its other project
+    assert (await client.get("/api/client/features", headers=auth(own["secret"]))).status == 401
+    listed = (await ok(client, "GET", "/api/admin/api-tokens"))["tokens"]
+    assert own["id"] not in [k["id"] for k in listed]
+    assert [k["projects"] for k in listed if k["id"] == shared["id"]] == [["blog"]]
+    status, answer, _ = await client_features(client, key=shared["secret"])
+    assert (status, answer["features"]) == (200, [])
+    events = (await ok(client, "GET", "/api/admin/events?project=shop"))["events"]
+    assert [e["type"] for e in events[:3]] == [
+        "project-deleted",
+        "api-token-deleted",
+        "feature-deleted",
+    ]
+
+
+async def test_environments_are_listed_changed_and_deleted_by_the_rules(client: Any) -> None:
+    created = await ok(client, "POST", ENVIRONMENTS, {"name": "qa", "type": "test"}, 201)
+    assert created == {"name": "qa", "type": "test", "enabled": True, "sortOrder": 300}
+    changed = await ok(client, "PUT", f"{ENVIRONMENTS}/update/qa", {"sortOrder": 50})
+    assert changed == {**created, "sortOrder": 50}
+    listed = await ok(client, "GET", ENVIRONMENTS)
+    assert [e["name"] for e in listed["environments"]] == ["qa", "development", "production"]
+    assert (await call(client, "PUT", f"{ENVIRONMENTS}/update/nope", {"type": "x"}))[0] == 404
+    status, error = await call(client, "PUT", f"{ENVIRONMENTS}/update/qa", {"name": "qb"})
+    assert status == 400 and error["details"][0]["path"] == "/body/name"
+
+    await ok(client, "POST", f"{PROJECTS}/default/environments", {"environment": "qa"})
+    await create_flag(client, "checkout")
+    await turn(client, "checkout", env="qa")
+    bound = await key(client, ["default"], env="qa")
+    message = await refused(client, "DELETE", f"{ENVIRONMENTS}/qa", 409, "NameExistsError")
+    assert "1 API key" in message
+    await ok(client, "DELETE", f"/api/admin/api-tokens/{bound['id']}")
+    await ok(client, "DELETE", f"{ENVIRONMENTS}/qa")
+    flag = await ok(client, "GET", feature_path("checkout"))
+    assert [e["name"] for e in flag["environments"]] == ["development", "production"]
+    await refused(client, "DELETE", f"{ENVIRONMENTS}/qa", 404, "NotFoundError")
+
+
+async def test_the_last_environment_is_not_deleted(client: Any) -> None:
+    for token in (await ok(client, "GET", "/api/admin/api-tokens"))["tokens"]:
+        if token["type"] != "admin":  # keys bound to an environment hold it
+            await ok(client, "DELETE", f"/api/admin/api-tokens/{token['id']}")
+    await ok(client, "DELETE", f"{ENVIRONMENTS}/production")
+    message = await refused(
+        client, "DELETE", f"{ENVIRONMENTS}/development", 403, "InvalidOperationError"
+    )
+    assert message == "You can not delete the last environment"
+
+
+async def test_archived_flags_are_listed_and_deleted_for_good(client: Any) -> None:
+    await project(client, "shop")
+    for name, where in (("old", "default"), ("older", "shop"), ("live", "default")):
+        await create_flag(client, name, project=where)
+    await ok(client, "DELETE", feature_path("older", "shop"), status=202)
+    await ok(client, "DELETE", feature_path("old"), status=202)
+
+    listed = await ok(client, "GET", f"{ARCHIVE}/features")
+    assert listed["version"] == 2
+    assert [(f["name"], f["archived"]) for f in listed["features"]] == [
+        ("old", True),
+        ("older", True),
+    ]
+    shop = await ok(client, "GET", f"{ARCHIVE}/features/shop")
+    assert [f["name"] for f in shop["features"]] == ["older"]
+    paged = await ok(client, "GET", f"{ARCHIVE}/features?limit=1&offset=1")
+    assert [f["name"] for f in paged["features"]] == ["older"]
+    await refused(client, "GET", f"{ARCHIVE}/features/nope", 404, "NotFoundError")
+    assert (await call(client, "GET", f"{ARCHIVE}/features?limit=1001"))[0] == 400
+
+    # as Unleash: a flag that is not archived, or does not exist, is left alone with a 200
+    await ok(client, "DELETE", f"{ARCHIVE}/live")
+    await ok(client, "DELETE", f"{ARCHIVE}/never-was")
+    assert (await ok(client, "GET", feature_path("live")))["archived"] is False
+    await ok(client, "DELETE", f"{ARCHIVE}/old")
+    assert (await call(client, "GET", feature_path("old")))[0] == 404
+    names = [f["name"] for f in (await ok(client, "GET", f"{ARCHIVE}/features"))["features"]]
+    assert names == ["older"]
+    await create_flag(client, "old")  # its name is free again
+    deleted = (await ok(client, "GET", "/api/admin/events/old"))["events"]
+    assert [e["type"] for e in deleted] == [
+        "feature-created",
+        "feature-deleted",
+        "feature-archived",
+        "feature-created",
+    ]
+    assert deleted[1]["preData"]["name"] == "old" and deleted[1]["data"] is None
+    assert (await client.get(f"{ARCHIVE}/features", headers=auth(DEV_KEY))).status == 403
