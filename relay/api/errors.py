@@ -48,6 +48,10 @@ class NoAccessError(ApiError):
     status, name = 403, "NoAccessError"
 
 
+class InvalidOperationError(ApiError):
+    status, name = 403, "InvalidOperationError"
+
+
 class NotFoundError(ApiError):
     status, name = 404, "NotFoundError"
 
@@ -115,6 +119,8 @@ def from_domain(error: domain.DomainError) -> ApiError:
             return NotFoundError(error.message)
         case domain.Conflict():
             return NameExistsError(error.message)
+        case domain.Refused():
+            return InvalidOperationError(error.message)
         case domain.Unauthorized():
             return AuthenticationRequired(error.message)
         case domain.Forbidden():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.variants import VariantService
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.usage import UsageReader
@@ -20,6 +22,8 @@ USAGE = web.AppKey("usage", UsageReader)
 FLAGS = web.AppKey("flags", FlagService)
 STRATEGIES = web.AppKey("strategies", StrategyService)
 SEGMENTS = web.AppKey("segments", SegmentService)
+DEPENDENCIES = web.AppKey("dependencies", DependencyService)
+VARIANTS = web.AppKey("variants", VariantService)
 CLIENT_FEATURES = web.AppKey("client_features", ClientFeaturesCache)
 EDGES = web.AppKey("edges", EdgeReportStore)
 IMPACT = web.AppKey("impact", ImpactStore)

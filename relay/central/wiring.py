@@ -19,7 +19,8 @@ from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import admin, edges, impact
-from relay.central.flags import admin_api, client_api
+from relay.central.flags import admin_api, client_api, model_api
+from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import (
@@ -28,6 +29,7 @@ from relay.central.flags.serving import (
     ClientFeaturesCache,
 )
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
 from relay.central.key_store import USE_INTERVAL, KeyStore
@@ -35,6 +37,7 @@ from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
+    DEPENDENCIES,
     EDGES,
     FLAGS,
     IMPACT,
@@ -43,6 +46,7 @@ from relay.central.state import (
     SEGMENTS,
     STRATEGIES,
     USAGE,
+    VARIANTS,
 )
 from relay.central.usage import UsageReader
 from relay.central.web.routes import add_web
@@ -118,6 +122,8 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[FLAGS] = FlagService(writer)
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
+    app[DEPENDENCIES] = DependencyService(writer)
+    app[VARIANTS] = VariantService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
@@ -183,7 +189,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
     routes += [*streaming.ROUTES, *admin.ROUTES]
-    routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
+    routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app

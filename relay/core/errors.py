@@ -33,6 +33,12 @@ class Conflict(DomainError):
     """The change conflicts with a record that exists (a name already taken)."""
 
 
+class Refused(DomainError):
+    """An operation the rules of the flag model do not allow as things stand (a second
+    level of dependencies, archiving a flag others depend on): Unleash's
+    InvalidOperationError."""
+
+
 class Unauthorized(DomainError):
     """The key is not valid (any more): the upstream that knows it said so."""
 

@@ -239,6 +239,33 @@ class StrategyVariant(Strict):
     payload: VariantPayload | None = None
 
 
+class VariantOverride(Strict):
+    model_config = ConfigDict(title="overrideSchema")
+
+    contextName: Name
+    values: Annotated[list[Value], Field(max_length=1000)] = []
+
+
+class Variant(StrategyVariant):
+    """``variantSchema``: a flag's own variant in one environment (Unleash's environment
+    variants): a strategy variant, ``weightType`` and ``stickiness`` defaulted as Unleash
+    defaults them, with overrides (context values that get it whatever the weights)."""
+
+    model_config = ConfigDict(title="variantSchema")
+
+    weightType: WeightType = WeightType.VARIABLE
+    stickiness: Name = "default"
+    overrides: Annotated[list[VariantOverride], Field(max_length=MAX_LIST)] = []
+
+    @model_serializer(mode="wrap")
+    def _without_empty_overrides(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``overrides`` only when there are some, as Unleash keeps what it was sent."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("overrides"):
+            data.pop("overrides", None)
+        return data
+
+
 class Strategy(Strict):
     """``createFeatureStrategySchema``: a strategy as sent, for a flag in an environment or
     as a project environment's default."""

@@ -1,0 +1,163 @@
+"""Admin endpoints of dependencies and environment variants (admin key), at Unleash 8.2's
+paths with its statuses. Every handler is one call to a service (``dependencies``,
+``variants``)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.api.body import read_json
+from relay.api.responses import model_response
+from relay.api.routing import Route
+from relay.central.admin import admin_route
+from relay.central.state import DEPENDENCIES, VARIANTS
+from relay.wire import flags as wire
+
+
+def _flag(request: web.Request) -> tuple[str, str]:
+    return request.match_info["projectId"], request.match_info["featureName"]
+
+
+def _env(request: web.Request) -> tuple[str, str, str]:
+    return *_flag(request), request.match_info["environment"]
+
+
+async def add_dependency(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.CreateDependency)
+    await request.app[DEPENDENCIES].add(*_flag(request), body)
+    return web.Response(status=200)
+
+
+async def delete_dependency(request: web.Request) -> web.Response:
+    await request.app[DEPENDENCIES].delete(*_flag(request), request.match_info["parent"])
+    return web.Response(status=200)
+
+
+async def delete_dependencies(request: web.Request) -> web.Response:
+    await request.app[DEPENDENCIES].delete(*_flag(request))
+    return web.Response(status=200)
+
+
+async def list_parent_options(request: web.Request) -> web.Response:
+    return model_response(
+        wire.Names(await request.app[DEPENDENCIES].possible_parents(*_flag(request)))
+    )
+
+
+async def list_parent_variant_options(request: web.Request) -> web.Response:
+    found = await request.app[DEPENDENCIES].parent_variants(*_flag(request))
+    return model_response(wire.Names(found))
+
+
+async def check_dependencies_exist(request: web.Request) -> web.Response:
+    return model_response(wire.DependenciesExist(await request.app[DEPENDENCIES].any()))
+
+
+async def get_environment_variants(request: web.Request) -> web.Response:
+    found = await request.app[VARIANTS].of_environment(*_env(request))
+    return model_response(wire.VariantsOut(variants=found))
+
+
+async def overwrite_environment_variants(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.Variants)
+    saved = await request.app[VARIANTS].replace(*_env(request), body.root)
+    return model_response(wire.VariantsOut(variants=saved))
+
+
+async def patch_environment_variants(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.Patches)
+    saved = await request.app[VARIANTS].patch(*_env(request), body.root)
+    return model_response(wire.VariantsOut(variants=saved))
+
+
+async def push_variants(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.PushVariants)
+    saved = await request.app[VARIANTS].push(*_flag(request), body)
+    return model_response(wire.VariantsOut(variants=saved))
+
+
+_FEATURE = "/api/admin/projects/{projectId}/features/{featureName}"
+_VARIANTS = f"{_FEATURE}/environments/{{environment}}/variants"
+_BODY = (400, 413, 415)
+
+ROUTES: list[Route] = [
+    admin_route(
+        "POST",
+        f"{_FEATURE}/dependencies",
+        add_dependency,
+        "Make a flag depend on a parent flag (replacing its parent)",
+        body=wire.CreateDependency,
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "DELETE",
+        f"{_FEATURE}/dependencies/{{parent}}",
+        delete_dependency,
+        "Remove a flag's dependency on a parent",
+        errors=(400, 404),
+    ),
+    admin_route(
+        "DELETE",
+        f"{_FEATURE}/dependencies",
+        delete_dependencies,
+        "Remove a flag's dependencies",
+        errors=(400, 404),
+    ),
+    admin_route(
+        "GET",
+        f"{_FEATURE}/parents",
+        list_parent_options,
+        "The flags a flag may depend on",
+        ok=(200, wire.Names),
+    ),
+    admin_route(
+        "GET",
+        f"{_FEATURE}/parent-variants",
+        list_parent_variant_options,
+        "The variant names a dependency on a flag may name",
+        ok=(200, wire.Names),
+        errors=(404,),
+    ),
+    admin_route(
+        "GET",
+        "/api/admin/projects/{projectId}/dependencies",
+        check_dependencies_exist,
+        "Whether any flag depends on another",
+        ok=(200, wire.DependenciesExist),
+    ),
+    admin_route(
+        "GET",
+        _VARIANTS,
+        get_environment_variants,
+        "A flag's variants in an environment",
+        ok=(200, wire.VariantsOut),
+        errors=(404,),
+    ),
+    admin_route(
+        "PUT",
+        _VARIANTS,
+        overwrite_environment_variants,
+        "Replace a flag's variants in an environment (a flag that has some)",
+        body=wire.Variants,
+        ok=(200, wire.VariantsOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "PATCH",
+        _VARIANTS,
+        patch_environment_variants,
+        "Change a flag's variants in an environment with a JSON Patch (a flag that has some)",
+        body=wire.Patches,
+        ok=(200, wire.VariantsOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "PUT",
+        f"{_FEATURE}/variants-batch",
+        push_variants,
+        "Set a flag's variants in several environments",
+        body=wire.PushVariants,
+        ok=(200, wire.VariantsOut),
+        errors=(*_BODY, 404),
+    ),
+]
