@@ -258,11 +258,13 @@ class Variant(StrategyVariant):
     overrides: Annotated[list[VariantOverride], Field(max_length=MAX_LIST)] = []
 
     @model_serializer(mode="wrap")
-    def _without_empty_overrides(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``overrides`` only when there are some, as Unleash keeps what it was sent."""
+    def _without_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``overrides`` and ``payload`` only when there are some, as Unleash keeps what
+        it was sent."""
         data: dict[str, Any] = handler(self)
-        if not data.get("overrides"):
-            data.pop("overrides", None)
+        for name in ("overrides", "payload"):
+            if not data.get(name):
+                data.pop(name, None)
         return data
 
 
