@@ -1,7 +1,7 @@
-"""Dependencies and environment variants through the admin API of a real standalone, on
-SQLite and PostgreSQL (the ``client`` fixture runs both; migration 0007 on each): Unleash
-8.2's rules and refusals (403 InvalidOperationError, 400 with its error shape), and what
-the client features answer, the Frontend API and the flag's admin GET show of them."""
+"""Dependencies, environment variants and tags through the admin API of a real standalone,
+on SQLite and PostgreSQL (the ``client`` fixture runs both; migration 0007 on each):
+Unleash 8.2's rules and refusals (403 InvalidOperationError, 400 with its error shape), and
+what the client features answer, the Frontend API and the flag's admin GET show of them."""
 
 from __future__ import annotations
 
@@ -214,3 +214,42 @@ async def test_the_frontend_api_evaluates_dependencies_and_variants(
     assert "child" not in await toggles()  # its parent is on: the dependency fails
     await turn(client, "parent", on=False)
     assert (await toggles())["child"]["variant"]["name"] == "blue"
+
+
+async def test_tags_and_tag_types_as_unleash_serves_them(client: Any) -> None:
+    await create_flag(client, "paint")
+    tags = "/api/admin/features/paint/tags"
+    assert await ok(client, "GET", tags) == {"version": 1, "tags": []}
+    assert await ok(client, "POST", tags, {"value": "team-a"}, status=201) == {
+        "value": "team-a",
+        "type": "simple",
+    }
+    await ok(client, "POST", tags, {"value": "team-a"}, status=201)  # again: no change
+    status, answer = await call(client, "POST", tags, {"value": "x", "type": "colour"})
+    assert status == 400, answer
+    assert_error(answer, "BadDataError")
+    status, answer = await call(client, "POST", tags, {"value": "red", "type": "colour"})
+    assert status == 404, answer
+    colour = {"name": "colour", "description": "", "icon": None, "color": "#FF0000"}
+    await ok(client, "POST", "/api/admin/tag-types", colour, status=201)
+    status, answer = await call(client, "POST", "/api/admin/tag-types", colour)
+    assert status == 409, answer
+    types = await ok(client, "GET", "/api/admin/tag-types")
+    assert [t["name"] for t in types["tagTypes"]] == ["colour", "simple"]
+    body = {"addedTags": [{"value": "red", "type": "colour"}], "removedTags": [{"value": "team-a"}]}
+    assert await ok(client, "PUT", tags, body) == {
+        "version": 1,
+        "tags": [{"value": "red", "type": "colour"}],
+    }
+    await ok(client, "POST", tags, {"value": "team-b"}, status=201)
+    await ok(client, "DELETE", f"{tags}/simple/team-b")
+    await ok(client, "DELETE", f"{tags}/simple/x")  # a tag it does not have: no change
+    await ok(client, "DELETE", "/api/admin/tag-types/colour")  # and its tags
+    assert await ok(client, "GET", tags) == {"version": 1, "tags": []}
+    status, _ = await call(client, "POST", "/api/admin/features/nothing/tags", {"value": "ab"})
+    assert status == 404
+    many = {"addedTags": [{"value": f"t{i:02}"} for i in range(100)], "removedTags": []}
+    await ok(client, "PUT", tags, many)
+    status, answer = await call(client, "POST", tags, {"value": "one-more"})
+    assert status == 400, answer
+    assert "tags" not in (await served(client))["paint"]  # for people, not SDKs

@@ -29,6 +29,7 @@ from relay.central.flags.serving import (
     ClientFeaturesCache,
 )
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tags import TagService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -45,6 +46,7 @@ from relay.central.state import (
     PROJECTS,
     SEGMENTS,
     STRATEGIES,
+    TAGS,
     USAGE,
     VARIANTS,
 )
@@ -124,6 +126,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[SEGMENTS] = SegmentService(writer)
     app[DEPENDENCIES] = DependencyService(writer)
     app[VARIANTS] = VariantService(writer)
+    app[TAGS] = TagService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served

@@ -150,6 +150,53 @@ class VariantsOut(BaseModel):
     variants: list[Variant]
 
 
+# --- tags ---
+
+TagPart = Annotated[str, Field(min_length=2, max_length=50)]
+TagTypeName = Annotated[TagPart, Field(pattern=r"^[A-Za-z0-9_.!~*'()-]+$")]
+
+
+class Tag(Strict):
+    """``tagSchema``: a flag's tag; ``type`` a tag type that exists (``simple`` by default)."""
+
+    model_config = ConfigDict(title="tagSchema")
+
+    value: TagPart
+    type: TagTypeName = "simple"
+
+
+class TagsOut(BaseModel):
+    model_config = ConfigDict(title="tagsSchema")
+
+    version: int = 1
+    tags: list[Tag]
+
+
+class UpdateTags(Strict):
+    """``updateTagsSchema``: tags added, then tags removed."""
+
+    model_config = ConfigDict(title="updateTagsSchema")
+
+    addedTags: Annotated[list[Tag], Field(max_length=MAX_LIST)]
+    removedTags: Annotated[list[Tag], Field(max_length=MAX_LIST)]
+
+
+class TagType(Strict):
+    model_config = ConfigDict(title="tagTypeSchema")
+
+    name: TagTypeName
+    description: Description = ""
+    icon: Annotated[str, Field(max_length=100)] | None = None
+    color: Annotated[str, Field(pattern=r"^#[0-9A-Fa-f]{6}$")] | None = None
+
+
+class TagTypesOut(BaseModel):
+    model_config = ConfigDict(title="tagTypesSchema")
+
+    version: int = 1
+    tagTypes: list[TagType]
+
+
 # --- segments ---
 
 

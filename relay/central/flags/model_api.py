@@ -1,6 +1,6 @@
-"""Admin endpoints of dependencies and environment variants (admin key), at Unleash 8.2's
-paths with its statuses. Every handler is one call to a service (``dependencies``,
-``variants``)."""
+"""Admin endpoints of dependencies, environment variants and tags (admin key), at Unleash
+8.2's paths with its statuses. Every handler is one call to a service (``dependencies``,
+``variants``, ``tags``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from relay.api.body import read_json
 from relay.api.responses import model_response
 from relay.api.routing import Route
 from relay.central.admin import admin_route
-from relay.central.state import DEPENDENCIES, VARIANTS
+from relay.central.state import DEPENDENCIES, TAGS, VARIANTS
 from relay.wire import flags as wire
 
 
@@ -76,8 +76,48 @@ async def push_variants(request: web.Request) -> web.Response:
     return model_response(wire.VariantsOut(variants=saved))
 
 
+async def list_tags(request: web.Request) -> web.Response:
+    found = await request.app[TAGS].of_flag(request.match_info["featureName"])
+    return model_response(wire.TagsOut(tags=found))
+
+
+async def add_tag(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.Tag)
+    return model_response(
+        await request.app[TAGS].add(request.match_info["featureName"], body), status=201
+    )
+
+
+async def update_tags(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.UpdateTags)
+    name = request.match_info["featureName"]
+    found = await request.app[TAGS].update(name, body.addedTags, body.removedTags)
+    return model_response(wire.TagsOut(tags=found))
+
+
+async def remove_tag(request: web.Request) -> web.Response:
+    info = request.match_info
+    await request.app[TAGS].remove(info["featureName"], info["type"], info["value"])
+    return web.Response(status=200)
+
+
+async def list_tag_types(request: web.Request) -> web.Response:
+    return model_response(wire.TagTypesOut(tagTypes=await request.app[TAGS].types()))
+
+
+async def create_tag_type(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.TagType)
+    return model_response(await request.app[TAGS].create_type(body), status=201)
+
+
+async def delete_tag_type(request: web.Request) -> web.Response:
+    await request.app[TAGS].delete_type(request.match_info["name"])
+    return web.Response(status=200)
+
+
 _FEATURE = "/api/admin/projects/{projectId}/features/{featureName}"
 _VARIANTS = f"{_FEATURE}/environments/{{environment}}/variants"
+_TAGS = "/api/admin/features/{featureName}/tags"
 _BODY = (400, 413, 415)
 
 ROUTES: list[Route] = [
@@ -159,5 +199,49 @@ ROUTES: list[Route] = [
         body=wire.PushVariants,
         ok=(200, wire.VariantsOut),
         errors=(*_BODY, 404),
+    ),
+    admin_route("GET", _TAGS, list_tags, "A flag's tags", ok=(200, wire.TagsOut)),
+    admin_route(
+        "POST",
+        _TAGS,
+        add_tag,
+        "Tag a flag (a tag it has: no change)",
+        body=wire.Tag,
+        ok=(201, wire.Tag),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "PUT",
+        _TAGS,
+        update_tags,
+        "Add, then remove, tags of a flag",
+        body=wire.UpdateTags,
+        ok=(200, wire.TagsOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "DELETE",
+        f"{_TAGS}/{{type}}/{{value}}",
+        remove_tag,
+        "Remove a tag from a flag",
+        errors=(404,),
+    ),
+    admin_route(
+        "GET", "/api/admin/tag-types", list_tag_types, "Tag types", ok=(200, wire.TagTypesOut)
+    ),
+    admin_route(
+        "POST",
+        "/api/admin/tag-types",
+        create_tag_type,
+        "Create a tag type",
+        body=wire.TagType,
+        ok=(201, wire.TagType),
+        errors=(*_BODY, 409),
+    ),
+    admin_route(
+        "DELETE",
+        "/api/admin/tag-types/{name}",
+        delete_tag_type,
+        "Delete a tag type and its tags",
     ),
 ]
