@@ -66,12 +66,15 @@ class VariantService:
             return await _save(w, record, [environment], body.variants)
 
     async def push(self, project: str, flag: str, body: wire.PushVariants) -> list[Variant]:
-        """``variants-batch``: the same variants in each environment named."""
+        """``variants-batch``: the same variants in each environment named; answered in
+        the order sent, weights fixed, as Unleash answers it (stored sorted by name)."""
         if not body.environments:
             raise InvalidInput("No environments provided")
         async with self._write() as w:
             record = await w.flag(project, flag)
-            return await _save(w, record, body.environments, body.variants)
+            saved = await _save(w, record, body.environments, body.variants)
+        sent = {v.name: i for i, v in enumerate(body.variants)}
+        return sorted(saved, key=lambda v: sent[v.name])
 
 
 async def _legacy(w: FlagWrite, project: str, flag: str) -> FlagRecord:
