@@ -5,10 +5,13 @@ what the client features answer, the Frontend API and the flag's admin GET show 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from conftest import MakeClient, assert_error, auth
+from conftest import MakeClient, assert_error, auth, standalone_settings
 from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok, served, turn
+
+from relay.central.wiring import central_database
 
 DEPENDENCIES = "{}/dependencies"
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
@@ -255,3 +258,33 @@ async def test_tags_and_tag_types_as_unleash_serves_them(client: Any) -> None:
     status, answer = await call(client, "POST", tags, {"value": "one-more"})
     assert status == 400, answer
     assert "tags" not in (await served(client))["paint"]  # for people, not SDKs
+
+
+async def test_migration_0007_keeps_an_older_database_s_flags(
+    make_client: MakeClient, database_url: str | None, tmp_path: Path
+) -> None:
+    """A database as the version before 0007 left it (its tables and column taken away
+    again, its record of 0007 forgotten): upgraded in place, its flags are served as
+    they were, with no variants and no parent, and take dependencies and tags."""
+    client = await make_client()
+    for name in ("kept", "other"):
+        await create_flag(client, name)
+        await turn(client, name)
+    before = (await served(client))["kept"]
+    db = central_database(standalone_settings(tmp_path / "data", database_url=database_url))
+    await db.open()
+    try:
+        async with db.transaction() as tx:
+            for table in ("feature_tags", "tag_types", "feature_dependencies"):
+                await tx.execute(f"DROP TABLE {table}")
+            await tx.execute("ALTER TABLE feature_environments DROP COLUMN variants")
+            await tx.execute(
+                "DELETE FROM schema_migrations WHERE version = 'central/0007_flag_model'"
+            )
+    finally:
+        await db.close()
+    upgraded = await make_client()
+    assert (await served(upgraded))["kept"] == before
+    assert before["variants"] == [] and "dependencies" not in before
+    assert (await depend(upgraded, "kept", {"feature": "other"}))[0] == 200
+    await ok(upgraded, "POST", "/api/admin/features/kept/tags", {"value": "old"}, status=201)
