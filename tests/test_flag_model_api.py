@@ -9,9 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from conftest import MakeClient, assert_error, auth, standalone_settings
-from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok, served, turn
+from flagkit import (
+    add_strategy,
+    call,
+    client_features,
+    create_flag,
+    env_path,
+    feature_path,
+    ok,
+    served,
+    turn,
+)
 
 from relay.central.wiring import central_database
+from relay.wire.client_features import ClientFeatures
 
 DEPENDENCIES = "{}/dependencies"
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
@@ -50,6 +61,11 @@ async def test_a_dependency_is_served_as_unleash_shapes_it(client: Any) -> None:
     assert (await served(client))["child"]["dependencies"] == [
         {"feature": "parent", "enabled": True, "variants": ["blue", "red"]}
     ]
+    variants = {"variants": [{"name": "blue", "weight": 0}], "environments": ["development"]}
+    await ok(client, "PUT", f"{feature_path('parent')}/variants-batch", variants)
+    status, answer, _ = await client_features(client)
+    assert status == 200
+    ClientFeatures.model_validate(answer)  # the documented schema, exactly
     await ok(client, "DELETE", f"{DEPENDENCIES.format(feature_path('child'))}/parent")
     assert "dependencies" not in (await served(client))["child"]
     assert (await ok(client, "GET", feature_path("parent")))["children"] == []
