@@ -2,17 +2,28 @@
 
 Each specification file is a ``state`` (what a server would serve) plus tests with expected
 answers. For each file, a fresh standalone gets the state through its admin API, as an
-operator would write it (segments, flags, strategies, on), then the real Node and Python
-SDKs fetch it from the standalone and answer the tests.
+operator would write it (segments, flags, strategies, the flag's own variants with
+``variants-batch``, on, then dependencies), then the real Node and Python SDKs fetch it from
+the standalone and answer the tests.
 
 Some states cannot be written through Unleash's admin API, ours included; the tests on
 their flags are counted apart with the reason (the API's own refusal, or what it changes):
-feature-level variants (not offered here), dependencies, flag names the name rule refuses,
-operators and expressions Unleash refuses, segments that do not exist, and variant weights
-the API normalises to a total of 1000 (which moves users between variants: the tests of
-such a flag pass or not by chance, so they are counted apart too). Every other test must
-pass, and no other reason may appear. The delta API's files (no ``features`` state) do not
-apply. A summary is printed (``pytest -s``).
+
+- a flag with more than one parent (Unleash keeps one: a second replaces the first);
+- a dependency on a flag that has a parent, or of a flag others depend on (Unleash
+  refuses transitive dependencies, so no chain and no cycle), and a flag whose parent's
+  own state could not be written that way;
+- a dependency on a flag that does not exist;
+- flag names the name rule refuses (UTF-8 names);
+- operators Unleash does not have (CIDR, a made-up one), IN / NOT_IN without values,
+  "v2.0.0" as a SemVer, regular expressions RE2 refuses, an inverted REGEX;
+- a segment id absent from the state;
+- variant weights (of a strategy or of the flag) that do not total 1000: the API
+  normalises them, which moves users between variants, so the tests of such a flag pass
+  or not by chance and are counted apart too.
+
+Every other test must pass, and no other reason may appear. The delta API's files (no
+``features`` state) do not apply. A summary is printed (``pytest -s``).
 """
 
 from __future__ import annotations
@@ -26,16 +37,17 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 from conftest import ADMIN_KEY, auth, standalone_settings
-from flagkit import FEATURES, env_path
+from flagkit import FEATURES, env_path, feature_path
 from sdks import Check, node_evaluate, python_evaluate, quiet_sdk_logs
 
 from relay.app import build_app
 
-# Why a test may not run or pass: each is how Unleash's own admin API behaves too, except
-# the first two (features this service does not offer).
+# Why a test may not run or pass: each is how Unleash's own admin API behaves too.
 KNOWN_REASONS = (
-    "feature variants",
-    "dependencies",
+    "one parent",  # more than one dependency
+    "Transitive dependency detected",
+    "whose state Unleash cannot hold",  # its parent's dependency was refused
+    "No active feature",  # a dependency on a flag that does not exist
     "/body/name",  # a flag name outside Unleash's URL-friendly rule (UTF-8 names)
     "/operator",  # an operator Unleash does not have (CIDR, a made-up one)
     "needs at least one value",  # IN / NOT_IN without values
@@ -46,7 +58,7 @@ KNOWN_REASONS = (
     "variant weights normalised",
 )
 # with the pinned packages (tests/sdks.py), of 279 tests: see the summary printed
-PASSING = 177
+PASSING = 213
 
 
 @dataclass
@@ -63,6 +75,16 @@ async def admin(client: TestClient, method: str, path: str, body: Any = None) ->
     return response.status, json.loads(raw) if raw else None
 
 
+def _variants(variants: list[dict[str, Any]], defaults: dict[str, str]) -> tuple[Any, str | None]:
+    """A state's variants as the API takes them; and a caveat when it will change them."""
+    body = [{**defaults, **variant} for variant in variants]
+    total = sum(v.get("weight", 0) for v in variants)
+    caveat = None
+    if len(variants) > 1 and total != 1000:
+        caveat = f"variant weights normalised by the admin API (total {total} -> 1000)"
+    return body, caveat
+
+
 def _strategy(
     strategy: dict[str, Any], segments: dict[int, int]
 ) -> tuple[dict[str, Any], str | None]:
@@ -73,15 +95,34 @@ def _strategy(
         "constraints": strategy.get("constraints") or [],
         "segments": [segments.get(s, s) for s in strategy.get("segments") or []],
     }
-    variants = strategy.get("variants") or []
-    body["variants"] = [
-        {"weightType": "variable", "stickiness": "default", **variant} for variant in variants
-    ]
-    total = sum(v.get("weight", 0) for v in variants)
-    caveat = None
-    if len(variants) > 1 and total != 1000:
-        caveat = f"variant weights normalised by the admin API (total {total} -> 1000)"
+    defaults = {"weightType": "variable", "stickiness": "default"}
+    body["variants"], caveat = _variants(strategy.get("variants") or [], defaults)
     return body, caveat
+
+
+async def _flag(
+    client: TestClient, feature: dict[str, Any], segments: dict[int, int]
+) -> tuple[str | None, str | None]:  # type: ignore[type-arg]
+    """Writes one flag of a state but its dependencies: why the API refused it, or None;
+    and a caveat when the API changed it."""
+    name, caveat = feature["name"], None
+    body = {"name": name, "description": feature.get("description")}
+    status, answer = await admin(client, "POST", FEATURES.format(project="default"), body)
+    if status != 201:
+        return answer["details"][0]["message"], None
+    for strategy in feature.get("strategies") or []:
+        body, caveat = _strategy(strategy, segments)
+        status, answer = await admin(client, "POST", f"{env_path(name)}/strategies", body)
+        if status != 200:
+            return answer["details"][0]["message"], None
+    if feature.get("variants"):
+        variants, caveat = _variants(feature["variants"], {})
+        body = {"variants": variants, "environments": ["development"]}
+        status, answer = await admin(client, "PUT", f"{feature_path(name)}/variants-batch", body)
+        assert status == 200, answer
+    if feature.get("enabled"):
+        assert (await admin(client, "POST", f"{env_path(name)}/on"))[0] == 200
+    return None, caveat
 
 
 async def load(client: TestClient, state: dict[str, Any]) -> Loaded:  # type: ignore[type-arg]
@@ -95,34 +136,44 @@ async def load(client: TestClient, state: dict[str, Any]) -> Loaded:  # type: ig
         status, answer = await admin(client, "POST", "/api/admin/segments", body)
         assert status == 201, answer
         segments[segment["id"]] = answer["id"]
-    for feature in state["features"]:
-        name = feature["name"]
-        if feature.get("variants"):
-            loaded.refused[name] = "feature variants: the admin API has strategy variants only"
-            continue
-        if feature.get("dependencies"):
-            loaded.refused[name] = "dependencies: not offered by the admin API"
+    features = state["features"]
+    for feature in features:
+        refused, caveat = await _flag(client, feature, segments)
+        if refused is not None:
+            loaded.refused[feature["name"]] = refused
+        elif caveat is not None:
+            loaded.caveats[feature["name"]] = caveat
+    await _dependencies(client, features, loaded)
+    return loaded
+
+
+async def _dependencies(client: TestClient, features: list[dict[str, Any]], loaded: Loaded) -> None:  # type: ignore[type-arg]
+    """Each flag's dependency, those on parents without one of their own first (the
+    order an operator would take); then a flag whose parent's state differs from the
+    state's (refused, or its own dependency refused) is counted apart as well."""
+    parents = {f["name"]: f.get("dependencies") or [] for f in features}
+    ordered = sorted(
+        (f for f in features if parents[f["name"]] and f["name"] not in loaded.refused),
+        key=lambda f: any(parents.get(d["feature"]) for d in parents[f["name"]]),
+    )
+    for feature in ordered:
+        name, dependencies = feature["name"], parents[feature["name"]]
+        if len(dependencies) > 1:
+            loaded.refused[name] = "one parent per flag: Unleash replaces a flag's dependency"
             continue
         status, answer = await admin(
-            client,
-            "POST",
-            FEATURES.format(project="default"),
-            {"name": name, "description": feature.get("description")},
+            client, "POST", f"{feature_path(name)}/dependencies", dependencies[0]
         )
-        if status != 201:
-            loaded.refused[name] = answer["details"][0]["message"]
-            continue
-        for strategy in feature.get("strategies") or []:
-            body, caveat = _strategy(strategy, segments)
-            status, answer = await admin(client, "POST", f"{env_path(name)}/strategies", body)
-            if status != 200:
-                loaded.refused[name] = answer["details"][0]["message"]
-                break
-            if caveat:
-                loaded.caveats[name] = caveat
-        if feature.get("enabled") and name not in loaded.refused:
-            assert (await admin(client, "POST", f"{env_path(name)}/on"))[0] == 200
-    return loaded
+        if status != 200:
+            loaded.refused[name] = answer["message"]
+    changed = True
+    while changed:
+        changed = False
+        for name, dependencies in parents.items():
+            unheld = [d["feature"] for d in dependencies if d["feature"] in loaded.refused]
+            if name not in loaded.refused and unheld and unheld[0] in parents:
+                loaded.refused[name] = f"depends on {unheld[0]}, whose state Unleash cannot hold"
+                changed = True
 
 
 def _matches(expected: Any, got: Any) -> bool:

@@ -1,10 +1,11 @@
 """The delta protocol's promise, as a property: any sequence of admin changes (flags created,
 turned on and off, strategies with segments added and deleted, flags archived and revived,
 segments created, changed and deleted, an environment removed from the project and added
-back), replayed as events over the flags a client held at ANY earlier revision, gives
-exactly the flags the client features answer gives at the end: the same features, and the
-same segments for every segment they use. Through the real services and change log on a
-SQLite file, read by the standalone's cache; events applied as the SDKs apply them."""
+back, dependencies added and removed, a flag's own variants set), replayed as events over
+the flags a client held at ANY earlier revision, gives exactly the flags the client
+features answer gives at the end: the same features, and the same segments for every
+segment they use. Through the real services and change log on a SQLite file, read by the
+standalone's cache; events applied as the SDKs apply them."""
 
 from __future__ import annotations
 
@@ -18,19 +19,21 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.projects import ProjectStore
 from relay.core.audit import Actor
 from relay.core.catalog import Scope
-from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.admin import ProjectEnvironment
-from relay.wire.flags import CreateFlag, UpsertSegment
+from relay.wire.flags import CreateDependency, CreateFlag, PushVariants, UpsertSegment
 from relay.wire.strategies import Strategy
 
 ACTOR = Actor("tests")
@@ -54,6 +57,9 @@ operation = st.one_of(
     st.tuples(st.just("segment"), st.sampled_from(SEGMENTS), st.integers(0, 3)),
     st.tuples(st.just("unsegment"), st.sampled_from(SEGMENTS)),
     st.tuples(st.just("environment"), st.booleans()),
+    st.tuples(st.just("depend"), st.sampled_from(FLAGS), st.sampled_from(FLAGS), st.booleans()),
+    st.tuples(st.just("undepend"), st.sampled_from(FLAGS)),
+    st.tuples(st.just("variants"), st.sampled_from(FLAGS), st.integers(0, 2)),
 )
 
 
@@ -64,9 +70,11 @@ class Admin:
         self.strategies = StrategyService(writer)
         self.segments = SegmentService(writer)
         self.projects = ProjectStore(db, writer)
+        self.dependencies = DependencyService(writer)
+        self.variants = VariantService(writer)
 
     async def apply(self, op: tuple[Any, ...]) -> None:
-        with contextlib.suppress(Conflict, InvalidInput, NotFound):
+        with contextlib.suppress(Conflict, InvalidInput, NotFound, InvalidOperation):
             await self._apply(*op)  # refused changes are part of any sequence too
 
     async def _segment_id(self, name: str) -> int:
@@ -107,6 +115,15 @@ class Admin:
                 )
             case "environment":
                 await self.projects.remove_environment(ACTOR, "default", ENV)
+            case "depend":
+                body = CreateDependency(feature=args[1], enabled=args[2], variants=["v0"])
+                await self.dependencies.add(ACTOR, "default", args[0], body)
+            case "undepend":
+                await self.dependencies.delete(ACTOR, "default", args[0])
+            case "variants":
+                variants = [{"name": f"v{i}", "weight": 0} for i in range(args[1])]
+                body = PushVariants.model_validate({"variants": variants, "environments": [ENV]})
+                await self.variants.push(ACTOR, "default", args[0], body)
 
 
 def _segment(name: str, value: int) -> UpsertSegment:
@@ -176,6 +193,8 @@ async def scenario(directory: Path, operations: list[tuple[Any, ...]]) -> None:
 @given(st.lists(operation, max_size=25))
 @example([("segment", "beta", 1), ("create", "a.one"), ("strategy", "a.one", "beta")])
 @example([("create", "a.one"), ("turn", "a.one", True), ("environment", False)])
+@example([("create", "a.one"), ("create", "a.two"), ("depend", "a.two", "a.one", True)])
+@example([("create", "a.one"), ("variants", "a.one", 2), ("archive", "a.one")])
 def test_events_from_any_revision_give_the_final_answer(operations: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(scenario(Path(directory), operations))

@@ -277,3 +277,31 @@ async def test_a_reorder_of_strategies_is_an_event_with_both_orders(client: Any)
     assert latest["environment"] == "development"
     assert latest["preData"] == {"strategyIds": [first["id"], second["id"]]}
     assert latest["data"] == {"strategyIds": [second["id"], first["id"]]}
+
+
+async def test_dependencies_variants_and_tags_are_logged(client: Any) -> None:
+    """The flag model's other changes are events too, each with before and after."""
+    await create_flag(client, "parent")
+    await create_flag(client, "child")
+    path = feature_path("child")
+    await ok(client, "POST", f"{path}/dependencies", {"feature": "parent", "enabled": False})
+    await ok(client, "DELETE", f"{path}/dependencies")
+    pushed = {"variants": [{"name": "blue", "weight": 0}], "environments": ["development"]}
+    await ok(client, "PUT", f"{path}/variants-batch", pushed)
+    await ok(client, "POST", "/api/admin/features/child/tags", {"value": "team-a"}, status=201)
+    await ok(client, "DELETE", "/api/admin/features/child/tags/simple/team-a")
+    found = (await events(client, "?feature=child"))["events"]
+    assert [e["type"] for e in found[:5]] == [
+        "feature-untagged",
+        "feature-tagged",
+        "feature-environment-variants-updated",
+        "feature-dependency-removed",
+        "feature-dependency-added",
+    ]
+    untagged, tagged, variants, removed, added = found[:5]
+    assert added["preData"] is None
+    assert added["data"] == {"feature": "parent", "enabled": False, "variants": []}
+    assert removed["preData"] == added["data"] and removed["data"] is None
+    assert variants["environment"] == "development" and variants["preData"] == []
+    assert [v["name"] for v in variants["data"]] == ["blue"]
+    assert tagged["data"] == untagged["preData"] == {"value": "team-a", "type": "simple"}

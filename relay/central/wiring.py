@@ -21,7 +21,8 @@ from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KE
 from relay.central import admin, edges, events_api, impact, projects_api
 from relay.central.environments import EnvironmentStore
 from relay.central.events import EventLog
-from relay.central.flags import admin_api, client_api
+from relay.central.flags import admin_api, client_api, model_api
+from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import (
@@ -30,6 +31,8 @@ from relay.central.flags.serving import (
     ClientFeaturesCache,
 )
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tags import TagService
+from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
 from relay.central.key_store import USE_INTERVAL, KeyStore
@@ -37,6 +40,7 @@ from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
+    DEPENDENCIES,
     EDGES,
     ENVIRONMENTS,
     EVENTS,
@@ -46,7 +50,9 @@ from relay.central.state import (
     PROJECTS,
     SEGMENTS,
     STRATEGIES,
+    TAGS,
     USAGE,
+    VARIANTS,
 )
 from relay.central.usage import UsageReader
 from relay.central.web.routes import add_web
@@ -127,6 +133,9 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[FLAGS] = FlagService(writer)
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer)
+    app[DEPENDENCIES] = DependencyService(writer)
+    app[VARIANTS] = VariantService(writer)
+    app[TAGS] = TagService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
@@ -192,7 +201,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
     routes += [*streaming.ROUTES, *admin.ROUTES, *projects_api.ROUTES, *events_api.ROUTES]
-    routes += [*admin_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
+    routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app

@@ -155,18 +155,23 @@ def _served(flag: FlagRecord, environment: str) -> list[StrategyRecord]:
 
 
 def _feature(flag: FlagRecord, environment: str) -> Document:
-    """A flag as SDKs that resolve segments get it."""
-    return {
+    """A flag as SDKs that resolve segments get it; ``dependencies`` only when it has a
+    parent, as Unleash serves it."""
+    state = flag.environment(environment)
+    feature: Document = {
         "name": flag.name,
         "type": flag.type,
-        "enabled": flag.environment(environment).enabled,
+        "enabled": state.enabled,
         "project": flag.project,
         "stale": flag.stale,
         "strategies": [_strategy(s) for s in _served(flag, environment)],
-        "variants": [],
+        "variants": list(state.variants),
         "description": flag.description,
         "impressionData": flag.impression_data,
     }
+    if flag.dependencies:
+        feature["dependencies"] = [d.served() for d in flag.dependencies]
+    return feature
 
 
 def _strategy(strategy: StrategyRecord) -> Document:

@@ -34,8 +34,9 @@ class Conflict(DomainError):
 
 
 class InvalidOperation(DomainError):
-    """An operation Unleash's rules forbid on this record whoever asks (deleting the default
-    project, or one that still has flags)."""
+    """An operation Unleash's rules forbid as things stand, whoever asks (deleting the
+    default project or one that still has flags, a second level of dependencies, archiving
+    a flag others depend on): Unleash's InvalidOperationError."""
 
 
 class Unauthorized(DomainError):

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from relay.core.errors import InvalidInput
 from relay.wire.strategies import Strategy, StrategyVariant, WeightType
@@ -43,8 +43,9 @@ class StrategyRecord:
 
 
 MAX_ENVIRONMENT_BYTES = 256 * 1024
-"""What one flag's strategies in one environment may hold, as stored JSON (their names,
-titles, constraints, parameters, variants): the flag as an SDK of that environment gets it.
+"""What one flag's strategies and variants in one environment may hold, as stored JSON
+(their names, titles, constraints, parameters, variants; the flag's own variants there):
+the flag as an SDK of that environment gets it.
 POST, PUT and PATCH are held to it alike, and a JSON Patch's copies to as much."""
 
 
@@ -52,6 +53,25 @@ POST, PUT and PATCH are held to it alike, and a JSON Patch's copies to as much."
 class EnvironmentState:
     enabled: bool = False
     strategies: tuple[StrategyRecord, ...] = ()
+    variants: tuple[Document, ...] = ()
+    """The flag's own variants here (Unleash's environment variants), weights fixed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """A flag's dependency on its parent: the parent must be enabled (or, when not
+    ``enabled``, disabled), and when ``variants`` are named, resolve to one of them."""
+
+    parent: str
+    enabled: bool
+    variants: tuple[str, ...]
+
+    def served(self) -> Document:
+        """As Unleash serves it: ``variants`` only when the parent must be enabled."""
+        out: Document = {"feature": self.parent, "enabled": self.enabled}
+        if self.enabled:
+            out["variants"] = list(self.variants)
+        return out
 
 
 _OFF = EnvironmentState()
@@ -70,6 +90,10 @@ class FlagRecord:
     revision: int
     """The revision of the last write to this flag, in any environment."""
     environments: Mapping[str, EnvironmentState] = field(default_factory=dict)
+    dependencies: tuple[Dependency, ...] = ()
+    """Its parent (Unleash allows one)."""
+    children: tuple[str, ...] = ()
+    """The flags that depend on it, by name."""
 
     def environment(self, name: str) -> EnvironmentState:
         """A flag has no record in an environment it was never changed in: it is off there."""
@@ -121,7 +145,10 @@ def strategy_on(flag: str, project_default: Strategy | None) -> Strategy:
     return project_default.model_copy(update={"parameters": params, "sortOrder": None})
 
 
-def fix_weights(variants: Sequence[StrategyVariant]) -> list[StrategyVariant]:
+Variant = TypeVar("Variant", bound=StrategyVariant)
+
+
+def fix_weights(variants: Sequence[Variant]) -> list[Variant]:
     """Unleash's weights: ``fix`` variants keep theirs, ``variable`` ones share the rest of
     1000 (the remainder to the first of them), and the list is sorted by name."""
     if not variants:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from relay.wire.strategies import Constraint, StrategyVariant
+from relay.wire.strategies import Constraint, StrategyVariant, Variant
 
 
 class ClientStrategy(BaseModel):
@@ -22,6 +22,16 @@ class ClientStrategy(BaseModel):
     segments: list[int] | None = None
 
 
+class ClientDependency(BaseModel):
+    """``dependentFeatureSchema``: ``variants`` only when the parent must be enabled."""
+
+    model_config = ConfigDict(title="dependentFeatureSchema", extra="forbid")
+
+    feature: str
+    enabled: bool
+    variants: list[str] | None = None
+
+
 class ClientFeature(BaseModel):
     model_config = ConfigDict(title="clientFeatureSchema", extra="forbid")
 
@@ -31,9 +41,10 @@ class ClientFeature(BaseModel):
     project: str
     stale: bool
     strategies: list[ClientStrategy]
-    variants: list[StrategyVariant]
+    variants: list[Variant]
     description: str | None
     impressionData: bool
+    dependencies: list[ClientDependency] | None = None
 
 
 class ClientSegment(BaseModel):

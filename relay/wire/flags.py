@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
+from relay.wire.client_features import ClientDependency
 from relay.wire.common import MAX_LIST, Name, Strict
-from relay.wire.strategies import Constraint, StrategyOut
+from relay.wire.strategies import Constraint, StrategyOut, Variant
 
 
 def _not_dots(name: str) -> str:
@@ -73,6 +74,7 @@ class FlagEnvironmentOut(BaseModel):
     strategies: list[StrategyOut]
     hasStrategies: bool
     hasEnabledStrategies: bool
+    variants: list[Variant] = []
 
 
 class FlagOut(BaseModel):
@@ -88,6 +90,8 @@ class FlagOut(BaseModel):
     createdAt: datetime
     archivedAt: datetime | None
     environments: list[FlagEnvironmentOut]
+    dependencies: list[ClientDependency] = []
+    children: list[str] = []
 
 
 class ProjectFlagsOut(BaseModel):
@@ -99,6 +103,98 @@ class ProjectFlagsOut(BaseModel):
 
 class StrategiesOut(RootModel[list[StrategyOut]]):
     model_config = ConfigDict(title="featureStrategiesSchema")
+
+
+# --- dependencies and variants ---
+
+
+class CreateDependency(Strict):
+    """``createDependentFeatureSchema``: the parent a flag depends on, and whether it must
+    be enabled (the default) or disabled; ``variants`` (when enabled) the parent's
+    variants that satisfy it, none for any."""
+
+    model_config = ConfigDict(title="createDependentFeatureSchema")
+
+    feature: FlagName
+    enabled: StrictBool = True
+    variants: Annotated[list[Name], Field(max_length=MAX_LIST)] | None = None
+
+
+class Names(RootModel[list[str]]):
+    """Flag or variant names (``parentFeatureOptionsSchema``, ``parentVariantOptionsSchema``)."""
+
+    model_config = ConfigDict(title="parentFeatureOptionsSchema")
+
+
+class DependenciesExist(RootModel[bool]):
+    model_config = ConfigDict(title="dependenciesExistSchema")
+
+
+class Variants(RootModel[Annotated[list[Variant], Field(max_length=MAX_LIST)]]):
+    model_config = ConfigDict(title="variantsSchema")
+
+
+class PushVariants(Strict):
+    """``pushVariantsSchema``: the same variants written to several environments."""
+
+    model_config = ConfigDict(title="pushVariantsSchema")
+
+    variants: Annotated[list[Variant], Field(max_length=MAX_LIST)] = []
+    environments: Annotated[list[Name], Field(max_length=MAX_LIST)] = []
+
+
+class VariantsOut(BaseModel):
+    model_config = ConfigDict(title="featureVariantsSchema")
+
+    version: int = 1
+    variants: list[Variant]
+
+
+# --- tags ---
+
+TagPart = Annotated[str, Field(min_length=2, max_length=50)]
+TagTypeName = Annotated[TagPart, Field(pattern=r"^[A-Za-z0-9_.!~*'()-]+$")]
+
+
+class Tag(Strict):
+    """``tagSchema``: a flag's tag; ``type`` a tag type that exists (``simple`` by default)."""
+
+    model_config = ConfigDict(title="tagSchema")
+
+    value: TagPart
+    type: TagTypeName = "simple"
+
+
+class TagsOut(BaseModel):
+    model_config = ConfigDict(title="tagsSchema")
+
+    version: int = 1
+    tags: list[Tag]
+
+
+class UpdateTags(Strict):
+    """``updateTagsSchema``: tags added, then tags removed."""
+
+    model_config = ConfigDict(title="updateTagsSchema")
+
+    addedTags: Annotated[list[Tag], Field(max_length=MAX_LIST)]
+    removedTags: Annotated[list[Tag], Field(max_length=MAX_LIST)]
+
+
+class TagType(Strict):
+    model_config = ConfigDict(title="tagTypeSchema")
+
+    name: TagTypeName
+    description: Description = ""
+    icon: Annotated[str, Field(max_length=100)] | None = None
+    color: Annotated[str, Field(pattern=r"^#[0-9A-Fa-f]{6}$")] | None = None
+
+
+class TagTypesOut(BaseModel):
+    model_config = ConfigDict(title="tagTypesSchema")
+
+    version: int = 1
+    tagTypes: list[TagType]
 
 
 # --- segments ---

@@ -240,6 +240,35 @@ class StrategyVariant(Strict):
     payload: VariantPayload | None = None
 
 
+class VariantOverride(Strict):
+    model_config = ConfigDict(title="overrideSchema")
+
+    contextName: Name
+    values: Annotated[list[Value], Field(max_length=1000)] = []
+
+
+class Variant(StrategyVariant):
+    """``variantSchema``: a flag's own variant in one environment (Unleash's environment
+    variants): a strategy variant, ``weightType`` and ``stickiness`` defaulted as Unleash
+    defaults them, with overrides (context values that get it whatever the weights)."""
+
+    model_config = ConfigDict(title="variantSchema")
+
+    weightType: WeightType = WeightType.VARIABLE
+    stickiness: Name = "default"
+    overrides: Annotated[list[VariantOverride], Field(max_length=MAX_LIST)] = []
+
+    @model_serializer(mode="wrap")
+    def _without_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``overrides`` and ``payload`` only when there are some, as Unleash keeps what
+        it was sent."""
+        data: dict[str, Any] = handler(self)
+        for name in ("overrides", "payload"):
+            if not data.get(name):
+                data.pop(name, None)
+        return data
+
+
 class Strategy(Strict):
     """``createFeatureStrategySchema``: a strategy as sent, for a flag in an environment or
     as a project environment's default."""

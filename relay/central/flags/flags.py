@@ -20,10 +20,11 @@ from relay.central.flags.unknown import unknown_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
-from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord, strategy_on
 from relay.wire import flags as wire
-from relay.wire.strategies import SAVED, Strategy, StrategyOut
+from relay.wire.client_features import ClientDependency
+from relay.wire.strategies import SAVED, Strategy, StrategyOut, Variant
 
 
 class FlagService:
@@ -161,11 +162,18 @@ class FlagService:
         return after
 
     async def archive(self, actor: Actor, project: str, name: str) -> None:
-        """Archived flags are not served to SDKs and keep their name taken."""
+        """Archived flags are not served to SDKs and keep their name taken. A flag other
+        flags depend on cannot be archived; an archived flag's own dependency is removed
+        (as Unleash does: revived, it depends on nothing)."""
         async with self._write(actor) as w:
             flag = await w.flag(project, name, writable=False)
             if flag.archived_at is not None:
                 return  # archived already: nothing changes, nothing to log
+            if flag.children:
+                raise InvalidOperation(
+                    "You can not archive/delete this feature since other features depend on it."
+                )
+            await w.tx.execute("DELETE FROM feature_dependencies WHERE child = ?", (name,))
             await w.tx.execute(
                 "UPDATE features SET archived_at = ?, revision = ? WHERE name = ?",
                 (time.time(), w.revision, name),
@@ -314,6 +322,11 @@ def _flag_out(flag: FlagRecord, environments: list[tuple[str, str, int]]) -> wir
         environments=[
             environment_out(flag, name, kind, order) for name, kind, order in environments
         ],
+        dependencies=[
+            ClientDependency(feature=d.parent, enabled=d.enabled, variants=list(d.variants))
+            for d in flag.dependencies
+        ],
+        children=list(flag.children),
     )
 
 
@@ -328,6 +341,7 @@ def environment_out(flag: FlagRecord, name: str, kind: str, order: int) -> wire.
         strategies=[strategy_out(flag.name, s) for s in state.strategies],
         hasStrategies=bool(state.strategies),
         hasEnabledStrategies=_serving(state.strategies),
+        variants=[Variant.model_validate(v, context=SAVED) for v in state.variants],
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from relay.core.delta import Change, Changes
 from relay.core.flags import (
+    Dependency,
     EnvironmentState,
     FlagRecord,
     FlagState,
@@ -84,9 +85,14 @@ async def load_flags(db: Reads, where: str = "", params: Sequence[Any] = ()) -> 
         f"SELECT {_FLAG_COLUMNS} FROM features {clause} ORDER BY name", params
     )
     states = await db.fetch_all(
-        "SELECT feature_name, environment, enabled FROM feature_environments"
+        "SELECT feature_name, environment, enabled, variants FROM feature_environments"
         f" WHERE feature_name IN {names}",
         params,
+    )
+    related = await db.fetch_all(
+        "SELECT child, parent, enabled, variants FROM feature_dependencies"
+        f" WHERE child IN {names} OR parent IN {names} ORDER BY child",
+        [*params, *params],
     )
     strategies = await db.fetch_all(
         "SELECT id, feature_name, environment, name, title, disabled, sort_order, constraints,"
@@ -111,9 +117,16 @@ async def load_flags(db: Reads, where: str = "", params: Sequence[Any] = ()) -> 
         key = (row["feature_name"], row["environment"])
         ordered = tuple(sorted(by_env.get(key, []), key=StrategyRecord.order))
         environments.setdefault(key[0], {})[key[1]] = EnvironmentState(
-            bool(row["enabled"]), ordered
+            bool(row["enabled"]), ordered, tuple(json.loads(row["variants"]))
         )
-    return [_flag(row, environments.get(row["name"], {})) for row in rows]
+    parents: dict[str, tuple[Dependency, ...]] = {}
+    children: dict[str, list[str]] = {}
+    for row in related:
+        variants = tuple(json.loads(row["variants"]))
+        dependency = Dependency(row["parent"], bool(row["enabled"]), variants)
+        parents[row["child"]] = (dependency,)
+        children.setdefault(row["parent"], []).append(row["child"])
+    return [_flag(row, environments.get(row["name"], {}), parents, children) for row in rows]
 
 
 async def load_segments(
@@ -143,7 +156,12 @@ def _projects(project: str | None) -> tuple[str, ...]:
     return () if project is None else (project,)
 
 
-def _flag(row: Row, environments: dict[str, EnvironmentState]) -> FlagRecord:
+def _flag(
+    row: Row,
+    environments: dict[str, EnvironmentState],
+    parents: dict[str, tuple[Dependency, ...]],
+    children: dict[str, list[str]],
+) -> FlagRecord:
     return FlagRecord(
         name=row["name"],
         project=row["project_id"],
@@ -155,6 +173,8 @@ def _flag(row: Row, environments: dict[str, EnvironmentState]) -> FlagRecord:
         archived_at=row["archived_at"],
         revision=int(row["revision"]),
         environments=environments,
+        dependencies=parents.get(row["name"], ()),
+        children=tuple(children.get(row["name"], ())),
     )
 
 

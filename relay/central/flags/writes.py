@@ -254,11 +254,13 @@ class FlagWrite:
         replaced: str | None = None,
         added: tuple[tuple[object, ...], Sequence[int]] | None = None,
         path: str = "/body",
+        variants: str | None = None,
     ) -> None:
-        """Refuse a write that would take the flag's strategies in ``environment`` past
-        ``MAX_ENVIRONMENT_BYTES`` as an SDK older than segments gets them, each with its
-        segments' constraints inlined (``replaced``: the id of the strategy ``added``
-        replaces; ``added``: its columns and segment ids)."""
+        """Refuse a write that would take the flag's strategies and variants in
+        ``environment`` past ``MAX_ENVIRONMENT_BYTES`` as an SDK older than segments gets
+        them, each strategy with its segments' constraints inlined (``replaced``: the id
+        of the strategy ``added`` replaces; ``added``: its columns and segment ids;
+        ``variants``: the JSON of the variants that replace the flag's there)."""
         strategies: list[tuple[tuple[object, ...], Sequence[int]]] = [
             (_record_columns(s), s.segments)
             for s in flag.environment(environment).strategies
@@ -275,15 +277,17 @@ class FlagWrite:
             else []
         )
         inlined = {int(row[0]): len(str(row[1]).encode()) for row in rows}
-        size = sum(
+        if variants is None:
+            variants = json.dumps(list(flag.environment(environment).variants))
+        size = len(variants.encode()) + sum(
             _bytes(columns) + sum(inlined.get(i, 0) for i in set(segments))
             for columns, segments in strategies
         )
         if size > MAX_ENVIRONMENT_BYTES:
             raise InvalidInput(
-                f"would make the strategies of {flag.name} in {environment} {size} bytes of"
-                f" JSON with their segments, over the {MAX_ENVIRONMENT_BYTES} a flag may hold"
-                " in one environment",
+                f"would make the strategies and variants of {flag.name} in {environment}"
+                f" {size} bytes of JSON with their segments, over the {MAX_ENVIRONMENT_BYTES}"
+                " a flag may hold in one environment",
                 path,
             )
 
