@@ -246,3 +246,13 @@ async def test_head_answers_the_headers_and_ends(client: Any) -> None:
     assert response.headers["Content-Type"] == "text/event-stream"
     assert client.app[STREAMS].total == 0
 
+
+
+async def test_a_last_event_id_of_other_digits_gets_a_hydration(client: Any) -> None:
+    """``str.isdigit`` takes "\u00b2" (which ``int`` refuses: a 500) and "\u0661" (read as 1)."""
+    await create_flag(client, "checkout")
+    for made_up in ("\u00b2", "\u0661"):
+        stream = await open_stream(client, made_up)
+        connected = await stream.next()
+        assert [e["type"] for e in connected["data"]["events"]] == ["hydration"]
+        stream.response.close()
