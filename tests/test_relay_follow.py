@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
@@ -93,3 +94,33 @@ async def test_an_upstream_with_a_delta_is_polled_by_it(
     assert {r.headers["If-None-Match"] for r in polls[1:]} == {'"5"'}
     assert await names(relay) == ["a.checkout", "b.search"]
     assert upstream.flag_fetches == []
+
+
+NESTED = b'{"events": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize("data", [b'{"events": [1]}', NESTED], ids=["not-objects", "nested"])
+async def test_a_stream_of_no_known_shape_ends_and_is_tried_again_later(
+    make_relay: MakeClient, upstream: FakeUpstream, data: bytes
+) -> None:
+    """Events that are no objects, or JSON nested past the parser's depth, end the stream
+    as any unreadable one: polled, tried again after RETRY (they crashed the follower,
+    which then tried the stream again at every refresh)."""
+    body = b"event: unleash-connected\nid: 1\ndata: %s\n\n" % data
+    headers = {"Content-Type": "text/event-stream"}
+    upstream.by_path[STREAM] = Answer(200, headers, body=body)
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await eventually(lambda: len(upstream.flag_fetches) >= 5, "polls")
+    assert streams(upstream) == 1
+    assert await names(relay) == ["f1"]
+
+
+async def test_a_delta_of_no_known_shape_is_as_none(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """The relay then polls the client features answer (it served no flags at all)."""
+    upstream.by_path[DELTA] = Answer(200, body=b'{"events": [1]}')
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    assert await names(relay) == ["f1"]
+    assert len(delta_polls(upstream)) == 1  # asked again only after NOT_OFFERED
+

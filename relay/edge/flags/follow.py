@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 
@@ -60,11 +59,11 @@ async def follow(
                 if event == "fetch-mode":
                     return Ended.NOT_OFFERED
                 if event in ("unleash-connected", "unleash-updated"):
-                    flags.apply(json.loads(data)["events"])
+                    flags.apply(data)
                     copy(flags.answer())
     except (aiohttp.ClientError, TimeoutError, UpstreamUnavailable):
         pass  # gone: polled instead
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         pass  # events we cannot read: polled instead
     return Ended.FAILED
 
