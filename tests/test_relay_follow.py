@@ -5,7 +5,9 @@ are in ``test_delta_relay.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,6 +15,8 @@ from conftest import DEV_KEY, MakeClient
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
 from test_relay_delta import FLAGS, delta
+
+from relay.edge.upstream import MAX_ANSWER_BYTES
 
 
 def streams(upstream: FakeUpstream) -> int:
@@ -124,3 +128,22 @@ async def test_a_delta_of_no_known_shape_is_as_none(
     assert await names(relay) == ["f1"]
     assert len(delta_polls(upstream)) == 1  # asked again only after NOT_OFFERED
 
+
+async def test_an_event_without_end_is_cut_at_the_answer_bound(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """``data:`` lines without the blank line that ends an event were kept without bound
+    (each line was bounded, not the event): cut once they pass ``MAX_ANSWER_BYTES``."""
+    line = b"data: " + b"x" * (64 * 1024) + b"\n"
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield b"event: unleash-connected\n"
+        for _ in range(3 * MAX_ANSWER_BYTES // (16 * len(line))):
+            yield line * 16
+
+    answer = Answer(200, {"Content-Type": "text/event-stream"}, chunks=endless)
+    upstream.by_path[STREAM] = answer
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await asyncio.wait_for(answer.ended.wait(), 60)
+    assert answer.sent < 1.5 * MAX_ANSWER_BYTES  # what sockets hold past the cut
+    assert await names(relay) == ["f1"]

@@ -111,17 +111,22 @@ class Follower:
 
 
 async def _events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
-    """(event, data) of each server-sent event; comments and ids skipped."""
-    event, data = "message", list[str]()
+    """(event, data) of each server-sent event; comments and ids skipped. An event's data
+    is bounded as one line is (``MAX_ANSWER_BYTES``): ``data:`` lines that never end in
+    the blank line ending an event must not be held without bound."""
+    event, data, size = "message", list[str](), 0
     async for line in _lines(content):
         if not line:
             if data:
                 yield event, "\n".join(data)
-            event, data = "message", list[str]()
+            event, data, size = "message", list[str](), 0
         elif line.startswith("event:"):
             event = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+            size += len(line) + 1  # an empty data line costs its place in the list too
+            if size > MAX_ANSWER_BYTES:
+                raise ValueError("an event too large")
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[str]:
