@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from conftest import DEV_KEY, auth
 from flagkit import add_strategy, create_flag, ok, turn
-from service import eventually
+from service import eventually, running, wait_until
 
 from relay.api.connections import WRITE_TIMEOUTS
 from relay.api.streaming import STREAMS
@@ -256,3 +256,43 @@ async def test_a_last_event_id_of_other_digits_gets_a_hydration(client: Any) -> 
         connected = await stream.next()
         assert [e["type"] for e in connected["data"]["events"]] == ["hydration"]
         stream.response.close()
+
+
+
+def _stream(port: int) -> tuple[socket.socket, bytes]:
+    """A stream opened on a raw socket: what came with its first event (a hint to poll
+    comes in the same write, then the end)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {DEV_KEY}\r\n\r\n".encode())
+    got = b""
+    while b"\n\n" not in got.partition(b"unleash-connected")[2]:
+        got += sock.recv(65536)
+    sock.settimeout(0.3)
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except TimeoutError:
+        pass  # a stream that stays
+    return sock, got
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("bound", ["RELAY_STREAM_MAX", "RELAY_STREAM_MAX_PER_KEY"])
+def test_streams_whose_clients_left_make_room_at_once(tmp_path: Path, bound: str) -> None:
+    """A stream whose client closed its connection counted against the bounds until its
+    next write failed (a keep-alive later, up to 25 s): SDKs reconnecting at once (a proxy
+    in front restarted) were turned away by their own dead streams, and the Node SDK then
+    polls for good. The program, not the test server: that one cancels the handler of a
+    connection that closes (``handler_cancellation``), the service does not."""
+    env = {"RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY, bound: "1", "RELAY_STREAM_KEEPALIVE": "25"}
+    with running(tmp_path, env=env) as service:
+        first, got = _stream(service.port)
+        assert b"fetch-mode" not in got
+        first.close()
+
+        def room() -> bool:
+            sock, got = _stream(service.port)
+            sock.close()
+            return b"fetch-mode" not in got
+
+        wait_until(room, "a stream that stays", timeout=5)
