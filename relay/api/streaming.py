@@ -29,7 +29,7 @@ from aiohttp import web
 from prometheus_client import Counter, Gauge
 
 from relay.api.auth import CLIENT_KEYS
-from relay.api.connections import write_part
+from relay.api.connections import SLICE, write_part
 from relay.api.delta import revision, scope, source
 from relay.api.routing import Route
 from relay.api.state import KEY_RESOLVER, SETTINGS
@@ -146,10 +146,10 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         if end is None:
             TURNED_AWAY.labels(str(bound)).inc()
             hint = b"event: fetch-mode\ndata: polling\n\n"
-            await write_part(request, response, _message("unleash-connected", found) + hint)
+            await write_part(request, response, *_message("unleash-connected", found, hint))
             return response
         OPENED.labels("hydration" if found.hydration else "replay").inc()
-        await write_part(request, response, _message("unleash-connected", found))
+        await write_part(request, response, *_message("unleash-connected", found))
         at = found.revision
         while True:
             changed = await _changed(deltas.changed(at), end, settings.stream_keepalive)
@@ -161,7 +161,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
             found = await deltas.delta(key, at)
             at = found.revision
             if found.events:
-                await write_part(request, response, _message("unleash-updated", found))
+                await write_part(request, response, *_message("unleash-updated", found))
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     except DomainError:
@@ -185,8 +185,13 @@ async def _changed(change: Awaitable[None], end: asyncio.Event, wait: float) -> 
     return changed.done() and not changed.cancelled()
 
 
-def _message(event: str, found: Delta) -> bytes:
-    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), found.last, found.body)
+def _message(event: str, found: Delta, after: bytes = b"") -> tuple[bytes, ...]:
+    """The event's parts, then ``after``: a large body is written from the delta's one copy
+    (``write_part``), not joined into a copy for each stream."""
+    head = b"event: %s\nid: %d\ndata: " % (event.encode(), found.last)
+    if len(found.body) <= SLICE:
+        return (head + found.body + b"\n\n" + after,)
+    return head, found.body, b"\n\n" + after
 
 
 async def _close_streams(app: web.Application) -> None:
