@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,9 @@ class Answer:
     body: bytes = b""
     too_large_over: int | None = None  # 413 for bodies larger than this
     hold: asyncio.Event | None = None  # answered once this is set (a send kept in flight)
+    chunks: Callable[[], AsyncIterator[bytes]] | None = None  # a body written as it comes
+    sent: int = 0  # of ``chunks``: the bytes written before the reader went away
+    ended: asyncio.Event = field(default_factory=asyncio.Event)  # ``chunks`` written or cut
 
 
 @dataclass
@@ -170,8 +174,28 @@ class FakeUpstream:
             answer = self.script.pop(0) if self.script else Answer(200)
         if answer.delay:
             await asyncio.sleep(answer.delay)
+        if answer.chunks is not None:
+            return await _written(request, answer, answer.chunks())
         return web.Response(
             status=answer.status,
             body=answer.body or None,
             headers={"Content-Type": "application/json", **answer.headers},
         )
+
+
+async def _written(
+    request: web.Request, answer: Answer, chunks: AsyncIterator[bytes]
+) -> web.StreamResponse:
+    """``chunks`` written one by one until they end or the reader goes away, counted in
+    ``answer.sent``."""
+    response = web.StreamResponse(status=answer.status, headers=answer.headers)
+    await response.prepare(request)
+    try:
+        async for chunk in chunks:
+            await response.write(chunk)
+            answer.sent += len(chunk)
+    except ConnectionError:
+        pass
+    finally:
+        answer.ended.set()
+    return response

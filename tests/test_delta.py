@@ -119,7 +119,8 @@ async def test_a_segment_comes_before_the_feature_that_uses_it(client: Any) -> N
 
 
 async def test_a_revision_no_longer_held_gets_a_hydration(client: Any) -> None:
-    for unknown in ("nonsense", '"-1"', '"99999999"'):
+    # digits of other scripts are no revision: "\u00b2" made int() fail (a 500), "\u0661" read as 1
+    for unknown in ("nonsense", '"-1"', '"99999999"', "\u00b2", '"\u0661"', "1\u00b2"):
         assert [e["type"] for e in (await delta(client, unknown))[1]] == ["hydration"]
 
 

@@ -5,13 +5,18 @@ are in ``test_delta_relay.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
 from test_relay_delta import FLAGS, delta
+
+from relay.edge.upstream import MAX_ANSWER_BYTES
 
 
 def streams(upstream: FakeUpstream) -> int:
@@ -93,3 +98,52 @@ async def test_an_upstream_with_a_delta_is_polled_by_it(
     assert {r.headers["If-None-Match"] for r in polls[1:]} == {'"5"'}
     assert await names(relay) == ["a.checkout", "b.search"]
     assert upstream.flag_fetches == []
+
+
+NESTED = b'{"events": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize("data", [b'{"events": [1]}', NESTED], ids=["not-objects", "nested"])
+async def test_a_stream_of_no_known_shape_ends_and_is_tried_again_later(
+    make_relay: MakeClient, upstream: FakeUpstream, data: bytes
+) -> None:
+    """Events that are no objects, or JSON nested past the parser's depth, end the stream
+    as any unreadable one: polled, tried again after RETRY (they crashed the follower,
+    which then tried the stream again at every refresh)."""
+    body = b"event: unleash-connected\nid: 1\ndata: %s\n\n" % data
+    headers = {"Content-Type": "text/event-stream"}
+    upstream.by_path[STREAM] = Answer(200, headers, body=body)
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await eventually(lambda: len(upstream.flag_fetches) >= 5, "polls")
+    assert streams(upstream) == 1
+    assert await names(relay) == ["f1"]
+
+
+async def test_a_delta_of_no_known_shape_is_as_none(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """The relay then polls the client features answer (it served no flags at all)."""
+    upstream.by_path[DELTA] = Answer(200, body=b'{"events": [1]}')
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    assert await names(relay) == ["f1"]
+    assert len(delta_polls(upstream)) == 1  # asked again only after NOT_OFFERED
+
+
+async def test_an_event_without_end_is_cut_at_the_answer_bound(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """``data:`` lines without the blank line that ends an event were kept without bound
+    (each line was bounded, not the event): cut once they pass ``MAX_ANSWER_BYTES``."""
+    line = b"data: " + b"x" * (64 * 1024) + b"\n"
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield b"event: unleash-connected\n"
+        for _ in range(3 * MAX_ANSWER_BYTES // (16 * len(line))):
+            yield line * 16
+
+    answer = Answer(200, {"Content-Type": "text/event-stream"}, chunks=endless)
+    upstream.by_path[STREAM] = answer
+    relay = await make_relay(features_refresh_interval=0.1, client_tokens=[DEV_KEY])
+    await asyncio.wait_for(answer.ended.wait(), 60)
+    assert answer.sent < 1.5 * MAX_ANSWER_BYTES  # what sockets hold past the cut
+    assert await names(relay) == ["f1"]

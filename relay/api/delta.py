@@ -38,7 +38,9 @@ def revision(header: str | None) -> int | None:
     if header is None:
         return None
     text = header.strip().removeprefix("W/").strip('"')
-    return int(text) if text.isdigit() and len(text) <= 18 else None
+    # ASCII digits only: str.isdigit takes other scripts' digits, and "\u00b2", int() does not
+    digits = text.isascii() and text.isdigit() and len(text) <= 18
+    return int(text) if digits else None
 
 
 def etag(event_id: int) -> str:

@@ -7,8 +7,9 @@ each change the key sees, ``id:`` on each (the last event's id). A comment every
 ``stream_keepalive`` seconds keeps an idle stream alive (the Python SDK reconnects after
 30 s of silence). Every write is bounded by ``write_timeout``: a client that stops reading
 is cut off, not buffered for. Streams end when the server shuts down, before it waits for
-requests to finish (SDKs reconnect, to another instance if this one is gone), and when
-their key is revoked (at the next change or keep-alive).
+requests to finish (SDKs reconnect, to another instance if this one is gone), when
+their key is revoked (at the next change or keep-alive), and at a bound when their client
+has closed the connection (``Streams``).
 
 Limits: a worker holds at most ``stream_max`` streams, one key at most
 ``stream_max_per_key``. A client past them is not refused with a status the Python SDK
@@ -21,14 +22,14 @@ there is room.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter as Tally
+import time
 from collections.abc import Awaitable
 
 from aiohttp import web
 from prometheus_client import Counter, Gauge
 
 from relay.api.auth import CLIENT_KEYS
-from relay.api.connections import write_part
+from relay.api.connections import SLICE, write_part
 from relay.api.delta import revision, scope, source
 from relay.api.routing import Route
 from relay.api.state import KEY_RESOLVER, SETTINGS
@@ -48,6 +49,11 @@ TURNED_AWAY = Counter(
     "Streams past stream_max or stream_max_per_key: hydrated, told to poll, ended",
     ["bound"],
 )
+SWEPT = Counter(
+    "relay_streams_swept_total",
+    "Streams ended at a bound because their client had closed the connection",
+)
+SWEEP_EVERY = 1.0
 EVENT_STREAM = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -56,31 +62,69 @@ EVENT_STREAM = {
 
 
 class Streams:
-    """This worker's open streams, counted in all and per key (by its hash), and the
-    event that ends them all."""
+    """This worker's open streams, per key (by its hash), each with the event that ends it.
+
+    The service does not cancel a handler whose client has gone (aiohttp's
+    ``handler_cancellation`` is off, as by default: every other handler runs to its end),
+    so a stream waiting for a change only finds out at its next write, a keep-alive later. At
+    a bound, streams whose connection is closed are ended and dropped from the count
+    first (a sweep at most every ``SWEEP_EVERY`` seconds: a worker that is really full
+    does not look at all its streams for every SDK turned away), so SDKs reconnecting at
+    once are not turned away by their own dead streams."""
 
     def __init__(self) -> None:
-        self.closing = asyncio.Event()
+        self.closing = False
         self.total = 0
-        self.per_key: Tally[str] = Tally()
+        self._open: dict[str, dict[asyncio.Event, web.Request]] = {}
+        self._swept = -SWEEP_EVERY
 
     def full(self, key: str, most: int, most_per_key: int) -> str | None:
         """Which bound a new stream of ``key`` would pass, None when there is room."""
+        if self.total >= most or len(self._open.get(key, ())) >= most_per_key:
+            self._sweep()
         if self.total >= most:
             return "worker"
-        return "key" if self.per_key[key] >= most_per_key else None
+        return "key" if len(self._open.get(key, ())) >= most_per_key else None
 
-    def opened(self, key: str) -> None:
+    def opened(self, key: str, request: web.Request) -> asyncio.Event:
+        """Counts the stream; the event is set when it is to end (gone, or shutting down)."""
+        end = asyncio.Event()
+        if self.closing:
+            end.set()
+        self._open.setdefault(key, {})[end] = request
         self.total += 1
-        self.per_key[key] += 1
         OPEN.inc()
+        return end
 
-    def closed(self, key: str) -> None:
+    def closed(self, key: str, end: asyncio.Event) -> None:
+        """Drops the stream from the count, once (its handler ends after a sweep did)."""
+        streams = self._open.get(key, {})
+        if streams.pop(end, None) is None:
+            return
+        if not streams:
+            del self._open[key]
         self.total -= 1
-        self.per_key[key] -= 1
-        if not self.per_key[key]:
-            del self.per_key[key]
         OPEN.dec()
+
+    def close_all(self) -> None:
+        """Shutting down: every stream ends, and one opened now ends at once."""
+        self.closing = True
+        for streams in self._open.values():
+            for end in streams:
+                end.set()
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if now < self._swept + SWEEP_EVERY:
+            return
+        self._swept = now
+        for key, streams in list(self._open.items()):
+            for end, request in list(streams.items()):
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    end.set()
+                    self.closed(key, end)
+                    SWEPT.inc()
 
 
 STREAMS = web.AppKey("streams", Streams)
@@ -94,46 +138,45 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     found = await deltas.delta(key, revision(request.headers.get("Last-Event-ID")))
     response = web.StreamResponse(headers=EVENT_STREAM)
     bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
-    if bound is None:
-        streams.opened(client)  # before any await: concurrent requests see it
+    end = streams.opened(client, request) if bound is None else None  # before any await
     try:
         await response.prepare(request)
         if request.method == "HEAD":
             return response
-        if bound is not None:
-            TURNED_AWAY.labels(bound).inc()
+        if end is None:
+            TURNED_AWAY.labels(str(bound)).inc()
             hint = b"event: fetch-mode\ndata: polling\n\n"
-            await write_part(request, response, _message("unleash-connected", found) + hint)
+            await write_part(request, response, *_message("unleash-connected", found, hint))
             return response
         OPENED.labels("hydration" if found.hydration else "replay").inc()
-        await write_part(request, response, _message("unleash-connected", found))
+        await write_part(request, response, *_message("unleash-connected", found))
         at = found.revision
         while True:
-            changed = await _changed(deltas.changed(at), streams.closing, settings.stream_keepalive)
-            if streams.closing.is_set() or resolver.known(secret) is None:
-                break  # shutting down, or the key was revoked
+            changed = await _changed(deltas.changed(at), end, settings.stream_keepalive)
+            if end.is_set() or resolver.known(secret) is None:
+                break  # shutting down, its client gone, or the key was revoked
             if not changed:
                 await write_part(request, response, b": keep-alive\n\n")
                 continue
             found = await deltas.delta(key, at)
             at = found.revision
             if found.events:
-                await write_part(request, response, _message("unleash-updated", found))
+                await write_part(request, response, *_message("unleash-updated", found))
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     except DomainError:
         pass  # a relay's upstream refused the key meanwhile: the reconnect is told why
     finally:
-        if bound is None:
-            streams.closed(client)
+        if end is not None:
+            streams.closed(client, end)
     return response
 
 
-async def _changed(change: Awaitable[None], closing: asyncio.Event, wait: float) -> bool:
-    """True once ``change`` is done; False after ``wait`` seconds, or once the server is
-    closing."""
+async def _changed(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
+    """True once ``change`` is done; False after ``wait`` seconds, or once the stream is
+    to end."""
     changed = asyncio.ensure_future(change)
-    closed = asyncio.ensure_future(closing.wait())
+    closed = asyncio.ensure_future(end.wait())
     try:
         await asyncio.wait((changed, closed), timeout=wait, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -142,13 +185,18 @@ async def _changed(change: Awaitable[None], closing: asyncio.Event, wait: float)
     return changed.done() and not changed.cancelled()
 
 
-def _message(event: str, found: Delta) -> bytes:
-    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), found.last, found.body)
+def _message(event: str, found: Delta, after: bytes = b"") -> tuple[bytes, ...]:
+    """The event's parts, then ``after``: a large body is written from the delta's one copy
+    (``write_part``), not joined into a copy for each stream."""
+    head = b"event: %s\nid: %d\ndata: " % (event.encode(), found.last)
+    if len(found.body) <= SLICE:
+        return (head + found.body + b"\n\n" + after,)
+    return head, found.body, b"\n\n" + after
 
 
 async def _close_streams(app: web.Application) -> None:
     """``on_shutdown``: streams end before the server waits for requests to finish."""
-    app[STREAMS].closing.set()
+    app[STREAMS].close_all()
 
 
 def add_streams(app: web.Application) -> None:

@@ -56,11 +56,23 @@ class Flags:
             self.segments = dict(answer.segments)
             self.revision = answer.revision
 
-    def apply(self, events: object) -> None:
-        """``ValueError`` (``KeyError``, ``TypeError``) for events of no known shape."""
-        if not isinstance(events, list):
-            raise ValueError("no events")
+    def apply(self, body: bytes | str) -> None:
+        """The events of a delta answer or of a streamed event (``{"events": [...]}``).
+        ``ValueError`` for a body of any other shape, however malformed: the one error its
+        callers (a poll, a stream followed) take as the upstream's answer being unreadable.
+        Events applied before one that is not are kept: a caller drops the copy then."""
+        try:
+            events = json.loads(body)["events"]
+            if not isinstance(events, list):
+                raise ValueError("no events")
+            self._apply(events)
+        except (KeyError, TypeError, RecursionError) as exc:
+            raise ValueError(f"events of no known shape: {exc!r}") from exc
+
+    def _apply(self, events: list[Any]) -> None:
         for event in events:
+            if not isinstance(event, dict):
+                raise ValueError("an event that is no object")
             if isinstance(event.get("eventId"), int):
                 self.revision = max(self.revision, event["eventId"])
             match event["type"]:
@@ -150,8 +162,8 @@ class Fetcher:
         if got.status == 200:
             try:
                 flags = Flags(held if "If-None-Match" in headers else None)
-                flags.apply(json.loads(got.body)["events"])
-            except (ValueError, KeyError, TypeError, RecursionError):
+                flags.apply(got.body)
+            except ValueError:
                 pass  # not a delta we can read: as if none
             else:
                 return Fetched(Fetch.NEW, 200, flags.answer(), _etag(got.headers.get("ETag", "")))

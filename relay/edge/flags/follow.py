@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 
@@ -60,11 +59,11 @@ async def follow(
                 if event == "fetch-mode":
                     return Ended.NOT_OFFERED
                 if event in ("unleash-connected", "unleash-updated"):
-                    flags.apply(json.loads(data)["events"])
+                    flags.apply(data)
                     copy(flags.answer())
     except (aiohttp.ClientError, TimeoutError, UpstreamUnavailable):
         pass  # gone: polled instead
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         pass  # events we cannot read: polled instead
     return Ended.FAILED
 
@@ -112,17 +111,22 @@ class Follower:
 
 
 async def _events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
-    """(event, data) of each server-sent event; comments and ids skipped."""
-    event, data = "message", list[str]()
+    """(event, data) of each server-sent event; comments and ids skipped. An event's data
+    is bounded as one line is (``MAX_ANSWER_BYTES``): ``data:`` lines that never end in
+    the blank line ending an event must not be held without bound."""
+    event, data, size = "message", list[str](), 0
     async for line in _lines(content):
         if not line:
             if data:
                 yield event, "\n".join(data)
-            event, data = "message", list[str]()
+            event, data, size = "message", list[str](), 0
         elif line.startswith("event:"):
             event = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+            size += len(line) + 1  # an empty data line costs its place in the list too
+            if size > MAX_ANSWER_BYTES:
+                raise ValueError("an event too large")
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[str]:
