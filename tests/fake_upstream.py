@@ -170,6 +170,8 @@ class FakeUpstream:
             answer = self.script.pop(0) if self.script else Answer(200)
         if answer.delay:
             await asyncio.sleep(answer.delay)
+        if answer.hold is not None:
+            await answer.hold.wait()
         return web.Response(
             status=answer.status,
             body=answer.body or None,

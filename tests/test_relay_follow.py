@@ -5,6 +5,7 @@ are in ``test_delta_relay.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -12,6 +13,8 @@ from conftest import DEV_KEY, MakeClient
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
 from test_relay_delta import FLAGS, delta
+
+MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
 
 
 def streams(upstream: FakeUpstream) -> int:
@@ -93,3 +96,22 @@ async def test_an_upstream_with_a_delta_is_polled_by_it(
     assert {r.headers["If-None-Match"] for r in polls[1:]} == {'"5"'}
     assert await names(relay) == ["a.checkout", "b.search"]
     assert upstream.flag_fetches == []
+
+
+async def test_streams_followed_leave_the_upstream_connections_to_fetches(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """More scopes followed than a connection pool holds (aiohttp's 100): each scope's
+    stream is opened, and a new SDK's first fetch is still answered. The streams are kept
+    open upstream (held before their headers), as a real upstream's are."""
+    keys = [f"p{i}:development.follow-secret-{i:03d}" for i in range(MANY_SCOPES)]
+    upstream.valid_keys.update(dict.fromkeys(keys, "development"))
+    held = asyncio.Event()
+    upstream.by_path[STREAM] = Answer(200, {"Content-Type": "text/event-stream"}, hold=held)
+    try:
+        relay = await make_relay(features_refresh_interval=60, client_tokens=keys)
+        await eventually(lambda: streams(upstream) == MANY_SCOPES, "every scope followed")
+        response = await relay.get("/api/client/features", headers={"Authorization": DEV_KEY})
+        assert response.status == 200
+    finally:
+        held.set()
