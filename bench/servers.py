@@ -105,7 +105,14 @@ def standalone(workdir: Path, workers: int) -> Server:
     )
 
 
-def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "10") -> Server:
+def relay(
+    workdir: Path,
+    upstream: Server,
+    workers: int,
+    flush_interval: str = "10",
+    extra: dict[str, str] | None = None,
+) -> Server:
+    """``extra``: more settings (``RELAY_...``)."""
     return start(
         "relay",
         workdir / "relay",
@@ -117,5 +124,6 @@ def relay(workdir: Path, upstream: Server, workers: int, flush_interval: str = "
             "RELAY_FLUSH_INTERVAL": flush_interval,
             "RELAY_SQLITE_SYNCHRONOUS": os.environ.get("BENCH_SYNCHRONOUS", "FULL"),
             "RELAY_WORKERS": str(workers),
+            **(extra or {}),
         },
     )

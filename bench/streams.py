@@ -1,27 +1,30 @@
 """Benchmark of ``GET /api/client/streaming``: many streams held open by one standalone
-worker, what they cost, how fast a change reaches all of them, and whether polling SDKs
-notice.
+worker, then by a relay (one worker) in front of it, what they cost, how fast a change
+reaches all of them, and whether polling SDKs notice.
 
-    python bench/streams.py                   # 10,000 streams
+    python bench/streams.py                   # 10,000 streams at each
     python bench/streams.py --streams 2000
     python bench/streams.py --smoke           # 50 streams, for CI (no figure asserted)
 
 A standalone (one worker, SQLite) gets 20 flags; this process opens the streams (plain
-sockets, one event loop) and reads each one's ``unleash-connected``. Printed, as one JSON
-line: the server's RSS and PSS before and with the streams, and their difference per
-stream; for 5 flags turned off and on through the admin API, the time from the admin
-request to its answer, and to the first and the last stream having the change
-(``unleash-updated`` read);
-and ``GET /api/client/features`` latency (p50, p99 of sequential polls with an ETag, from
-a process of their own) with no streams, with the streams idle, and while the changes go
-out. The client and the
-server share the machine: the times include this process reading 10,000 sockets.
+sockets, one event loop) and reads each one's ``unleash-connected``. Then the same again
+at a relay (``client_tokens``: the streams' key) that follows the standalone's stream: one
+upstream connection, the streams held at the relay. Printed, one JSON line per target:
+the server's RSS and PSS before and with the streams, and their difference per stream;
+for 5 changes made through the standalone's admin API (each flips a flag from the state
+the benchmark holds, so each one is a change the relay's copy sees), the time from the
+admin request to its answer, and to the first and the last stream having the change
+(``unleash-updated`` read); and ``GET /api/client/features`` latency at the target (p50,
+p99 of sequential polls with an ETag, from a process of their own) with no streams, with
+the streams idle, and while the changes go out. The client and the server share the
+machine: the times include this process reading 10,000 sockets.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import sys
@@ -32,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from servers import ADMIN, CLIENT, Server, start
+from servers import ADMIN, CLIENT, Server, relay, scrape, start, wait_until
 from wrk import latency
 
 FLAGS = 20
@@ -109,14 +112,19 @@ async def open_streams(host: str, port: int, count: int) -> list[Stream]:
     return streams
 
 
-async def changes(server: Server, streams: list[Stream]) -> list[dict[str, float]]:
+async def changes(
+    admin: Server, streams: list[Stream], enabled: dict[str, bool]
+) -> list[dict[str, float]]:
     """Each change: seconds from the admin request to its answer (the write committed), and
-    to the first and the last stream having the change."""
+    to the first and the last stream having the change. Each flips a flag of ``enabled``
+    (the flags' state, kept here): turning a flag on that is on is a write the standalone
+    announces but no change of a relay's copy, which no relay stream would ever get."""
     loop, figures = asyncio.get_running_loop(), []
     for i in range(CHANGES):
-        on = i % 2 == 1
-        path = f"/api/admin/projects/default/features/flag-{i % FLAGS:02d}/environments"
-        url = f"{server.url}{path}/development/{'on' if on else 'off'}"
+        name = f"flag-{i % FLAGS:02d}"
+        enabled[name] = on = not enabled[name]
+        path = f"/api/admin/projects/default/features/{name}/environments"
+        url = f"{admin.url}{path}/development/{'on' if on else 'off'}"
         arrived: list[float] = []
 
         readers = [asyncio.ensure_future(_arrival(s, arrived)) for s in streams]
@@ -137,8 +145,14 @@ async def _arrival(stream: Stream, arrived: list[float]) -> None:
 
 
 async def measure(
-    server: Server, count: int, poll_count: int, poller: ProcessPoolExecutor
+    server: Server,
+    admin: Server,
+    enabled: dict[str, bool],
+    count: int,
+    poll_count: int,
+    poller: ProcessPoolExecutor,
 ) -> dict[str, Any]:
+    """The figures of ``count`` streams held by ``server``, the changes made at ``admin``."""
     host, port = "127.0.0.1", server.service.port
     loop = asyncio.get_running_loop()
     idle_polls = await loop.run_in_executor(poller, polls, server.url, poll_count)
@@ -150,10 +164,11 @@ async def measure(
     rss_with, pss_with = server.rss_mb(), server.pss_mb()
     with_streams = await loop.run_in_executor(poller, polls, server.url, poll_count)
     during = loop.run_in_executor(poller, polls, server.url, poll_count)
-    spread = await changes(server, streams)
+    spread = await changes(admin, streams, enabled)
     for stream in streams:
         stream.writer.close()
     return {
+        "target": server.name,
         "streams": count,
         "opened_s": round(opened, 2),
         "rss_mb": [round(rss, 1), round(rss_with, 1)],
@@ -172,27 +187,38 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     count, poll_count = (50, 20) if args.smoke else (args.streams, 300)
+    # inherited by the servers: each holds ``count`` sockets, as this process does
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if hard < count + 100:
         sys.exit(f"open files limit {hard} is below {count} streams")
-    with tempfile.TemporaryDirectory() as directory:
-        env = {
-            "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
-            "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
-            "RELAY_STREAM_MAX": str(count),
-            "RELAY_STREAM_MAX_PER_KEY": str(count),
-        }
+    bounds = {"RELAY_STREAM_MAX": str(count), "RELAY_STREAM_MAX_PER_KEY": str(count)}
+    with tempfile.TemporaryDirectory() as directory, contextlib.ExitStack() as stack:
+        # the standalone holds the benchmark's streams and the relay's
+        env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+        env |= {"RELAY_STREAM_MAX": str(count + 1), "RELAY_STREAM_MAX_PER_KEY": str(count + 1)}
         server = start("standalone", Path(directory) / "standalone", env)
-        try:
-            features = f"{server.url}/api/admin/projects/default/features"
-            for i in range(FLAGS):
-                call(features, "POST", {"name": f"flag-{i:02d}"})
-                call(f"{features}/flag-{i:02d}/environments/development/on", "POST")
-            with ProcessPoolExecutor(1) as poller:  # apart: this loop reads the streams
-                print(json.dumps(asyncio.run(measure(server, count, poll_count, poller))))
-        finally:
-            server.stop()
+        stack.callback(server.stop)
+        features = f"{server.url}/api/admin/projects/default/features"
+        enabled: dict[str, bool] = {}
+        for i in range(FLAGS):
+            call(features, "POST", {"name": f"flag-{i:02d}"})
+            call(f"{features}/flag-{i:02d}/environments/development/on", "POST")
+            enabled[f"flag-{i:02d}"] = True
+        front = relay(Path(directory), server, 1, extra=bounds)
+        stack.callback(front.stop)
+        # else the changes would reach the relay by its polls (every 15 s)
+        wait_until(lambda: _streams(server) == 1, "the relay following the standalone's stream")
+        poller = stack.enter_context(ProcessPoolExecutor(1))  # apart: this loop reads streams
+        for target in (server, front):
+            # the streams closed before are noticed at their next keep-alive (15 s)
+            wait_until(lambda: _streams(server) == 1, "the standalone's streams closed")
+            figures = measure(target, server, enabled, count, poll_count, poller)
+            print(json.dumps(asyncio.run(figures)), flush=True)
+
+
+def _streams(server: Server) -> float:
+    return scrape(server.url, "relay_streams")
 
 
 if __name__ == "__main__":

@@ -176,6 +176,8 @@ class FakeUpstream:
             await asyncio.sleep(answer.delay)
         if answer.chunks is not None:
             return await _written(request, answer, answer.chunks())
+        if answer.hold is not None:
+            await answer.hold.wait()
         return web.Response(
             status=answer.status,
             body=answer.body or None,

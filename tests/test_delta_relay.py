@@ -7,6 +7,8 @@ relay they resume at the revision it kept (``Last-Event-ID``), not from a hydrat
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import subprocess
 import sys
 import time
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.process
 
 TOGGLES = ["checkout", "search"]
 DELTA = "/api/client/delta"
+STREAM = "/api/client/streaming"
 INTERVAL = "0.5"  # the relay polls its upstream this often
 
 
@@ -183,3 +186,39 @@ def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sd
         # polled by the delta protocol: the events since the last poll, not every flag
         assert scrape(standalone.url, "relay_http_requests_total", route=DELTA) > 4
         assert fetches(standalone) == 0
+
+
+def test_a_scope_first_asked_for_by_an_sdk_is_followed_at_once(tmp_path: Path) -> None:
+    """A relay refreshing every 60 s, its SDK's key in no ``client_tokens``: the scope is
+    followed upstream as soon as the relay first serves it, not from its first claimed
+    refresh a minute later, so a change reaches the SDK's stream from its first
+    connection."""
+    with contextlib.ExitStack() as stack:
+        standalone = stack.enter_context(with_flags(tmp_path))
+        env = relay_env(standalone.url, DEV_KEY, RELAY_FEATURES_REFRESH_INTERVAL="60")
+        relay = stack.enter_context(running(tmp_path / "relay", env=env, name="relay"))
+        port = int(relay.url.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        stack.callback(connection.close)
+        connection.request("GET", STREAM, headers={"Authorization": DEV_KEY})
+        response = connection.getresponse()
+        assert response.status == 200
+        assert next_event(response)[0] == "unleash-connected"
+        wait_until(lambda: scrape(standalone.url, "relay_streams") == 1, "followed", timeout=20)
+        turn(standalone.url, "checkout", False)
+        kind, data = next_event(response)  # within the socket's 20 s, a third of an interval
+        assert kind == "unleash-updated"
+        [updated] = json.loads(data)["events"]
+        assert (updated["feature"]["name"], updated["feature"]["enabled"]) == ("checkout", False)
+
+
+def next_event(response: http.client.HTTPResponse) -> tuple[str, str]:
+    """The next server-sent event's name and data (comments skipped)."""
+    fields: dict[str, str] = {}
+    while True:
+        line = response.readline()
+        assert line, "the stream ended"
+        if line == b"\n" and "event" in fields:
+            return fields["event"], fields["data"]
+        name, _, value = line.decode().rstrip("\n").partition(": ")
+        fields[name] = value

@@ -15,6 +15,7 @@ from typing import Any
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import FakeUpstream
 from service import eventually
+from test_streaming import memory_per_stream
 
 from relay.api.state import DELTA_SOURCE
 from relay.core.catalog import Scope
@@ -176,3 +177,16 @@ async def test_a_delta_is_put_together_once_for_every_client_that_asks(
     first = await source.for_key(DEV_KEY, principal).delta(scope, None)
     assert await source.for_key(DEV_KEY, principal).delta(scope, None) is first
     assert await source.for_key(DEV_KEY, principal).delta(scope, 12345) is first
+
+
+async def test_memory_per_stream_at_a_relay_is_bounded(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """What an open stream holds in a relay's worker, measured as the standalone's
+    (``test_streaming.py``) over 300 streams from its copy; the figure is printed."""
+    upstream.features = FLAGS
+    relay = await make_relay(client_tokens=[DEV_KEY])
+    assert (await delta(relay))[0] == 200  # the copy held: streams wait on it
+    held = await memory_per_stream(relay, DEV_KEY)
+    print(f"memory per stream at a relay: {held / 1024:.1f} KiB")
+    assert held < 64 * 1024

@@ -18,6 +18,8 @@ from test_relay_delta import FLAGS, delta
 
 from relay.edge.upstream import MAX_ANSWER_BYTES
 
+MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
+
 
 def streams(upstream: FakeUpstream) -> int:
     return sum(r.path == STREAM for r in upstream.received)
@@ -147,3 +149,22 @@ async def test_an_event_without_end_is_cut_at_the_answer_bound(
     await asyncio.wait_for(answer.ended.wait(), 60)
     assert answer.sent < 1.5 * MAX_ANSWER_BYTES  # what sockets hold past the cut
     assert await names(relay) == ["f1"]
+
+
+async def test_streams_followed_leave_the_upstream_connections_to_fetches(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """More scopes followed than a connection pool holds (aiohttp's 100): each scope's
+    stream is opened, and a new SDK's first fetch is still answered. The streams are kept
+    open upstream (held before their headers), as a real upstream's are."""
+    keys = [f"p{i}:development.follow-secret-{i:03d}" for i in range(MANY_SCOPES)]
+    upstream.valid_keys.update(dict.fromkeys(keys, "development"))
+    held = asyncio.Event()
+    upstream.by_path[STREAM] = Answer(200, {"Content-Type": "text/event-stream"}, hold=held)
+    try:
+        relay = await make_relay(features_refresh_interval=60, client_tokens=keys)
+        await eventually(lambda: streams(upstream) == MANY_SCOPES, "every scope followed")
+        response = await relay.get("/api/client/features", headers={"Authorization": DEV_KEY})
+        assert response.status == 200
+    finally:
+        held.set()

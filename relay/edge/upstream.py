@@ -82,17 +82,23 @@ FLUSH_CONNECTIONS = 2  # the flusher sends one batch at a time
 
 class UpstreamClient:
     """Flushes have connections of their own: callers (key checks, pass-through calls) that
-    take every other connection, or wait on a slow upstream, never delay them."""
+    take every other connection, or wait on a slow upstream, never delay them. So do the
+    streams followed (``stream``): each holds its connection for as long as it lasts, and
+    in the shared pool of 100, 100 scopes followed would leave none to fetches, checks or
+    the other scopes' streams. Their pool has no limit: they are bounded by the scopes a
+    worker holds (``relay.edge.flags.cache.MAX_SCOPES``)."""
 
     def __init__(self, base_url: str, timeout: float) -> None:
         self.base_url = base_url
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._flush_session: aiohttp.ClientSession | None = None
+        self._stream_session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
         self._session = self._new_session(limit=100)
         self._flush_session = self._new_session(limit=FLUSH_CONNECTIONS)
+        self._stream_session = self._new_session(limit=0)  # aiohttp's "no limit"
 
     def _new_session(self, limit: int) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
@@ -103,10 +109,10 @@ class UpstreamClient:
         )
 
     async def close(self) -> None:
-        for session in (self._session, self._flush_session):
+        for session in (self._session, self._flush_session, self._stream_session):
             if session is not None:
                 await session.close()
-        self._session = self._flush_session = None
+        self._session = self._flush_session = self._stream_session = None
 
     def _client(self, session: aiohttp.ClientSession | None) -> aiohttp.ClientSession:
         if session is None:
@@ -174,7 +180,7 @@ class UpstreamClient:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._timeout.total, sock_read=silence
         )
-        return self._client(self._session).get(
+        return self._client(self._stream_session).get(
             f"{self.base_url}{path}", headers=headers, timeout=timeout, allow_redirects=False
         )
 

@@ -9,7 +9,8 @@ relay's restarts (README, "Flags at a relay", for what callers see).
   requests share that fetch, or take a fresh copy another worker stored.
 - **Refreshes.** Every ``TICK`` each worker loads what other workers wrote and claims the
   due scopes it holds keys for (``flag_store``): one worker revalidates each scope per
-  interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``).
+  interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``);
+  a scope first fetched for an SDK is claimed and followed at once.
 - **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
   ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
@@ -25,7 +26,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
@@ -205,11 +206,15 @@ class FlagCache:
                         return  # fresh: another worker has just fetched it
             for key in [first] if first is not None else entry.candidates():
                 if await self._fetch_with(entry, key):
-                    if first is None and entry.fetch_key == key:  # claimed: this worker's
+                    if entry.fetch_key == key and (first is None or await self._claim(entry)):
                         self._follower.start(entry, key)
                     return
             if not entry.keys and self._entries.get(entry.scope) is entry:
                 self._drop(entry)
+
+    def _claim(self, entry: Entry) -> Awaitable[bool]:
+        """A scope first fetched for an SDK is followed at once, by the worker claiming it."""
+        return self._store.claim(entry.scope, time.time(), self._interval)
 
     async def _fetch_with(self, entry: Entry, key: str) -> bool:
         """One fetch; False when ``key`` was refused (another may be tried)."""

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
@@ -258,6 +259,15 @@ class FlagStore:
             return claimed
 
         return await self._db.run(work)
+
+    async def claim(self, scope: FlagScope, now: float, interval: float) -> bool:
+        """``scope``'s refresh claimed alone, as ``write`` claims due ones: whether this
+        worker refreshes and follows it (one upstream stream per scope). Without the file,
+        True, as a tick's claims: each worker then follows what it holds."""
+        try:
+            return scope in await self.write((), [scope], now, interval)
+        except StorageError:
+            return True  # logged by the tick
 
     async def _bound(self, tx: Transaction) -> None:
         """The most recently refreshed answers stay, ``most_bytes`` of them in all."""
