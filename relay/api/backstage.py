@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from relay.api.routing import Route
-from relay.api.state import READY
+from relay.api.state import COUNTS_WAITING, READY
 from relay.wire.common import Status
 
 
@@ -20,10 +20,16 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    """Ready once storage is open; never depends on any upstream."""
-    if request.app[READY][0]:
-        return web.json_response({"status": "READY"})
-    return web.json_response({"status": "NOT_READY"}, status=503)
+    """Ready once storage is open; never depends on any upstream. A relay's counts that
+    wait for a key are said in the body (by the worker that flushes), still 200: its SDKs
+    are served all the same."""
+    if not request.app[READY][0]:
+        return web.json_response({"status": "NOT_READY"}, status=503)
+    body: dict[str, object] = {"status": "READY"}
+    counts = request.app.get(COUNTS_WAITING)
+    if counts is not None and counts.waiting:
+        body["countsWaitingForKey"] = sorted(counts.waiting)
+    return web.json_response(body)
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -16,6 +16,7 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import (
+    COUNTS_WAITING,
     DELTA_SOURCE,
     FRONTEND_SOURCE,
     FRONTENDS,
@@ -38,6 +39,7 @@ from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.flusher import Flusher
+from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.reserve import (
     IngestGate,
@@ -122,10 +124,13 @@ def build(settings: Settings, worker: int) -> web.Application:
     shards = ShardMerger(
         settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bound(wal_bytes)
     )
+    upstream_keys = UpstreamKeys(keys, lambda environment: flags.vouched(environment))
+    if leader:
+        app[COUNTS_WAITING] = upstream_keys
     flusher = Flusher(
         outbox,
         upstream,
-        keys,
+        upstream_keys,
         settings.flush_interval,
         settings.backoff_max,
         shards.merge,
@@ -192,8 +197,8 @@ def build(settings: Settings, worker: int) -> web.Application:
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
                 if not keys:
                     log.warning(
-                        "no upstream keys: counts stay buffered until RELAY_UPSTREAM_TOKENS"
-                        " has a client key per environment"
+                        "no upstream keys: each environment's counts are sent with an SDK key"
+                        " of it the upstream vouched for, and wait while there is none"
                     )
             log.info(
                 "relay started",

@@ -125,12 +125,13 @@ class FileFlags:
                 return
             self._take(self._read(), stat)
         except BootstrapError as exc:
-            if self._failed != (stat := self._failed_stat()):
+            failed = self._failed_stat()
+            if failed != self._failed:
                 log.error(
                     "bootstrap file not reloaded: the flags held are served",
                     extra={"path": str(self.path), "error": str(exc)},
                 )
-            self._failed = stat
+            self._failed = failed
             return
         log.info("bootstrap file reloaded", extra={"path": str(self.path)})
 
