@@ -32,6 +32,7 @@ from relay.core.keys import parse_key
 from relay.edge import passthrough
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
+from relay.edge.flags.backup import restore
 from relay.edge.flags.cache import TICK, FlagCache
 from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.flags.frontend import FrontendFlags
@@ -76,6 +77,7 @@ async def initialise(settings: Settings) -> None:
     await _check_buffers(settings, ran_before=_ran_before(settings))
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     await open_cache(cache, settings.buffer_path)
+    await _restore(settings, FlagStore(cache))
     await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
@@ -180,6 +182,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             if settings.workers == 1:
                 unchecked = await _check_buffers(settings, ran_before)
                 await open_cache(cache, settings.buffer_path, reserve)
+                await _restore(settings, flag_store)
             for database, store in opened:
                 await open_with_room(database, reserve)
                 store.start()
@@ -263,6 +266,13 @@ def build(settings: Settings, worker: int) -> web.Application:
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
     wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
     return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+
+
+async def _restore(settings: Settings, store: FlagStore) -> None:
+    """An Unleash Edge backup read into an empty ``cache.db`` (``relay.edge.flags.backup``),
+    before the flag cache and the key resolver load it."""
+    if settings.backup_folder is not None:
+        await restore(settings.backup_folder, store, settings.features_refresh_interval)
 
 
 def _ran_before(settings: Settings) -> bool:
