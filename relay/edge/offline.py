@@ -28,6 +28,7 @@ from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest, MetricsSink
 from relay.core.keys import Principal, hash_key, parse_key
+from relay.edge import backstage
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.bootstrap import BootstrapError, FileFlags
 from relay.edge.flags.deltas import FlagDeltas
@@ -51,6 +52,9 @@ class ConfiguredKeys:
 
     def __init__(self, keys: dict[str, Principal]) -> None:
         self._keys = {hash_key(key): principal for key, principal in keys.items()}
+
+    def listing(self) -> tuple[list[tuple[Principal, str]], int]:
+        return [(principal, "Trusted") for principal in self._keys.values()], 0
 
     def known(self, key: str) -> Principal | None:
         return self._keys.get(hash_key(key))
@@ -105,12 +109,13 @@ def build(settings: Settings, worker: int) -> web.Application:
     leader = worker == 0
     configured = keys(settings)
     flags = _flags(settings)
-    app[KEY_RESOLVER] = ConfiguredKeys(configured)
     app[FLAG_CACHE] = flags
     app[DELTA_SOURCE] = FlagDeltas(flags)
     app[FRONTEND_SOURCE] = flags
     app[FRONTENDS] = Frontends()
     streaming.add_streams(app)
+    resolver = ConfiguredKeys(configured)
+    app[KEY_RESOLVER] = resolver
     sink: MetricsSink = Dropped()
     keep = settings.offline_metrics is OfflineMetrics.KEEP
     if keep:
@@ -131,6 +136,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         )
         sink = store
     app[INGEST] = Ingest(sink)
+    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db if keep else None)
 
     async def started(app: web.Application) -> AsyncIterator[None]:
         if keep:
@@ -176,6 +182,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             *delta.ROUTES,
             *streaming.ROUTES,
             *frontend.routes(not settings.disable_all_endpoint, ()),
+            *backstage.routes(settings),
         ],
     )
     return app

@@ -29,12 +29,13 @@ from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import passthrough
+from relay.edge import backstage, passthrough
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore
 from relay.edge.flags.cache import TICK, FlagCache
 from relay.edge.flags.deltas import FlagDeltas
+from relay.edge.flags.entries import vouched
 from relay.edge.flags.frontend import FrontendFlags
 from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import SdkKeyResolver
@@ -126,7 +127,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     shards = ShardMerger(
         settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bound(wal_bytes)
     )
-    upstream_keys = UpstreamKeys(keys, lambda environment: flags.vouched(environment))
+    upstream_keys = UpstreamKeys(keys, lambda environment: vouched(flags.copies(), environment))
     if leader:
         app[COUNTS_WAITING] = upstream_keys
     flusher = Flusher(
@@ -172,6 +173,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
     reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
+    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.report)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -258,6 +260,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         *reporter_routes,
         *passthrough.ROUTES,
         *validate.ROUTES,
+        *backstage.routes(settings),
     ]
     serve_routes(app, routes)
     return app

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -188,9 +188,8 @@ class FileFlags:
         scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)
         return await self.answer("", principal, scope)
 
-    def held(self) -> dict[str, bytes]:
-        """Each scope's answer, for ``/internal-backstage/features``."""
-        return {s.id: e.rendered.body for s, e in self._entries.items() if e.rendered}
+    def copies(self) -> Iterable[Entry]:
+        return self._entries.values()
 
 
 def _flag_scope(principal: Principal) -> FlagScope:

@@ -25,13 +25,13 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flags.entries import Entry, Refusals, Views, forget, no_copy, report, vouched
+from relay.edge.flags.entries import Entry, Refusals, Views, forget, no_copy, report
 from relay.edge.flags.fetch import Fetch, Fetcher
 from relay.edge.flags.follow import Follower
 from relay.edge.flags.store import (
@@ -97,8 +97,8 @@ class FlagCache:
         entry, rendered = await self.entry(key, principal)
         return self.views.feature(entry, rendered, scope, name)
 
-    def vouched(self, environment: str) -> str | None:
-        return vouched(self._entries.values(), environment)
+    def copies(self) -> Iterable[Entry]:
+        return self._entries.values()
 
     def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
         """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""
