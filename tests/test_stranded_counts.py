@@ -13,6 +13,9 @@ import pytest
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth, bulk, metric
 from fake_upstream import FakeUpstream
 from service import eventually, sample
+from test_web import page, sign_in
+
+from relay.wire.edges import REPORT_PATH
 
 
 def sent_with(upstream: FakeUpstream, key: str) -> list[dict[str, Any]]:
@@ -34,7 +37,7 @@ async def test_counts_go_with_a_vouched_sdk_key_and_wait_only_without_one(
 ) -> None:
     caplog.set_level(logging.INFO)
     # no upstream key; DEV_KEY's flags are fetched at start, PROD_KEY is only validated
-    client = await make_relay(upstream_tokens=[], client_tokens=[DEV_KEY])
+    client = await make_relay(upstream_tokens=[], client_tokens=[DEV_KEY], report_interval=0.1)
     dev_body = bulk([metric(yes=2)])
     dev = await client.post("/api/client/metrics/bulk", json=dev_body, headers=auth(DEV_KEY))
     prod_body = bulk([metric(env="production", yes=5)])
@@ -54,6 +57,18 @@ async def test_counts_go_with_a_vouched_sdk_key_and_wait_only_without_one(
     assert (await client.get("/ready")).status == 200  # flags are served all the same
     assert await gauge(client) == 1
     assert not sent_with(upstream, PROD_KEY)
+    # the relay's report says so too, sent with the key it borrowed
+    instance = await (await client.get("/internal-backstage/instancedata")).json()
+    assert instance["this_instance"]["countsWaitingForKey"] == ["production"]
+
+    def reported() -> list[Any]:
+        return [
+            r.json().get("countsWaitingForKey")
+            for r in upstream.received
+            if r.path == REPORT_PATH and r.headers.get("Authorization") == DEV_KEY
+        ]
+
+    await eventually(lambda: ["production"] in reported(), "the report sent with DEV_KEY")
 
     # an SDK with PROD_KEY polls its flags: the upstream answers it, its counts can leave
     assert (await client.get("/api/client/features", headers=auth(PROD_KEY))).status == 200
@@ -81,3 +96,11 @@ async def test_a_configured_upstream_key_is_used_before_any_sdk_key(
     await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
     await eventually(lambda: sent_with(upstream, other), "sent with the upstream key")
     assert not sent_with(upstream, DEV_KEY)
+
+
+async def test_the_page_shows_a_relays_counts_waiting(client: Any) -> None:
+    report = {"identifier": "r-1", "appName": "edge", "countsWaitingForKey": ["production"]}
+    posted = await client.post("/api/client/metrics/edge", json=report, headers=auth(DEV_KEY))
+    assert posted.status == 202
+    await sign_in(client)
+    assert "counts of production wait for a key" in await page(client, "/relays")

@@ -79,6 +79,8 @@ class EdgeInstanceData(Wire):
     outboxBatches: NonNegativeInt | None = None
     deadLetters: NonNegativeInt | None = None
     lastFlush: LastFlush | None = None
+    countsWaitingForKey: Annotated[list[Name], Field(max_length=MAX_LIST)] | None = None
+    """Environments whose counts wait at the relay: no key of theirs is known."""
     _depth: int = PrivateAttr(1)
 
     @model_validator(mode="after")

@@ -118,6 +118,15 @@ class Flusher:
         self._stop = asyncio.Event()
         self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
 
+    @property
+    def keys(self) -> dict[str, str]:
+        """Environment -> the key its counts were last sent with (for the relay's report)."""
+        return self._keys
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        return self._book.waiting
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
 
