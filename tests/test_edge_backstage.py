@@ -1,5 +1,6 @@
 """Unleash Edge's ``/internal-backstage/`` endpoints at a relay and in offline mode: their
-shapes, never a secret, and each switched off by its ``disable_*_endpoint`` setting."""
+shapes, never a secret, and each switched off by its ``disable_*_endpoint`` setting. And
+offline mode's delta and stream, in process."""
 
 from __future__ import annotations
 
@@ -117,3 +118,39 @@ async def test_offline_backstage(aiohttp_client: Any, tmp_path: Path) -> None:
         }
     ]
     assert (await get(client, "metricsbatch"))[1] == {"applications": [], "metrics": []}
+
+
+async def test_offline_delta_and_stream_follow_a_reload(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """The file's flags through the delta and the stream, a change of the file as an
+    ``unleash-updated`` event and a delta from the revision held."""
+    from test_streaming import Events
+
+    file = tmp_path / "flags.json"
+    file.write_text(json.dumps({"on": {"enabled": True}}))
+    settings = load_settings(
+        {
+            "mode": "offline",
+            "data_dir": tmp_path / "data",
+            "bootstrap_file": file,
+            "reload_interval": 0.05,
+            "client_tokens": [DEV_KEY],
+        }
+    )
+    client = await aiohttp_client(build_app(settings))
+    hydration = await client.get("/api/client/delta", headers=auth(DEV_KEY))
+    [event] = (await hydration.json())["events"]
+    assert event["type"] == "hydration" and [f["name"] for f in event["features"]] == ["on"]
+    held = hydration.headers["ETag"]
+    headers = {**auth(DEV_KEY), "Unleash-Client-Spec": "5.2.0"}
+    stream = Events(await client.get("/api/client/streaming", headers=headers))
+    assert (await stream.next())["event"] == "unleash-connected"
+
+    file.write_text(json.dumps({"on": {"enabled": True}, "added": {"enabled": False}}))
+    updated = await stream.next()
+    assert updated["event"] == "unleash-updated"
+    names = [e["feature"]["name"] for e in updated["data"]["events"]]
+    assert names == ["added"]
+    delta = await client.get("/api/client/delta", headers={**auth(DEV_KEY), "If-None-Match": held})
+    assert [e["feature"]["name"] for e in (await delta.json())["events"]] == ["added"]
