@@ -56,7 +56,9 @@ async def restore(folder: Path, store: FlagStore, interval: float) -> None:
     skipped = 0
     for token in tokens:
         principal = _trusted(token)
-        body = None if principal is None else _flags(features.get(principal.environment))
+        # Edge names a copy by its keys' environment, or by the key when it has none
+        held = None if principal is None else features.get(principal.environment)
+        body = _flags(held if held is not None else features.get(token.token))
         if principal is None or body is None:
             skipped += 1
             continue
