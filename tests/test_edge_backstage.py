@@ -10,6 +10,7 @@ from typing import Any
 
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
+from service import eventually
 
 from relay.app import build_app
 from relay.settings import load_settings
@@ -26,12 +27,17 @@ async def get(client: Any, path: str) -> tuple[int, Any]:
     return response.status, json.loads(text) if parsed else text
 
 
+async def ready(client: Any) -> bool:
+    return (await client.get("/internal-backstage/ready")).status == 200
+
+
 async def test_relay_backstage_in_edges_shapes(
     make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     validated = "default:development.validated-upstream-0123456789"
     upstream.valid_keys[validated] = "development"
     client = await make_relay(flush_interval=3600)
+    await eventually(lambda: ready(client), "ready")
     assert (await client.get("/api/client/features", headers=auth(validated))).status == 200
     bad = await client.get("/api/client/features", headers=auth(DEV_KEY + "x"))
     assert bad.status == 401
@@ -77,7 +83,7 @@ async def test_each_endpoint_switched_off(make_relay: MakeClient) -> None:
     for path in ENDPOINTS:
         assert (await get(client, path))[0] == 404, path
     assert (await client.get("/internal-backstage/health")).status == 200
-    assert (await client.get("/internal-backstage/ready")).status == 200
+    await eventually(lambda: ready(client), "ready")  # the configured keys' flags fetched
 
 
 async def test_not_ready_in_edges_shape(make_relay: MakeClient, upstream: FakeUpstream) -> None:
