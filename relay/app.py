@@ -1,8 +1,9 @@
 """The composition root: the one place that knows which mode runs. Each mode's wiring sits
 in its own package, next to what it wires (``relay.central.wiring``, ``relay.edge.wiring``).
 
-In code the two modes have names that cannot be confused with the product's: the
-standalone mode's internals are ``central``, the relay mode's are ``edge``.
+In code the modes have names that cannot be confused with the product's: the standalone
+mode's internals are ``central``, the relay mode's are ``edge`` (offline mode, a relay
+without an upstream, is ``relay.edge.offline``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.central import wiring as central
+from relay.edge import offline
 from relay.edge import wiring as edge
 from relay.settings import Mode, Settings
 
@@ -22,6 +24,8 @@ def build_app(settings: Settings, worker: int = 0) -> web.Application:
             return central.build(settings, worker)
         case Mode.EDGE:
             return edge.build(settings, worker)
+        case Mode.OFFLINE:
+            return offline.build(settings, worker)
 
 
 async def initialise(settings: Settings) -> None:
@@ -31,3 +35,5 @@ async def initialise(settings: Settings) -> None:
             await central.initialise(settings)
         case Mode.EDGE:
             await edge.initialise(settings)
+        case Mode.OFFLINE:
+            await offline.initialise(settings)

@@ -27,13 +27,18 @@ from relay.settings_usage import CommaList, Mode, NetworkList, UpstreamUrl, Usag
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
-DEFAULT_PORTS = {"standalone": 4242, "relay": 3063}
+DEFAULT_PORTS = {"standalone": 4242, "relay": 3063, "offline": 3063}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class SqliteSynchronous(enum.StrEnum):
     FULL = "FULL"
     NORMAL = "NORMAL"
+
+
+class OfflineMetrics(enum.StrEnum):
+    KEEP = "keep"
+    DROP = "drop"
 
 
 class Settings(BaseSettings):
@@ -43,7 +48,10 @@ class Settings(BaseSettings):
         env_prefix="RELAY_", frozen=True, extra="forbid", validate_default=True
     )
 
-    mode: Mode = Field(Mode.CENTRAL, description="standalone (central service) or relay (edge)")
+    mode: Mode = Field(
+        Mode.CENTRAL,
+        description="standalone (central service), relay (edge) or offline (flags from a file)",
+    )
     host: str = Field("0.0.0.0", description="Address to listen on")
     port: Annotated[int | None, Usage(example=DEFAULT_PORTS)] = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
@@ -121,17 +129,53 @@ class Settings(BaseSettings):
             Mode.EDGE,
             secret=True,
             note="Other keys are checked once against the upstream's /edge/validate and"
-            " trusted for key_cache_ttl seconds",
+            " trusted for key_cache_ttl seconds; offline: the only client keys accepted",
+            offline=True,
         ),
     ] = Field(
         default_factory=list,
         description="Relay: SDK keys accepted without asking upstream; comma-separated",
     )
     frontend_tokens: Annotated[
-        CommaList, Usage(Mode.EDGE, note="Public by design: shipped in browser code")
+        CommaList,
+        Usage(Mode.EDGE, note="Public by design: shipped in browser code", offline=True),
     ] = Field(
         default_factory=list,
         description="Relay: frontend keys accepted without asking upstream; comma-separated",
+    )
+    bootstrap_file: Annotated[
+        Path | None,
+        Usage(
+            Mode.OFFLINE,
+            required=True,
+            note='A client features answer, or {"flag": {"enabled": true, "variant": "v"}};'
+            " only client_tokens and frontend_tokens are accepted",
+            example="features.json",
+        ),
+    ] = Field(None, description="Offline: the file the flags are served from")
+    reload_interval: Annotated[
+        float, Usage(Mode.OFFLINE, note="A file that does not read keeps the last good copy")
+    ] = Field(
+        0.0, ge=0, description="Offline: seconds between checks of the file for a change (0: never)"
+    )
+    offline_metrics: Annotated[
+        OfflineMetrics,
+        Usage(Mode.OFFLINE, note="keep: in buffer.db, bounded by buffer_max_bytes"),
+    ] = Field(
+        OfflineMetrics.DROP, description="Offline: SDKs' counts kept (a relay may send them) or"
+        " dropped, both answered 202"
+    )
+    backup_folder: Annotated[
+        Path | None,
+        Usage(
+            Mode.EDGE,
+            note="Read once, while cache.db is empty; never written",
+            example="/var/lib/unleash-edge/backup",
+        ),
+    ] = Field(
+        None,
+        description="Relay: an Unleash Edge backup folder (unleash_features.json,"
+        " unleash_tokens.json) served from at first start",
     )
     flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
@@ -276,6 +320,21 @@ class Settings(BaseSettings):
     )
     disable_all_endpoint: bool = Field(
         False, description="No /api/frontend/all nor /api/proxy/all (Edge's --disable-all-endpoint)"
+    )
+    disable_metrics_endpoint: bool = Field(
+        False, description="No /internal-backstage/metrics (Prometheus; Edge's name)"
+    )
+    disable_metrics_batch_endpoint: bool = Field(
+        False, description="No /internal-backstage/metricsbatch (counts not sent yet)"
+    )
+    disable_features_endpoint: bool = Field(
+        False, description="No /internal-backstage/features (the flags held, per scope)"
+    )
+    disable_tokens_endpoint: bool = Field(
+        False, description="No /internal-backstage/tokens (the keys known, without secrets)"
+    )
+    disable_instance_data_endpoint: bool = Field(
+        False, description="No /internal-backstage/instancedata (this relay's report)"
     )
     frontend_cors_origins: Annotated[
         CommaList, Usage(note="The frontend keys are public: any origin is Unleash's default")

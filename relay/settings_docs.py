@@ -57,6 +57,8 @@ SUMMARY = {
     Mode.CENTRAL: "relay in standalone mode: the central feature-flag service on embedded SQLite.",
     Mode.EDGE: "relay in relay mode: an edge sidecar buffering SDK metrics and flushing them"
     " upstream.",
+    Mode.OFFLINE: "relay in offline mode: flags served from a file, no upstream (CI,"
+    " development, air-gapped sites).",
 }
 GENERATED = "Generated from relay/settings.py by `relay settings-docs`"
 HEADER = (
@@ -127,21 +129,27 @@ def settings_table() -> str:
 
 
 def config_file(mode: Mode) -> str:
-    """An example file for ``mode``: settings of both modes, of this one, then the other's."""
-    [other] = [m for m in Mode if m is not mode]
-    sections = {
+    """An example file for ``mode``: settings of every mode, of this one, then the others'."""
+    sections: dict[Mode | None, str] = {
         None: f"# {SUMMARY[mode]}\n{_comment(HEADER)}",
         mode: f"# --- {mode} mode ---",
-        other: f"# --- {other} mode (ignored in {mode} mode) ---",
+        **{
+            other: f"# --- {other} mode (ignored in {mode} mode) ---"
+            for other in Mode
+            if other is not mode
+        },
     }
+    shown: set[str] = set()
     blocks = []
-    for applies, heading in sections.items():
+    for section, heading in sections.items():
         blocks.append(heading)
-        blocks += [
-            _setting(name, field, mode)
-            for name, field in Settings.model_fields.items()
-            if usage(field).mode is applies
-        ]
+        for name, field in Settings.model_fields.items():
+            needs = usage(field)
+            if name not in shown and (
+                needs.mode is section or (section is mode and needs.applies(mode))
+            ):
+                shown.add(name)
+                blocks.append(_setting(name, field, mode))
     return "\n\n".join(blocks) + "\n"
 
 

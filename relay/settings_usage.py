@@ -16,11 +16,13 @@ from pydantic_settings import NoDecode
 
 
 class Mode(enum.StrEnum):
-    """The user-facing names of the two modes; in code their parts are ``central`` and
-    ``edge`` (``relay.central``, ``relay.edge``)."""
+    """The user-facing names of the modes; in code their parts are ``central`` and ``edge``
+    (``relay.central``, ``relay.edge``). Offline mode is a relay without an upstream: its
+    flags come from a file (``relay.edge.offline``)."""
 
     CENTRAL = "standalone"
     EDGE = "relay"
+    OFFLINE = "offline"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Usage:
     secret: bool = False  # may hold keys or a password: better the environment than a file
     note: str | None = None  # more for the example files' comment, after the description
     example: object = None  # the value config/*.toml shows for no default; a dict: per mode
+    offline: bool = False  # a relay-mode setting that offline mode reads too
+
+    def applies(self, mode: Mode) -> bool:
+        """Whether the setting is read in ``mode`` (None: in every mode)."""
+        return self.mode in (None, mode) or (self.offline and mode is Mode.OFFLINE)
 
 
 def usage(field: FieldInfo) -> Usage:

@@ -232,8 +232,9 @@ async def test_a_relay_passes_on_what_its_upstream_takes_whatever_it_was_posted(
         answer = await service.post(REPORT_PATH, json=too_deep, headers=auth(DEV_KEY))
         assert answer.status == 400, await answer.text()
     relay = await make_relay(tmp_path / "relay-2", report_interval=0.1)
-    largest = wide("largest", below=42)  # as large as a report may be, as kept
-    while len(EdgeInstanceData.model_validate(largest).model_dump_json()) < MAX_REPORT_BYTES - 350:
+    largest = wide("largest", below=41)  # as large as a report may be, as kept
+    pad = len(EdgeInstanceData.model_validate(report("pad-000")).model_dump_json()) + 1
+    while len(EdgeInstanceData.model_validate(largest).model_dump_json()) < MAX_REPORT_BYTES - pad:
         largest["connectedEdges"].append(report(f"pad-{len(largest['connectedEdges'])}"))
     for posted in (report("legit"), chain("deepest", MAX_DEPTH), largest):
         answer = await relay.post(REPORT_PATH, json=posted, headers=auth(DEV_KEY))

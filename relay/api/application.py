@@ -57,7 +57,7 @@ def new_application(settings: Settings) -> web.Application:
 
 def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
     """Register the mode's routes and the shared ones, and document them all."""
-    every = [*routes, *backstage.ROUTES, *docs.ROUTES]
+    every = [*routes, *backstage.routes(app[SETTINGS]), *docs.ROUTES]
     add_routes(app, every)
     app[OPENAPI] = document(every, version("relay"))
     app[OPENAPI_BODY] = json.dumps(app[OPENAPI]).encode()

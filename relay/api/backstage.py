@@ -10,7 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from relay.api.routing import Route
-from relay.api.state import READY
+from relay.api.state import COUNTS_WAITING, READY
+from relay.settings import Settings
 from relay.wire.common import Status
 
 
@@ -20,10 +21,19 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    """Ready once storage is open; never depends on any upstream."""
-    if request.app[READY][0]:
-        return web.json_response({"status": "READY"})
-    return web.json_response({"status": "NOT_READY"}, status=503)
+    """Ready once storage is open; never depends on any upstream. A relay's counts that
+    wait for a key are said in the body (by the worker that flushes), still 200: its SDKs
+    are served all the same. Under ``/internal-backstage`` not ready is in Edge's shape."""
+    if not request.app[READY][0]:
+        if request.path.startswith("/internal-backstage/"):
+            edge = {"error": "Edge is not ready to serve requests", "status": "NOTREADY"}
+            return web.json_response(edge, status=503)
+        return web.json_response({"status": "NOT_READY"}, status=503)
+    body: dict[str, object] = {"status": "READY"}
+    counts = request.app.get(COUNTS_WAITING)
+    if counts is not None and counts.waiting:
+        body["countsWaitingForKey"] = sorted(counts.waiting)
+    return web.json_response(body)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -38,7 +48,21 @@ async def metrics(request: web.Request) -> web.Response:
     return response
 
 
-ROUTES = [
+def routes(settings: Settings) -> list[Route]:
+    """Health and readiness, and the Prometheus metrics unless ``disable_metrics_endpoint``
+    (Edge's ``DISABLE_METRICS_ENDPOINT``)."""
+    metrics_route = Route(
+        "GET",
+        "/internal-backstage/metrics",
+        metrics,
+        "Prometheus metrics (text format)",
+        "backstage",
+        responses={200: None},
+    )
+    return [*PROBES, *([] if settings.disable_metrics_endpoint else [metrics_route])]
+
+
+PROBES = [
     route
     for prefix, name in (("", ""), ("/internal-backstage", "Backstage"))
     for route in (
@@ -62,13 +86,4 @@ ROUTES = [
             operation=f"ready{name}",
         ),
     )
-] + [
-    Route(
-        "GET",
-        "/internal-backstage/metrics",
-        metrics,
-        "Prometheus metrics (text format)",
-        "backstage",
-        responses={200: None},
-    ),
 ]

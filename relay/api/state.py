@@ -59,4 +59,17 @@ class DeltaSource(Protocol):
 
 
 DELTA_SOURCE = web.AppKey("delta_source", DeltaSource)
+
+
+class Waiting(Protocol):
+    """What keeps a relay's counts from leaving, said by ``/ready`` without making it
+    unready (its flags are served all the same): ``relay.edge.metrics.keys``."""
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        """Environments whose counts wait for a key."""
+        ...
+
+
+COUNTS_WAITING = web.AppKey("counts_waiting", Waiting)
 FRONTENDS = web.AppKey("frontends", Frontends)

@@ -86,6 +86,13 @@ class SdkKeyResolver:
             if digest not in self._valid and digest not in self._configured:
                 _remember(self._valid, digest, (principal, 0.0), MAX_VALID)
 
+    def listing(self) -> tuple[list[tuple[Principal, str]], int]:
+        """For ``/internal-backstage/tokens``: the configured keys (Edge's ``Trusted``),
+        those the upstream vouched for (``Validated``), and how many it refused lately."""
+        trusted = [(principal, "Trusted") for principal in self._configured.values()]
+        validated = [(principal, "Validated") for principal, _ in self._valid.values()]
+        return trusted + validated, len(self._invalid)
+
     def known(self, key: str) -> Principal | None:
         digest = hash_key(key)
         configured = self._configured.get(digest)

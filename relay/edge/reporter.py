@@ -83,10 +83,12 @@ class Reporter:
 
     async def tick(self) -> None:
         """One report, unless the upstream refused the path less than an hour ago."""
-        if self._key is None or time.monotonic() < self._next:
+        # without an upstream key, one the flusher sends counts with (``relay.edge.metrics.keys``)
+        key = self._key or next((k for _, k in sorted(self._flusher.keys.items())), None)
+        if key is None or time.monotonic() < self._next:
             return
         body = (await self.report()).model_dump_json(exclude_none=True).encode()
-        headers = {"Authorization": self._key, "Content-Type": "application/json"}
+        headers = {"Authorization": key, "Content-Type": "application/json"}
         try:
             answer = await self._upstream.forward("POST", REPORT_PATH, headers, body, "edge_report")
         except UpstreamUnavailable as exc:
@@ -123,6 +125,7 @@ class Reporter:
             ),
             outboxBatches=stats.outbox_batches,
             deadLetters=stats.dead_letter_entries,
+            countsWaitingForKey=sorted(self._flusher.waiting) or None,
             lastFlush=(
                 None
                 if last is None

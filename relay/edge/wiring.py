@@ -16,6 +16,7 @@ from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.state import (
+    COUNTS_WAITING,
     DELTA_SOURCE,
     FRONTEND_SOURCE,
     FRONTENDS,
@@ -28,16 +29,19 @@ from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import passthrough
+from relay.edge import backstage, passthrough
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
+from relay.edge.flags.backup import restore
 from relay.edge.flags.cache import TICK, FlagCache
 from relay.edge.flags.deltas import FlagDeltas
+from relay.edge.flags.entries import vouched
 from relay.edge.flags.frontend import FrontendFlags
 from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import SdkKeyResolver
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.flusher import Flusher
+from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.reserve import (
     IngestGate,
@@ -74,6 +78,7 @@ async def initialise(settings: Settings) -> None:
     await _check_buffers(settings, ran_before=_ran_before(settings))
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     await open_cache(cache, settings.buffer_path)
+    await _restore(settings, FlagStore(cache))
     await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
@@ -122,10 +127,13 @@ def build(settings: Settings, worker: int) -> web.Application:
     shards = ShardMerger(
         settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bound(wal_bytes)
     )
+    upstream_keys = UpstreamKeys(keys, lambda environment: vouched(flags.copies(), environment))
+    if leader:
+        app[COUNTS_WAITING] = upstream_keys
     flusher = Flusher(
         outbox,
         upstream,
-        keys,
+        upstream_keys,
         settings.flush_interval,
         settings.backoff_max,
         shards.merge,
@@ -165,6 +173,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
     reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
+    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.report)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -175,6 +184,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             if settings.workers == 1:
                 unchecked = await _check_buffers(settings, ran_before)
                 await open_cache(cache, settings.buffer_path, reserve)
+                await _restore(settings, flag_store)
             for database, store in opened:
                 await open_with_room(database, reserve)
                 store.start()
@@ -192,8 +202,8 @@ def build(settings: Settings, worker: int) -> web.Application:
                 warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
                 if not keys:
                     log.warning(
-                        "no upstream keys: counts stay buffered until RELAY_UPSTREAM_TOKENS"
-                        " has a client key per environment"
+                        "no upstream keys: each environment's counts are sent with an SDK key"
+                        " of it the upstream vouched for, and wait while there is none"
                     )
             log.info(
                 "relay started",
@@ -250,6 +260,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         *reporter_routes,
         *passthrough.ROUTES,
         *validate.ROUTES,
+        *backstage.routes(settings),
     ]
     serve_routes(app, routes)
     return app
@@ -258,6 +269,13 @@ def build(settings: Settings, worker: int) -> web.Application:
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
     wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
     return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
+
+
+async def _restore(settings: Settings, store: FlagStore) -> None:
+    """An Unleash Edge backup read into an empty ``cache.db`` (``relay.edge.flags.backup``),
+    before the flag cache and the key resolver load it."""
+    if settings.backup_folder is not None:
+        await restore(settings.backup_folder, store, settings.features_refresh_interval)
 
 
 def _ran_before(settings: Settings) -> bool:

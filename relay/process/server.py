@@ -108,11 +108,12 @@ def _initialise(settings: Settings) -> int:
     from relay.app import initialise
     from relay.core.errors import StorageError
     from relay.core.keys import InvalidKey
+    from relay.settings import SettingsError
 
     logs.configure(settings.log_level, settings.log_format)
     try:
         asyncio.run(initialise(settings))
-    except (StorageError, InvalidKey, OSError) as exc:
+    except (SettingsError, StorageError, InvalidKey, OSError) as exc:
         print(f"relay: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     return 0

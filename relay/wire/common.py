@@ -124,3 +124,8 @@ class ErrorBody(BaseModel):
 
 class Status(BaseModel):
     status: str
+    countsWaitingForKey: list[str] | None = Field(
+        None,
+        description="A relay's environments whose counts wait: no key of theirs is known"
+        " (none configured, none the upstream vouched for)",
+    )

@@ -13,7 +13,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Self
 
-from pydantic import ConfigDict, Field, NonNegativeInt, PrivateAttr, RootModel, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PrivateAttr,
+    RootModel,
+    TypeAdapter,
+    model_validator,
+)
 
 from relay.wire.common import MAX_LIST, Name, NonNegativeFinite, Text, Wire
 
@@ -70,6 +79,8 @@ class EdgeInstanceData(Wire):
     outboxBatches: NonNegativeInt | None = None
     deadLetters: NonNegativeInt | None = None
     lastFlush: LastFlush | None = None
+    countsWaitingForKey: Annotated[list[Name], Field(max_length=MAX_LIST)] | None = None
+    """Environments whose counts wait at the relay: no key of theirs is known."""
     _depth: int = PrivateAttr(1)
 
     @model_validator(mode="after")
@@ -105,3 +116,22 @@ class ConnectedEdge(EdgeInstanceData):
 
 class ConnectedEdges(RootModel[list[ConnectedEdge]]):
     model_config = ConfigDict(title="connectedEdgesSchema")
+
+
+class EdgeToken(BaseModel):
+    """A key as Unleash Edge keeps it in its backup (``unleash_tokens.json``): the file is
+    read, never trusted further than its checks (``relay.edge.flags.backup``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    token: str = Field(max_length=1000)
+    type: str | None = None  # client, backend or frontend
+    environment: str | None = None
+    projects: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    status: str | None = None  # Validated, Trusted, Invalid, Unknown
+
+
+EdgeTokens = TypeAdapter(list[EdgeToken])
+"""``unleash_tokens.json``: a list of keys."""
+EdgeFeatures = TypeAdapter(list[tuple[str, dict[str, object]]])
+"""``unleash_features.json``: [environment (or key), client features answer] pairs."""

@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
@@ -97,6 +97,9 @@ class FlagCache:
     ) -> bytes | None:
         entry, rendered = await self.entry(key, principal)
         return self.views.feature(entry, rendered, scope, name)
+
+    def copies(self) -> Iterable[Entry]:
+        return self._entries.values()
 
     def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
         """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""

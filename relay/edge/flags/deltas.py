@@ -9,23 +9,35 @@ an outage, streams stay open on the copy held and new SDKs are hydrated from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from relay.core.catalog import Scope
+from relay.api.broadcast import Broadcast
+from relay.core.catalog import Rendered, Scope
 from relay.core.delta import Delta, delta
 from relay.core.errors import DomainError
 from relay.core.keys import Principal
-from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.entries import Entry, Views
 from relay.edge.flags.store import FlagScope
 
 MAX_DELTAS = 1_000
 MAX_DELTA_BYTES = 64 * 1024 * 1024
 
 
+class Copies(Protocol):
+    """The copies deltas are put together from: the flag cache's
+    (``relay.edge.flags.cache``), or offline mode's file's (``relay.edge.flags.bootstrap``)."""
+
+    views: Views
+    moved: Broadcast  # woken when a copy's revision moves
+
+    async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class KeyFlags:
     """One key's deltas."""
 
-    cache: FlagCache
+    cache: Copies
     key: str
     principal: Principal
 
@@ -78,7 +90,7 @@ class Deltas:
 
 
 class FlagDeltas:
-    def __init__(self, cache: FlagCache) -> None:
+    def __init__(self, cache: Copies) -> None:
         self._cache = cache
         self._held = Deltas()
 

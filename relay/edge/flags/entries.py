@@ -233,6 +233,22 @@ class Refusals:
         return Unauthorized("The provided API token is invalid or has expired")
 
 
+def vouched(entries: Iterable[Entry], environment: str) -> str | None:
+    """A key of ``environment`` the upstream last answered flags to, one that sees every
+    project first: what a relay without an upstream key sends that environment's counts
+    with (``relay.edge.metrics.keys``)."""
+    found: list[tuple[bool, str]] = []
+    for entry in entries:
+        if entry.scope.environment != environment or entry.rendered is None:
+            continue
+        # the key of its last fetch, else (another worker fetched) the newest that asked
+        # here: a key the upstream refused has left ``keys``
+        key = entry.fetch_key or next(reversed(entry.keys), None)
+        if key is not None:
+            found.append(("*" not in entry.scope.projects, key))
+    return min(found)[1] if found else None
+
+
 def report(entries: Iterable[Entry], views: Views) -> None:
     """The gauges of what is held: each scope's age, the scopes with a copy, the bytes."""
     now = time.time()

@@ -47,11 +47,12 @@ import enum
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection
 
 from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
+from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.edge.metrics.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
@@ -85,7 +86,7 @@ class Flusher:
         self,
         outbox: SqliteOutbox,
         upstream: UpstreamClient,
-        keys: Mapping[str, str],
+        keys: UpstreamKeys,
         interval: float,
         backoff_max: float,
         gather: Callable[[], Awaitable[object]],
@@ -95,14 +96,15 @@ class Flusher:
         """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
         flush: the other workers' shards (``relay.edge.metrics.shards``). ``on_disk_full``
         hands back the space set aside for draining (``relay.edge.metrics.reserve``); True if
-        there was some.
+        there was some. ``keys`` chooses each environment's key before each flush.
         ``space`` tells what stayed buffered after the final flush."""
         self._outbox = outbox
         self._space = space
         self._gather = gather
         self._on_disk_full = on_disk_full
         self._upstream = upstream
-        self._keys = dict(keys)
+        self._book = keys
+        self._keys: dict[str, str] = {}  # environment -> key, this flush
         self._interval = interval
         self._backoff_max = backoff_max
         self._failures = 0
@@ -112,10 +114,18 @@ class Flusher:
         self._claim_size = CLAIM_ENTRIES
         self._strikes: dict[int, int] = {}
         self._blocked: dict[str, float] = {}
-        self._warned_no_key: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """Environment -> the key its counts were last sent with (for the relay's report)."""
+        return self._keys
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        return self._book.waiting
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="flusher")
@@ -147,8 +157,8 @@ class Flusher:
             return "buffer storage failed (disk full?)"
         if self._blocked:
             return f"upstream refused the key of {', '.join(sorted(self._blocked))}"
-        if self._warned_no_key:
-            return f"no upstream key for {', '.join(sorted(self._warned_no_key))}"
+        if self._book.waiting:
+            return f"no upstream key for {', '.join(sorted(self._book.waiting))}"
         return "upstream unavailable" if self._failures else "upstream did not take it all"
 
     async def _run(self) -> None:
@@ -199,7 +209,7 @@ class Flusher:
 
     async def _flush(self) -> bool:
         await self._gather()
-        await self._warn_keyless()
+        self._keys = self._book.choose(await self._outbox.environments())
         skipped: set[int] = set()
         may_claim, probing = True, False
         accepted = False  # the upstream accepted the batch sent last
@@ -383,13 +393,3 @@ class Flusher:
                 "failures": self._failures,
             },
         )
-
-    async def _warn_keyless(self) -> None:
-        missing = await self._outbox.environments() - set(self._keys) - self._warned_no_key
-        for env in sorted(missing):
-            log.error(
-                "no upstream key for this environment: its counts stay buffered;"
-                " add a key to RELAY_UPSTREAM_TOKENS",
-                extra={"environment": env},
-            )
-        self._warned_no_key |= missing

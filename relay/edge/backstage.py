@@ -1,0 +1,215 @@
+"""Unleash Edge's debugging endpoints under ``/internal-backstage/``, in Edge's shapes, for
+relay and offline mode: ``features`` (the flags held, per scope), ``tokens`` (the keys
+known, never a secret), ``metricsbatch`` (counts not sent yet) and ``instancedata`` (this
+relay's report). Like Edge's, they take no key: each is switched off by its
+``disable_*_endpoint`` setting (Edge's names; SECURITY.md says what they show).
+
+What differs from Edge, by construction: a scope is named ``projects:environment`` (Edge
+names its copies by environment); a key is ``project:environment.****``, never a part of its
+secret (Edge shows its first and last six characters); ``metricsbatch`` reads the leader's
+buffer file (worker 0's: the others' are merged into it before each flush), at most
+``MAX_ROWS`` counts and registrations, oldest hour first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from relay.api.routing import Route
+from relay.core.domain import from_epoch
+from relay.core.keys import Principal, redact
+from relay.edge.flags.entries import Entry
+from relay.settings import Settings
+from relay.store.sqlite import SqliteDatabase
+from relay.wire.edges import EdgeInstanceData
+
+MAX_ROWS = 1000
+HOUR = 3600
+
+
+class KeyListing(Protocol):
+    def listing(self) -> tuple[list[tuple[Principal, str]], int]:
+        """The keys known with Edge's status of each (``Trusted``: configured,
+        ``Validated``: the upstream vouched for it), and how many are known invalid."""
+        ...
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where each endpoint reads: the flag copies, the keys, the buffer, the report."""
+
+    copies: Callable[[], Iterable[Entry]]
+    keys: KeyListing
+    buffer: SqliteDatabase | None = None
+    report: Callable[[], Awaitable[EdgeInstanceData]] | None = None
+
+
+SOURCES = web.AppKey("backstage_sources", Sources)
+
+
+def _json(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/json")
+
+
+async def features(request: web.Request) -> web.Response:
+    """``{"projects:environment": client features answer}``: the answers' bytes as held."""
+    parts = [
+        json.dumps(_scope_name(e)).encode() + b":" + e.rendered.body
+        for e in request.app[SOURCES].copies()
+        if e.rendered is not None
+    ]
+    return _json(b"{" + b",".join(parts) + b"}")
+
+
+def _scope_name(entry: Entry) -> str:
+    return f"{','.join(entry.scope.projects)}:{entry.scope.environment}"
+
+
+def _token(principal: Principal, status: str | None = None) -> dict[str, Any]:
+    token: dict[str, Any] = {
+        "token": principal.display,
+        "type": principal.type.value,
+        "environment": principal.environment,
+        "projects": list(principal.projects),
+    }
+    if status is not None:
+        token["status"] = status
+    return token
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else from_epoch(seconds).isoformat()
+
+
+async def tokens(request: web.Request) -> web.Response:
+    """Edge's ``TokenInfo``: the scopes refreshed (with the key they were fetched with,
+    redacted), the keys known, and the count of keys known invalid."""
+    sources = request.app[SOURCES]
+    known, invalid = sources.keys.listing()
+    refreshes = [
+        {
+            "token": {
+                "token": redact(entry.fetch_key) if entry.fetch_key else None,
+                "environment": entry.scope.environment,
+                "projects": list(entry.scope.projects),
+            },
+            "etag": entry.upstream_etag or None,
+            "last_refreshed": _iso(entry.fetched_at),
+            "next_refresh": _iso(entry.due_at or None),
+            "last_feature_count": entry.rendered.features if entry.rendered else None,
+        }
+        for entry in sources.copies()
+    ]
+    body = {
+        "tokenRefreshes": refreshes,
+        "tokenValidationStatus": [_token(p, status) for p, status in known],
+        "invalidTokenCount": invalid,
+    }
+    return web.json_response(body)
+
+
+async def metrics_batch(request: web.Request) -> web.Response:
+    """Edge's ``MetricsInfo``: the registrations and counts waiting to be sent."""
+    buffer = request.app[SOURCES].buffer
+    if buffer is None:  # offline mode dropping its counts
+        return web.json_response({"applications": [], "metrics": []})
+    counts = await buffer.fetch_all(
+        "SELECT feature_name, app_name, environment, hour, yes, no FROM metrics"
+        " ORDER BY hour LIMIT ?",
+        (MAX_ROWS,),
+    )
+    variants: dict[tuple[str, str, str, int], dict[str, int]] = defaultdict(dict)
+    for feature, app, env, hour, variant, count in await buffer.fetch_all(
+        "SELECT feature_name, app_name, environment, hour, variant, count FROM metric_variants"
+        " WHERE hour <= ? ORDER BY hour LIMIT ?",
+        (counts[-1][3] if counts else 0, MAX_ROWS * 10),
+    ):
+        variants[(feature, app, env, hour)][variant] = count
+    metrics = [
+        {
+            "key": {
+                "app_name": app,
+                "feature_name": feature,
+                "environment": env,
+                "timestamp": _iso(hour),
+            },
+            "bucket": {
+                "start": _iso(hour),
+                "stop": _iso(hour + HOUR),
+                "toggles": {
+                    feature: {
+                        "yes": yes,
+                        "no": no,
+                        "variants": variants.get((feature, app, env, hour), {}),
+                    }
+                },
+            },
+        }
+        for feature, app, env, hour, yes, no in counts
+    ]
+    applications = [
+        {
+            "appName": app,
+            "environment": env,
+            "instanceId": instance,
+            "sdkVersion": sdk,
+            "interval": interval,
+            "started": _iso(started),
+        }
+        for app, env, instance, sdk, interval, started in await buffer.fetch_all(
+            "SELECT app_name, environment, instance_id, sdk_version, interval, started"
+            " FROM registrations ORDER BY last_seen LIMIT ?",
+            (MAX_ROWS,),
+        )
+    ]
+    return web.json_response({"applications": applications, "metrics": metrics})
+
+
+async def instance_data(request: web.Request) -> web.Response:
+    """Edge's ``DebugEdgeInstanceData``: this relay's report and those of the relays below
+    it, as the next report upstream carries them."""
+    report = request.app[SOURCES].report
+    if report is None:  # offline mode reports to nobody
+        return web.json_response({"this_instance": None, "connected_instances": []})
+    mine = await report()
+    below = [r.model_dump(mode="json", exclude_none=True) for r in mine.connectedEdges]
+    this = mine.model_dump(mode="json", exclude_none=True, exclude={"connectedEdges"})
+    return web.json_response({"this_instance": this, "connected_instances": below})
+
+
+_ENDPOINTS: list[tuple[str, Callable[[web.Request], Awaitable[web.StreamResponse]], str]] = [
+    ("features", features, "The flags held, per scope (Edge's)"),
+    ("tokens", tokens, "The keys known and the scopes refreshed, without secrets (Edge's)"),
+    ("metricsbatch", metrics_batch, "Counts and registrations not sent yet (Edge's)"),
+    ("instancedata", instance_data, "This relay's report and its downstream relays' (Edge's)"),
+]
+
+
+def routes(settings: Settings) -> list[Route]:
+    """The endpoints not switched off."""
+    off = {
+        "features": settings.disable_features_endpoint,
+        "tokens": settings.disable_tokens_endpoint,
+        "metricsbatch": settings.disable_metrics_batch_endpoint,
+        "instancedata": settings.disable_instance_data_endpoint,
+    }
+    return [
+        Route(
+            "GET",
+            f"/internal-backstage/{name}",
+            handler,
+            summary,
+            "backstage",
+            responses={200: None},
+            operation=f"backstage_{name}",
+        )
+        for name, handler, summary in _ENDPOINTS
+        if not off[name]
+    ]
+

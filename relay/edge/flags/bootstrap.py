@@ -1,0 +1,196 @@
+"""Offline mode's flags: a file in either format Unleash Edge's offline mode reads, served
+to the configured keys through the same entries, views and deltas as a relay's copies
+(``relay.edge.flags.entries``), so the client features answer, the delta, the stream and
+the Frontend API agree.
+
+The formats: a client features answer (``{"version": 2, "features": [...]}``), or Edge's
+simple one, ``{"flag": {"enabled": true, "variant": "v"}}``, read as Edge reads it (a flag
+on for everyone with the ``default`` strategy, in project ``default``, and a variant of
+weight 1000 when one is named). Each key sees the file's flags of its projects, whatever
+its environment (the file has one set of flags).
+
+``reload`` reads the file again when its size, modification time or inode changed; a file
+that cannot be read (missing, half written, not JSON, not flags) keeps the last good copy,
+with an error logged once per change of the file. At start such a file is an error: there
+is nothing to serve.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from relay.api.broadcast import Broadcast
+from relay.core.client_features import Rendered, Scope, projects_of, read
+from relay.core.keys import Principal
+from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.store import FlagScope
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+class BootstrapError(ValueError):
+    """The file cannot be served; the message names the file and why, never its content."""
+
+
+def parse(content: bytes) -> bytes:
+    """The file's flags as a client features answer, in either format (``BootstrapError``
+    when it is neither)."""
+    try:
+        document = json.loads(content)
+    except (ValueError, RecursionError) as exc:
+        raise BootstrapError(f"not JSON: {str(exc)[:200]}") from None
+    if isinstance(document, dict) and isinstance(document.get("features"), list):
+        body = content
+    elif isinstance(document, dict) and all(_simple(v) for v in document.values()):
+        body = json.dumps(_from_simple(document)).encode()
+    else:
+        raise BootstrapError(
+            'neither a client features answer ({"features": [...]}) nor'
+            ' {"flag": {"enabled": true}}'
+        )
+    try:
+        read(body)
+    except (ValueError, RecursionError) as exc:
+        raise BootstrapError(f"not flags: {exc}") from None
+    return body
+
+
+def _simple(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("enabled"), bool)
+        and isinstance(value.get("variant"), str | None)
+    )
+
+
+def _from_simple(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """Edge's reading of the simple format (``make_simple_bootstrap``)."""
+    features = []
+    for name, flag in sorted(flags.items()):
+        variant = flag.get("variant")
+        variants = [
+            {"name": variant, "weight": 1000, "weightType": "fix", "stickiness": "default"}
+        ]
+        features.append(
+            {
+                "name": name,
+                "type": "release",
+                "enabled": flag["enabled"],
+                "project": "default",
+                "stale": False,
+                "impressionData": False,
+                "strategies": [{"name": "default", "parameters": {}, "constraints": []}],
+                "variants": variants if variant is not None else [],
+            }
+        )
+    return {"version": 2, "features": features}
+
+
+class FileFlags:
+    """The flags of offline mode: one entry per scope of the configured keys, all rendered
+    from the file. The ``FlagSource`` of the client features routes, the ``Copies`` of the
+    deltas and the ``FrontendSource`` of the Frontend API."""
+
+    def __init__(self, path: Path, keys: Mapping[str, Principal]) -> None:
+        """``keys``: the configured keys (client and frontend); no other key gets here."""
+        self.path = path
+        self.views = Views()
+        self.moved = Broadcast()
+        self._entries: dict[FlagScope, Entry] = {}
+        for principal in keys.values():
+            scope = _flag_scope(principal)
+            base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
+            self._entries.setdefault(scope, Entry(scope, base))
+        self._seen: tuple[int, int, int] | None = None
+        self._failed: tuple[int, int, int] | None = None
+
+    def load(self) -> None:
+        """The file read at start: ``BootstrapError`` when it cannot be served."""
+        stat = self._stat()
+        self._take(self._read(), stat)
+
+    def reload(self) -> None:
+        """The file read again when it changed; a file that cannot be read is logged (once
+        per change) and the copy held stays."""
+        try:
+            stat = self._stat()
+            if stat in (self._seen, self._failed):
+                return
+            self._take(self._read(), stat)
+        except BootstrapError as exc:
+            failed = self._failed_stat()
+            if failed != self._failed:
+                log.error(
+                    "bootstrap file not reloaded: the flags held are served",
+                    extra={"path": str(self.path), "error": str(exc)},
+                )
+            self._failed = failed
+            return
+        log.info("bootstrap file reloaded", extra={"path": str(self.path)})
+
+    def _failed_stat(self) -> tuple[int, int, int]:
+        try:
+            return self._stat()
+        except BootstrapError:
+            return (0, 0, 0)
+
+    def _stat(self) -> tuple[int, int, int]:
+        try:
+            stat = os.stat(self.path)
+        except OSError as exc:
+            raise BootstrapError(f"{self.path}: {exc.strerror}") from None
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def _read(self) -> bytes:
+        try:
+            with self.path.open("rb") as file:
+                content = file.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BootstrapError(f"{self.path}: {exc.strerror}") from None
+        if len(content) > MAX_FILE_BYTES:
+            raise BootstrapError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes")
+        return parse(content)
+
+    def _take(self, body: bytes, stat: tuple[int, int, int]) -> None:
+        moved = False
+        for entry in self._entries.values():
+            before = entry.changes.revision
+            entry.take(body)
+            moved |= entry.changes.revision != before
+        self._seen, self._failed = stat, None
+        if moved:
+            self.moved.wake()
+
+    async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+        entry = self._entries[_flag_scope(principal)]
+        if entry.rendered is None:  # load() runs before the routes are served
+            raise RuntimeError("bootstrap file not loaded")
+        return entry, entry.rendered
+
+    async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
+        entry, rendered = await self.entry(key, principal)
+        return self.views.get(entry, rendered, scope)
+
+    async def feature(
+        self, key: str, principal: Principal, scope: Scope, name: str
+    ) -> bytes | None:
+        entry, rendered = await self.entry(key, principal)
+        return self.views.feature(entry, rendered, scope, name)
+
+    async def document(self, principal: Principal) -> Rendered:
+        scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)
+        return await self.answer("", principal, scope)
+
+    def copies(self) -> Iterable[Entry]:
+        return self._entries.values()
+
+
+def _flag_scope(principal: Principal) -> FlagScope:
+    return FlagScope(principal.environment, tuple(sorted(principal.projects)))

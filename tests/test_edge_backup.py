@@ -1,0 +1,104 @@
+"""A relay started from Unleash Edge's backup folder (``backup_folder``): with its upstream
+unreachable, SDKs get the backed-up flags at once, with the keys Edge had validated, and
+only those. The real program in a subprocess, the real Python SDK."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DEV_KEY
+from sdks import Check, python_evaluate, quiet_sdk_logs
+from service import free_port, get_json, running
+
+pytestmark = pytest.mark.process
+
+BACKED_UP = "default:development.known-only-from-the-backup-0123456789"
+INVALID = "default:development.edge-found-this-invalid-0123456789"
+FORGED = "default:production.says-development-in-the-file-0123456789"
+
+FEATURES = {
+    "version": 2,
+    "features": [
+        {
+            "name": "from-backup",
+            "enabled": True,
+            "project": "default",
+            "strategies": [{"name": "default", "parameters": {}, "constraints": []}],
+        },
+        {"name": "backup-off", "enabled": False, "project": "default", "strategies": []},
+    ],
+}
+
+
+def token(key: str, status: str = "Validated", environment: str = "development") -> Any:
+    return {
+        "token": key,
+        "type": "client",
+        "environment": environment,
+        "projects": ["default"],
+        "status": status,
+    }
+
+
+def edge_backup(folder: Path) -> Path:
+    """Files as Unleash Edge 20 writes them (crates/oss/unleash-edge-persistence/src/file.rs)."""
+    folder.mkdir()
+    tokens = [token(DEV_KEY), token(BACKED_UP), token(INVALID, "Invalid"), token(FORGED)]
+    (folder / "unleash_tokens.json").write_text(json.dumps(tokens))
+    (folder / "unleash_features.json").write_text(json.dumps([["development", FEATURES]]))
+    return folder
+
+
+def status_of(url: str, key: str) -> int:
+    try:
+        get_json(f"{url}/api/client/features", key)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    return 200
+
+
+def test_backed_up_flags_served_at_once_with_the_upstream_unreachable(tmp_path: Path) -> None:
+    quiet_sdk_logs()
+    env = {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        "RELAY_CLIENT_TOKENS": DEV_KEY,
+        "RELAY_BACKUP_FOLDER": str(edge_backup(tmp_path / "backup")),
+        "RELAY_LOG_FORMAT": "text",
+    }
+    checks = [Check("from-backup", {"userId": "1"}), Check("backup-off", {"userId": "1"})]
+    with running(tmp_path, env=env) as relay:
+        # a configured key and a key known only from the backup: flags at once
+        assert python_evaluate(relay.url, DEV_KEY, checks, tmp_path) == [True, False]
+        assert python_evaluate(relay.url, BACKED_UP, checks, tmp_path) == [True, False]
+        # a key Edge had found invalid, or whose file entry disagrees with the key: asked
+        # upstream, which cannot answer
+        assert status_of(relay.url, INVALID) == 503
+        assert status_of(relay.url, FORGED) == 503
+        assert "Unleash Edge backup restored" in relay.logs()
+        assert BACKED_UP.split(".")[1] not in relay.logs()
+
+    # a later start: the relay's own cache.db takes over, the folder is not read again
+    (tmp_path / "backup" / "unleash_features.json").write_text(json.dumps([["development", {}]]))
+    with running(tmp_path, env=env) as relay:
+        assert python_evaluate(relay.url, BACKED_UP, checks, tmp_path) == [True, False]
+        assert relay.logs().count("Unleash Edge backup restored") == 1
+
+
+def test_a_backup_that_does_not_read_is_no_reason_not_to_start(tmp_path: Path) -> None:
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    (folder / "unleash_tokens.json").write_text('[{"token": ')
+    env = {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": f"http://127.0.0.1:{free_port()}",
+        "RELAY_BACKUP_FOLDER": str(folder),
+        "RELAY_LOG_FORMAT": "text",
+    }
+    with running(tmp_path, env=env) as relay:
+        assert "Unleash Edge backup file not read" in relay.logs()
+        assert status_of(relay.url, BACKED_UP) == 503
