@@ -108,3 +108,15 @@ class _Fields(logging.Filter):
         for name, value in self._fields.items():
             setattr(record, name, value)
         return True
+
+
+def error_line(message: str, fmt: LogFormat | None) -> None:
+    """An error said before (or without) the logs being configured: one line on stderr, a JSON
+    log line when JSON was asked for, else ``message`` as it is (a person reads it)."""
+    line = redact(message)
+    if fmt is LogFormat.JSON:
+        record = logging.makeLogRecord(
+            {"name": "relay", "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}
+        )
+        line = JsonFormatter().format(record)
+    print(line, file=sys.stderr, flush=True)
