@@ -1,5 +1,6 @@
 """``relay serve | keys create | flags create|on|off|list|evaluate | healthcheck`` (and, for
-developers, ``settings-docs``).
+developers, ``settings-docs``); Unleash Edge's ``relay edge|offline|health|ready`` are read by
+``relay.edge_cli``.
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -11,24 +12,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from relay import settings_docs
+from relay import logs, settings_docs
 from relay.api.errors import from_validation
+from relay.arguments import RedactingParser
 from relay.core.errors import DomainError, StorageError
 from relay.core.keys import InvalidKey
+from relay.edge_cli import checks
+from relay.edge_cli import command_line as edge_command_line
+from relay.edge_cli.command_line import Check, asked_log_format, is_edge_command
 from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
 from relay.store.sql import Database
@@ -39,68 +44,75 @@ from relay.wire.flags import CreateFlag, FlagOut, FlagType
 if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
 
+log = logging.getLogger("relay")
+
 EXIT_CONFIG = 2
 PRIVATE = 0o077  # the umask of every command that runs with settings: files 0600, dirs 0700
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else list(argv)
+    if is_edge_command(given):
+        return _edge(given)
+    asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
+    RedactingParser.json_errors = asked is logs.LogFormat.JSON
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     if hasattr(args, "tool"):  # a developer's tool: no settings to load
         done: int = args.tool(args)
         return done
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_CONFIG
+    return _start(
+        lambda: load_settings(_overrides(args), args.config), lambda s: args.run(s, args), asked
+    )
+
+
+def _start(
+    load: Callable[[], Settings], run: Callable[[Settings], int], asked: logs.LogFormat | None
+) -> int:
+    """Load the settings and run; an error an operator can fix is one line on stderr (a JSON
+    log line when JSON logs were asked for)."""
     # What the service writes (databases with key and session hashes and CSRF tokens, their
     # WAL and shared memory, which SQLite creates itself, the instance id, the data dir) is
     # its user's alone, whatever umask it was started with; workers inherit it.
     os.umask(PRIVATE)
     try:
-        settings = load_settings(_overrides(args), args.config)
-        result: int = args.run(settings, args)
-        return result
+        return run(load())
     except (SettingsError, StorageError, InvalidKey, OSError) as exc:
-        print(f"relay: error: {exc}", file=sys.stderr)
+        logs.error_line(f"relay: error: {exc}", asked)
         return EXIT_CONFIG
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's errors quote what was given (``unrecognized arguments: --tokens <key>``,
-    ``invalid choice: '<key>'``), and a mistyped option's value is as likely as not a key:
-    its errors name options only, each value shown as ``…``."""
+def _edge(argv: Sequence[str]) -> int:
+    """``relay [OPTIONS] edge|offline|health|ready ...``: Edge's command line."""
+    asked = asked_log_format(argv, os.environ)
+    try:
+        parsed = edge_command_line.parse(argv, os.environ)
+    except SettingsError as exc:
+        logs.error_line(f"relay: error: {exc}", asked)
+        return EXIT_CONFIG
+    if isinstance(parsed, Check):
+        why = checks.run(parsed)
+        if why is not None:
+            logs.error_line(f"relay: unhealthy: {why}", asked)
+        return 0 if why is None else 1
+    config = os.environ.get("RELAY_CONFIG")
 
-    _given: Sequence[str] = ()
+    def run(settings: Settings) -> int:
+        logs.configure(settings.log_level, settings.log_format)
+        for option in parsed.no_effect:
+            log.warning("Edge's option has no effect on relay", extra={"option": option})
+        return serve(settings, json_errors=asked is logs.LogFormat.JSON)
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        self._given = sys.argv[1:] if args is None else list(args)
-        return super().parse_known_args(self._given, namespace)
-
-    def error(self, message: str) -> NoReturn:
-        given = self._given or sys.argv[1:]  # a subparser not called through parse_known_args
-        for value in sorted(set(_values(given)), key=len, reverse=True):
-            for shown in {value, repr(value)[1:-1]}:
-                message = re.sub(rf"(?<!\w){re.escape(shown)}(?!\w)", "…", message)
-        super().error(message)
-
-
-_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*")
-
-
-def _values(given: Sequence[str]) -> Iterator[str]:
-    """What in ``given`` may be a secret: every argument but an option's name."""
-    for argument in given:
-        name, equals, value = argument.partition("=")
-        if _OPTION.fullmatch(name) is None:
-            yield argument
-        elif equals and value:
-            yield value
+    return _start(
+        lambda: load_settings(parsed.overrides, Path(config) if config else None), run, asked
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = RedactingParser(
         prog="relay",
         description="Feature-flag metrics relay and standalone central service "
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
@@ -261,7 +273,7 @@ def _settings_docs(args: argparse.Namespace) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    return serve(settings)
+    return serve(settings, json_errors=RedactingParser.json_errors)
 
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
