@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 import urllib.error
@@ -29,13 +28,12 @@ from pydantic.fields import FieldInfo
 from relay import logs, settings_docs
 from relay.api.errors import from_validation
 from relay.arguments import RedactingParser
-from relay.core.errors import DomainError, StorageError
-from relay.core.keys import InvalidKey
-from relay.edge_cli import checks
-from relay.edge_cli import command_line as edge_command_line
-from relay.edge_cli.command_line import Check, asked_log_format, is_edge_command
+from relay.core.errors import DomainError
+from relay.edge_cli.command_line import asked_log_format, is_edge_command
+from relay.edge_cli.run import main as edge_main
 from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
+from relay.starting import EXIT_CONFIG, start
 from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
 from relay.wire.common import KeyType
@@ -44,16 +42,12 @@ from relay.wire.flags import CreateFlag, FlagOut, FlagType
 if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
 
-log = logging.getLogger("relay")
-
-EXIT_CONFIG = 2
-PRIVATE = 0o077  # the umask of every command that runs with settings: files 0600, dirs 0700
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if is_edge_command(given):
-        return _edge(given)
+        return edge_main(given)
     asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
     RedactingParser.json_errors = asked is logs.LogFormat.JSON
     parser = _parser()
@@ -64,51 +58,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_CONFIG
-    return _start(
-        lambda: load_settings(_overrides(args), args.config), lambda s: args.run(s, args), asked
-    )
+    return start(lambda: _ours(args), lambda s: args.run(s, args), asked)
 
 
-def _start(
-    load: Callable[[], Settings], run: Callable[[Settings], int], asked: logs.LogFormat | None
-) -> int:
-    """Load the settings and run; an error an operator can fix is one line on stderr (a JSON
-    log line when JSON logs were asked for)."""
-    # What the service writes (databases with key and session hashes and CSRF tokens, their
-    # WAL and shared memory, which SQLite creates itself, the instance id, the data dir) is
-    # its user's alone, whatever umask it was started with; workers inherit it.
-    os.umask(PRIVATE)
+def _ours(args: argparse.Namespace) -> Settings:
+    """The settings of relay's own commands; when they fail while Edge's variables are set,
+    the error says which command reads those."""
     try:
-        return run(load())
-    except (SettingsError, StorageError, InvalidKey, OSError) as exc:
-        logs.error_line(f"relay: error: {exc}", asked)
-        return EXIT_CONFIG
-
-
-def _edge(argv: Sequence[str]) -> int:
-    """``relay [OPTIONS] edge|offline|health|ready ...``: Edge's command line."""
-    asked = asked_log_format(argv, os.environ)
-    try:
-        parsed = edge_command_line.parse(argv, os.environ)
+        return load_settings(_overrides(args), args.config)
     except SettingsError as exc:
-        logs.error_line(f"relay: error: {exc}", asked)
-        return EXIT_CONFIG
-    if isinstance(parsed, Check):
-        why = checks.run(parsed)
-        if why is not None:
-            logs.error_line(f"relay: unhealthy: {why}", asked)
-        return 0 if why is None else 1
-    config = os.environ.get("RELAY_CONFIG")
-
-    def run(settings: Settings) -> int:
-        logs.configure(settings.log_level, settings.log_format)
-        for option in parsed.no_effect:
-            log.warning("Edge's option has no effect on relay", extra={"option": option})
-        return serve(settings, json_errors=asked is logs.LogFormat.JSON)
-
-    return _start(
-        lambda: load_settings(parsed.overrides, Path(config) if config else None), run, asked
-    )
+        edge = [name for name in ("UPSTREAM_URL", "TOKENS") if os.environ.get(name)]
+        if not edge:
+            raise
+        names = " and ".join(edge)
+        raise SettingsError(f"{exc} ({names}: Edge's names, read by `relay edge`)") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -385,7 +348,8 @@ def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
         with urllib.request.urlopen(url, timeout=3) as response:
             return 0 if response.status == 200 else 1
     except (urllib.error.URLError, OSError) as exc:
-        print(f"relay: unhealthy: {exc}", file=sys.stderr)
+        asked = logs.LogFormat.JSON if RedactingParser.json_errors else None
+        logs.error_line(f"relay: unhealthy: {exc}", asked)
         return 1
 
 

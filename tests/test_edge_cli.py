@@ -118,6 +118,7 @@ def test_strict_keys_refuse_a_key_outside_the_tokens_scopes(tmp_path: Path) -> N
             assert flag_of(strict.url, DEV) is True
             with pytest.raises(urllib.error.HTTPError) as refused:
                 flag_of(strict.url, PROD)
+            refused.value.close()
             assert refused.value.code == 401
             assert "outside the scopes of client_tokens" in strict.logs()
             assert PROD not in strict.logs()
@@ -175,6 +176,22 @@ def test_no_error_prints_a_key_back() -> None:
         assert "secret-123" not in done.stderr, argv
 
 
+def test_relay_serve_says_which_command_reads_edges_variables() -> None:
+    done = relay("serve", "--mode", "relay", env={"UPSTREAM_URL": "http://up", "TOKENS": DEV})
+    assert done.returncode == 2 and "upstream_url is required" in done.stderr
+    assert "UPSTREAM_URL and TOKENS: Edge's names, read by `relay edge`" in done.stderr
+    assert DEV.split(".")[1] not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("rust_log", "level"),
+    [("warn", "WARNING"), ("info,unleash_edge=debug", "INFO"), ("tower=warn,x=trace", "DEBUG")],
+)
+def test_rust_log_sets_the_log_level(rust_log: str, level: str) -> None:
+    parsed = parse(["edge", "-u", "http://up", "-t", DEV], {"RUST_LOG": rust_log})
+    assert isinstance(parsed, Serve) and parsed.overrides["log_level"] == level
+
+
 def test_an_edge_default_given_to_an_unsupported_option_is_accepted() -> None:
     env = {"REDIS_MODE": "single", "TLS_ENABLE": "false", "BASE_PATH": "", "CORS_MAX_AGE": "172800"}
     assert isinstance(parse(["edge", "-u", "http://up", "-t", DEV], env), Serve)
@@ -208,12 +225,46 @@ def test_with_json_logs_every_line_is_json(tmp_path: Path) -> None:
             assert isinstance(json.loads(line), dict), (argv, line)
 
 
+def test_with_json_logs_a_warning_and_an_uncaught_exception_are_json_lines() -> None:
+    program = (
+        "import warnings; from relay import logs;"
+        " logs.configure('INFO', logs.LogFormat.JSON);"
+        " warnings.warn('old'); raise RuntimeError('boom')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert done.returncode == 1 and len(lines) == 2, done.stderr
+    assert "old" in lines[0]["msg"] and "RuntimeError: boom" in lines[1]["exc"]
+
+
+def test_offline_options_map_onto_offline_mode() -> None:
+    argv = ["offline", "-b", "flags.json", "-c", DEV, "--frontend-tokens", PROD, "-r", "5"]
+    parsed = parse(argv, {})
+    assert isinstance(parsed, Serve)
+    assert parsed.overrides == {
+        "mode": "offline",
+        "bootstrap_file": "flags.json",
+        "client_tokens": [DEV],
+        "frontend_tokens": [PROD],
+        "reload_interval": "5",
+    }
+    parsed = parse(["offline"], {"BOOTSTRAP_FILE": "f.json", "CLIENT_TOKENS": f"{DEV},{PROD}"})
+    assert isinstance(parsed, Serve) and parsed.overrides["client_tokens"] == [DEV, PROD]
+
+
 def test_health_and_ready_exit_as_edges(tmp_path: Path) -> None:
     with standalone(tmp_path) as central:
         assert relay("health", "-e", central.url).returncode == 0
         assert relay("ready", "--edge-url", central.url).returncode == 0
         assert relay("health", env={"EDGE_URL": central.url}).returncode == 0
     gone = f"http://127.0.0.1:{free_port()}"
+    unready = {"RELAY_UPSTREAM_URL": gone, "RELAY_CLIENT_TOKENS": DEV}
+    with running(tmp_path / "unready", "--mode", "relay", env=unready, wait_for="/health") as up:
+        assert relay("health", "-e", up.url).returncode == 0
+        done = relay("ready", "-e", up.url)
+        assert done.returncode == 1 and "answered 503" in done.stderr
     for command in ("health", "ready"):
         done = relay(command, "-e", gone)
         assert done.returncode == 1 and "did not answer" in done.stderr

@@ -23,6 +23,7 @@ def run(check: Check) -> str | None:
         with urllib.request.urlopen(url, timeout=TIMEOUT, context=context) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
+        exc.close()
         return f"{url} answered {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         return f"{url} did not answer: {getattr(exc, 'reason', exc)}"

@@ -179,6 +179,25 @@ def _log_format(option: EdgeOption, value: Any) -> dict[str, Any]:
     return {"log_format": ours}
 
 
+_LEVELS = {
+    "trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR",
+    "off": "CRITICAL",
+}
+
+
+def _rust_log(option: EdgeOption, value: Any) -> dict[str, Any]:
+    """``warn``, or directives such as ``info,unleash_edge=debug``: the plain level, else the
+    most verbose directive's (what the operator wanted to see)."""
+    directives = [d.strip().lower() for d in str(value).split(",") if d.strip()]
+    plain = [d for d in directives if "=" not in d]
+    levels = [_LEVELS.get(d.rpartition("=")[2]) for d in plain or directives]
+    known = [level for level in levels if level is not None]
+    if not known:
+        raise SettingsError(f"{option.variable}: no level among {', '.join(_LEVELS)}")
+    order = list(dict.fromkeys(_LEVELS.values()))
+    return {"log_level": known[0] if plain else min(known, key=order.index)}
+
+
 def _pretrusted(option: EdgeOption, value: list[str]) -> dict[str, Any]:
     if any(":" not in key or "." not in key for key in value):
         raise SettingsError(
@@ -191,6 +210,7 @@ def _pretrusted(option: EdgeOption, value: list[str]) -> dict[str, Any]:
 _CONVERT: dict[str, Callable[[EdgeOption, Any], dict[str, Any]]] = {
     "log_format": _log_format,
     "pretrusted_tokens": _pretrusted,
+    "rust_log": _rust_log,
 }
 
 
@@ -218,7 +238,7 @@ def _parser(json_errors: bool) -> argparse.ArgumentParser:
 
 def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None:
     for option in options:
-        if option.kind is Kind.NOT_READ:
+        if option.kind is Kind.NOT_READ or option.flagless:
             continue
         flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
         action = {Takes.VALUE: "store", Takes.LIST: "append", Takes.FLAG: "store_true"}

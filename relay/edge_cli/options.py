@@ -43,6 +43,7 @@ class EdgeOption:
     takes: Takes = Takes.VALUE
     default: str | None = None  # Edge's default: an unsupported option given it is harmless
     env: str | None = None  # when not the name in capitals
+    flagless: bool = False  # an environment variable only (RUST_LOG)
 
     @property
     def flag(self) -> str:
@@ -154,6 +155,11 @@ OPTIONS: tuple[EdgeOption, ...] = (
     _unsupported("otel_exporter_otlp_endpoint", GLOBAL, _TELEMETRY),
     _unsupported("otel_exporter_otlp_protocol", GLOBAL, _TELEMETRY, default="grpc"),
     _not_read("client_id", GLOBAL, "hidden: a Prometheus label of Edge's"),
+    _setting(
+        "rust_log", GLOBAL, "log_level", flagless=True,
+        why="Edge's log filter (tracing's RUST_LOG, set by Edge's Helm chart): its level, or"
+        " with per-module directives the most verbose of them; trace is DEBUG, off CRITICAL",
+    ),
     _not_read("markdown_help", GLOBAL, "hidden: writes Edge's CLI.md", takes=Takes.FLAG),
     # --- relay edge (EdgeArgs) ---
     _setting("upstream_url", EDGE, "upstream_url", short="u"),

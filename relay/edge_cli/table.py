@@ -32,6 +32,8 @@ def edge_table() -> str:
 
 def _row(option: EdgeOption) -> str:
     flag = f"`{option.flag}`" + (f" `-{option.short}`" if option.short else "")
+    if option.flagless:
+        flag = "(environment only)"
     where = (
         _WHERE[option.where]
         if isinstance(option.where, str)
