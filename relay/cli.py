@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Feature-flag metrics relay and standalone central service "
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
+        epilog="Unleash Edge's command line and variables: relay edge|offline|health|ready"
+        " (relay edge --help; docs/edge.md).",
     )
     parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
