@@ -254,6 +254,18 @@ def test_offline_options_map_onto_offline_mode() -> None:
     assert isinstance(parsed, Serve) and parsed.overrides["client_tokens"] == [DEV, PROD]
 
 
+def test_relay_offline_serves_its_bootstrap_file(tmp_path: Path) -> None:
+    """Offline mode itself is i24-ops's (relay serve --mode offline); this is Edge's command
+    line of it, with Edge's variables."""
+    workdir = tmp_path / "offline"
+    workdir.mkdir()
+    (workdir / "flags.json").write_text(json.dumps({"edgeflag": {"enabled": True}}))
+    env = {"BOOTSTRAP_FILE": "flags.json", "CLIENT_TOKENS": DEV, "RELOAD_INTERVAL": "1"}
+    with edge(workdir, "-i", "127.0.0.1", "offline", env=env) as served:
+        assert flag_of(served.url, DEV) is True
+        assert relay("ready", "-e", served.url).returncode == 0
+
+
 def test_health_and_ready_exit_as_edges(tmp_path: Path) -> None:
     with standalone(tmp_path) as central:
         assert relay("health", "-e", central.url).returncode == 0
