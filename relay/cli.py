@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     RedactingParser.json_errors = asked is logs.LogFormat.JSON
     parser = _parser()
     args = parser.parse_args(given)
+    args.asked_log_format = asked
     if hasattr(args, "tool"):  # a developer's tool: no settings to load
         done: int = args.tool(args)
         return done
@@ -238,7 +239,7 @@ def _settings_docs(args: argparse.Namespace) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    return serve(settings, json_errors=RedactingParser.json_errors)
+    return serve(settings, json_errors=args.asked_log_format is logs.LogFormat.JSON)
 
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -350,8 +351,7 @@ def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
         with urllib.request.urlopen(url, timeout=3) as response:
             return 0 if response.status == 200 else 1
     except (urllib.error.URLError, OSError) as exc:
-        asked = logs.LogFormat.JSON if RedactingParser.json_errors else None
-        logs.error_line(f"relay: unhealthy: {exc}", asked)
+        logs.error_line(f"relay: unhealthy: {exc}", args.asked_log_format)
         return 1
 
 

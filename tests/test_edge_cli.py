@@ -271,6 +271,8 @@ def test_health_and_ready_exit_as_edges(tmp_path: Path) -> None:
         assert relay("health", "-e", central.url).returncode == 0
         assert relay("ready", "--edge-url", central.url).returncode == 0
         assert relay("health", env={"EDGE_URL": central.url}).returncode == 0
+        # a setting of the service it does not start is no reason for a check to fail
+        assert relay("health", "-e", central.url, env={"TLS_ENABLE": "true"}).returncode == 0
     gone = f"http://127.0.0.1:{free_port()}"
     unready = {"RELAY_UPSTREAM_URL": gone, "RELAY_CLIENT_TOKENS": DEV}
     with running(tmp_path / "unready", "--mode", "relay", env=unready, wait_for="/health") as up:

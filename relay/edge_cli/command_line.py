@@ -80,21 +80,18 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Serve | Check:
     args = vars(parser.parse_args(argv))
     command: str = args.pop("command")
     given = _given(args, env, (*options_of(command), *_top()))
+    if command not in MODES:  # a check: the settings of a service it does not start are moot
+        values = {o.name: value for o, (_, value) in given.items() if o.kind is Kind.CHECK}
+        ca_file = values.get("ca_certificate_file")
+        url = str(values.get("edge_url", "http://localhost:3063")).rstrip("/")
+        return Check(url, Path(ca_file) if ca_file else None, command == "ready")
     refused = [o for o, (_, v) in given.items() if o.kind is Kind.UNSUPPORTED and not _idle(o, v)]
     if refused:
         raise SettingsError(
             f"relay {command}: not supported: "
             + "; ".join(f"{o.flag} ({o.variable}): {o.why}" for o in refused)
         )
-    if command in MODES:
-        return _serve(command, given, env)
-    values = {o.name: value for o, (_, value) in given.items() if o.kind is Kind.CHECK}
-    ca_file = values.get("ca_certificate_file")
-    return Check(
-        str(values.get("edge_url", "http://localhost:3063")).rstrip("/"),
-        Path(ca_file) if ca_file else None,
-        command == "ready",
-    )
+    return _serve(command, given, env)
 
 
 def _top() -> tuple[EdgeOption, ...]:
