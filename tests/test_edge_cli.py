@@ -135,6 +135,9 @@ def test_global_options_go_before_or_after_the_subcommand() -> None:
     parsed = parse(["-p", "4000", "edge", "-p", f"{PROD}", "-u", "http://up", "-t", DEV], {})
     assert isinstance(parsed, Serve)  # -p: the port before edge, pretrusted keys after it
     assert parsed.overrides["port"] == "4000" and parsed.overrides["frontend_tokens"] == [PROD]
+    parsed = parse(["-w", "4", "edge", "-u", "http://up", "-t", DEV], {})
+    assert isinstance(parsed, Serve) and parsed.no_effect == ("--workers",)  # as in Edge 20
+    assert "workers" not in parsed.overrides
 
 
 def test_relay_names_win_over_edge_names_and_edge_flags_over_both(
