@@ -1,5 +1,6 @@
 """``relay serve | keys create | flags create|on|off|list|evaluate | healthcheck`` (and, for
-developers, ``settings-docs``).
+developers, ``settings-docs``); Unleash Edge's ``relay edge|offline|health|ready`` are read by
+``relay.edge_cli``.
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -12,26 +13,28 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from relay import settings_docs
+from relay import logs, settings_docs
 from relay.api.errors import from_validation
+from relay.arguments import RedactingParser
 from relay.core.audit import Actor
-from relay.core.errors import DomainError, StorageError
-from relay.core.keys import InvalidKey
+from relay.core.errors import DomainError
+from relay.edge_cli.command_line import asked_log_format, is_edge_command
+from relay.edge_cli.run import main as edge_main
 from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
+from relay.starting import EXIT_CONFIG, start
 from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
 from relay.wire.common import KeyType
@@ -40,72 +43,47 @@ from relay.wire.flags import CreateFlag, FlagOut, FlagType
 if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
 
-EXIT_CONFIG = 2
-PRIVATE = 0o077  # the umask of every command that runs with settings: files 0600, dirs 0700
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else list(argv)
+    if is_edge_command(given):
+        return edge_main(given)
+    asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
+    RedactingParser.json_errors = asked is logs.LogFormat.JSON
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
+    args.asked_log_format = asked
     if hasattr(args, "tool"):  # a developer's tool: no settings to load
         done: int = args.tool(args)
         return done
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_CONFIG
-    # What the service writes (databases with key and session hashes and CSRF tokens, their
-    # WAL and shared memory, which SQLite creates itself, the instance id, the data dir) is
-    # its user's alone, whatever umask it was started with; workers inherit it.
-    os.umask(PRIVATE)
+    return start(lambda: _ours(args), lambda s: args.run(s, args), asked)
+
+
+def _ours(args: argparse.Namespace) -> Settings:
+    """The settings of relay's own commands; when they fail while Edge's variables are set,
+    the error says which command reads those."""
     try:
-        settings = load_settings(_overrides(args), args.config)
-        result: int = args.run(settings, args)
-        return result
-    except (SettingsError, StorageError, InvalidKey, OSError) as exc:
-        print(f"relay: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's errors quote what was given (``unrecognized arguments: --tokens <key>``,
-    ``invalid choice: '<key>'``), and a mistyped option's value is as likely as not a key:
-    its errors name options only, each value shown as ``…``."""
-
-    _given: Sequence[str] = ()
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        self._given = sys.argv[1:] if args is None else list(args)
-        return super().parse_known_args(self._given, namespace)
-
-    def error(self, message: str) -> NoReturn:
-        given = self._given or sys.argv[1:]  # a subparser not called through parse_known_args
-        for value in sorted(set(_values(given)), key=len, reverse=True):
-            for shown in {value, repr(value)[1:-1]}:
-                message = re.sub(rf"(?<!\w){re.escape(shown)}(?!\w)", "…", message)
-        super().error(message)
-
-
-_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*")
-
-
-def _values(given: Sequence[str]) -> Iterator[str]:
-    """What in ``given`` may be a secret: every argument but an option's name."""
-    for argument in given:
-        name, equals, value = argument.partition("=")
-        if _OPTION.fullmatch(name) is None:
-            yield argument
-        elif equals and value:
-            yield value
+        return load_settings(_overrides(args), args.config)
+    except SettingsError as exc:
+        edge = [name for name in ("UPSTREAM_URL", "TOKENS") if os.environ.get(name)]
+        if not edge:
+            raise
+        names = " and ".join(edge)
+        raise SettingsError(f"{exc} ({names}: Edge's names, read by `relay edge`)") from None
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = RedactingParser(
         prog="relay",
         description="Feature-flag metrics relay and standalone central service "
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
+        epilog="Unleash Edge's command line and variables: relay edge|offline|health|ready"
+        " (relay edge --help; docs/edge.md).",
     )
     parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
@@ -263,7 +241,7 @@ def _settings_docs(args: argparse.Namespace) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    return serve(settings)
+    return serve(settings, json_errors=args.asked_log_format is logs.LogFormat.JSON)
 
 
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -377,7 +355,7 @@ def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
         with urllib.request.urlopen(url, timeout=3) as response:
             return 0 if response.status == 200 else 1
     except (urllib.error.URLError, OSError) as exc:
-        print(f"relay: unhealthy: {exc}", file=sys.stderr)
+        logs.error_line(f"relay: unhealthy: {exc}", args.asked_log_format)
         return 1
 
 

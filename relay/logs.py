@@ -15,6 +15,7 @@ import logging
 import re
 import sys
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 # Standard library only: the supervisor of several workers imports this and stays small.
@@ -97,6 +98,17 @@ def configure(level: str, fmt: LogFormat, **fields: object) -> None:
         logging.getLogger(name).setLevel(max(root.level, logging.INFO))
     # aiohttp's access log would add a line per request; relay.access and metrics cover it
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Python's warnings and an uncaught exception's traceback are log records too, so that
+    # with JSON logs every line written is JSON
+    logging.captureWarnings(True)
+    sys.excepthook = _uncaught
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logging.getLogger("relay").critical("uncaught exception", exc_info=(kind, exc, tb))
 
 
 class _Fields(logging.Filter):
@@ -108,3 +120,15 @@ class _Fields(logging.Filter):
         for name, value in self._fields.items():
             setattr(record, name, value)
         return True
+
+
+def error_line(message: str, fmt: LogFormat | None) -> None:
+    """An error said before (or without) the logs being configured: one line on stderr, a JSON
+    log line when JSON was asked for, else ``message`` as it is (a person reads it)."""
+    line = redact(message)
+    if fmt is LogFormat.JSON:
+        record = logging.makeLogRecord(
+            {"name": "relay", "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}
+        )
+        line = JsonFormatter().format(record)
+    print(line, file=sys.stderr, flush=True)

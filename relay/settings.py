@@ -177,6 +177,11 @@ class Settings(BaseSettings):
         description="Relay: an Unleash Edge backup folder (unleash_features.json,"
         " unleash_tokens.json) served from at first start",
     )
+    strict_keys: Annotated[bool, Usage(Mode.EDGE, note="relay edge sets it")] = Field(
+        False,
+        description="Relay: refuse keys the upstream vouches for outside the scopes of"
+        " client_tokens (same environment, projects among theirs), as Edge 20 does",
+    )
     flush_interval: Annotated[float, Usage(Mode.EDGE)] = Field(
         10.0, gt=0, description="Relay: seconds between flushes upstream (fractions allowed)"
     )
@@ -377,6 +382,8 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.database_url is not None:
             check_database_url(self.database_url)
+        if self.strict_keys and not self.client_tokens:
+            raise ValueError("strict_keys needs client_tokens (the scopes keys must be within)")
         if self.trust_proxy and not self.proxy_trusted_servers:
             # trusting every peer would let any caller choose its address
             raise ValueError("trust_proxy needs proxy_trusted_servers (the proxies' IPs/CIDRs)")

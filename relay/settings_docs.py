@@ -17,6 +17,9 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
+from relay.edge_cli.table import EDGE_DOCS, edge_table
+from relay.edge_cli.table import TABLE_END as EDGE_END
+from relay.edge_cli.table import TABLE_START as EDGE_START
 from relay.settings import Settings
 from relay.settings_usage import Mode, usage
 
@@ -74,12 +77,17 @@ def documents(root: Path) -> dict[Path, str]:
     start, end = readme.find(TABLE_START), readme.find(TABLE_END)
     if start < 0 or end < start:
         raise ValueError(f"{README}: no {TABLE_START.strip()} ... {TABLE_END.strip()} markers")
+    edge_docs = (root / EDGE_DOCS).read_text()
+    begin, finish = edge_docs.find(EDGE_START), edge_docs.find(EDGE_END)
+    if begin < 0 or finish < begin:
+        raise ValueError(f"{EDGE_DOCS}: no {EDGE_START.strip()} ... {EDGE_END} markers")
     schema = json.loads((root / VALUES_SCHEMA).read_text())
     schema["properties"]["config"] = chart_config()
     return {
         README: readme[: start + len(TABLE_START)] + settings_table() + readme[end:],
         **{Path("config") / f"{mode}.toml": config_file(mode) for mode in Mode},
         VALUES_SCHEMA: json.dumps(schema, indent=2) + "\n",
+        Path(EDGE_DOCS): edge_docs[: begin + len(EDGE_START)] + edge_table() + edge_docs[finish:],
     }
 
 

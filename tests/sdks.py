@@ -82,6 +82,14 @@ def node_impact(modules: Path, url: str, key: str, rounds: int, app: str) -> Non
     _node("sdk_impact.js", modules, url, key, app, rounds=rounds)
 
 
+def node_count(modules: Path, url: str, key: str, toggle: str, times: int, app: str) -> bool:
+    """The Node SDK evaluates ``toggle`` ``times`` times and sends its counts
+    (``sdk_count.js``); what it answered."""
+    out = _node("sdk_count.js", modules, url, key, app, toggle=toggle, times=times)
+    answer: bool = json.loads(out)
+    return answer
+
+
 def _node(script: str, modules: Path, url: str, key: str, app: str, **job: Any) -> str:
     """Runs one of the Node SDK scripts (``sdk_node.js``) on a job; its stdout."""
     done = subprocess.run(

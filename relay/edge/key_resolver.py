@@ -61,13 +61,19 @@ class SdkKeyResolver:
         configured: Mapping[KeyType, Iterable[str]],
         upstream: UpstreamClient,
         ttl: float,
+        strict: bool = False,
     ) -> None:
-        """``configured``: the keys of each type accepted without asking the upstream."""
+        """``configured``: the keys of each type accepted without asking the upstream;
+        ``strict``: a key the upstream vouches for is refused unless its scope is within a
+        configured client key's (Edge 20's strict mode)."""
         self._configured = {
             hash_key(spec.secret): spec.principal
             for type, keys in configured.items()
             for spec in (parse_key(key, type) for key in keys)
         }
+        self._scopes = (
+            [p for p in self._configured.values() if p.type is KeyType.CLIENT] if strict else None
+        )
         self._upstream = upstream
         self._ttl = ttl
         # key hash -> (principal, expiry) and -> expiry; least recently used first
@@ -83,6 +89,8 @@ class SdkKeyResolver:
         """Keys vouched for before a restart (key hash -> principal): trusted again only while
         the upstream cannot be asked, as keys past their TTL are."""
         for digest, principal in keys.items():
+            if not self._serves(principal):
+                continue
             if digest not in self._valid and digest not in self._configured:
                 _remember(self._valid, digest, (principal, 0.0), MAX_VALID)
 
@@ -178,6 +186,12 @@ class SdkKeyResolver:
         now = time.monotonic()
         for digest, key in batch.items():
             principal = valid.get(key)
+            if principal is not None and not self._serves(principal):
+                log.warning(
+                    "key refused: outside the scopes of client_tokens (strict_keys)",
+                    extra={"key": principal.display},
+                )
+                principal = None
             if principal is not None:
                 _remember(self._valid, digest, (principal, now + self._ttl), MAX_VALID)
             else:
@@ -204,6 +218,15 @@ class SdkKeyResolver:
         for digest in batch:
             self._settle(self._answers.pop(digest), self._stale(digest), self._refusal())
         WAITING.dec(len(batch))
+
+    def _serves(self, principal: Principal) -> bool:
+        """Not strict, or ``principal`` within a configured client key's scope: the same
+        environment, and all projects or a superset of its projects (as Edge's subsumes)."""
+        return self._scopes is None or any(
+            scope.environment == principal.environment
+            and ("*" in scope.projects or set(principal.projects) <= set(scope.projects))
+            for scope in self._scopes
+        )
 
     def _refusal(self) -> Unavailable:
         """Why an unknown key cannot be checked during a hold-off: an upstream that is down

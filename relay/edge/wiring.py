@@ -147,7 +147,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         KeyType.CLIENT: settings.client_tokens,
         KeyType.FRONTEND: settings.frontend_tokens,
     }
-    resolver = SdkKeyResolver(configured, upstream, settings.key_cache_ttl)
+    resolver = SdkKeyResolver(
+        configured, upstream, settings.key_cache_ttl, strict=settings.strict_keys
+    )
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)

@@ -31,6 +31,7 @@ socket as an inherited file descriptor.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import socket
@@ -39,6 +40,8 @@ import sys
 from relay import logs
 from relay.process import supervisor
 from relay.settings import Settings
+
+log = logging.getLogger("relay.process.server")
 
 # A bulk body allocates thousands of short-lived objects, all freed by reference counting.
 # At CPython's default gen-0 threshold (700) the cyclic collector ran several times per
@@ -51,12 +54,14 @@ _PR_SET_PDEATHSIG = 1
 EXIT_CONFIG = 2
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, json_errors: bool = False) -> int:
+    """``json_errors``: a start-up error is a JSON line (JSON logs asked for explicitly)."""
     logs.configure(settings.log_level, settings.log_format)
     if settings.workers == 1:
         _run(settings, worker=0, sock=None, name="")
         return 0
-    initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise")
+    asked = ("json-errors",) if json_errors else ()
+    initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise", *asked)
     if initialised.wait() != 0:
         return initialised.returncode  # it has said why on stderr
     sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
@@ -80,11 +85,9 @@ def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str)
         shutdown_timeout=settings.shutdown_timeout,
         keepalive_timeout=settings.idle_timeout,
         access_log=None,
-        print=lambda _: print(
+        print=lambda _: log.info(
             f"relay{name} listening on {settings.host}:{settings.listen_port}"
-            f" ({settings.mode.value} mode)",
-            file=sys.stderr,
-            flush=True,
+            f" ({settings.mode.value} mode)"
         ),
     )
 
@@ -93,7 +96,7 @@ def _child_main(argv: list[str]) -> int:
     """``python -m relay.process.server initialise | worker INDEX SUPERVISOR FD``."""
     settings = Settings.model_validate_json(sys.stdin.buffer.read())
     if argv[0] == "initialise":
-        return _initialise(settings)
+        return _initialise(settings, logs.LogFormat.JSON if argv[1:] else None)
     index, supervisor, fd = map(int, argv[1:])
     _attach_to(supervisor)
     logs.configure(settings.log_level, settings.log_format, worker=index)
@@ -102,7 +105,7 @@ def _child_main(argv: list[str]) -> int:
     return 0
 
 
-def _initialise(settings: Settings) -> int:
+def _initialise(settings: Settings, errors: logs.LogFormat | None) -> int:
     import asyncio
 
     from relay.app import initialise
@@ -114,7 +117,7 @@ def _initialise(settings: Settings) -> int:
     try:
         asyncio.run(initialise(settings))
     except (SettingsError, StorageError, InvalidKey, OSError) as exc:
-        print(f"relay: error: {exc}", file=sys.stderr)
+        logs.error_line(f"relay: error: {exc}", errors)
         return EXIT_CONFIG
     return 0
 
