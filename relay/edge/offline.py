@@ -35,7 +35,8 @@ from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.reserve import Reserve, open_with_room, reserve_size, wal_bound
 from relay.edge.state import FLAG_CACHE
-from relay.settings import OfflineMetrics, Settings, SettingsError
+from relay.settings import Settings, SettingsError
+from relay.settings_fields import OfflineMetrics
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
