@@ -32,7 +32,7 @@ from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flags.entries import Entry, Refusals, Views, forget, no_copy, report
+from relay.edge.flags.entries import Entry, Readiness, Refusals, Views, forget, no_copy, report
 from relay.edge.flags.fetch import Fetch, Fetcher
 from relay.edge.flags.follow import Follower
 from relay.edge.flags.store import (
@@ -75,8 +75,7 @@ class FlagCache:
         self._interval = interval
         self._configured = {k: parse_key(k, KeyType.CLIENT).principal for k in configured}
         self._covering: dict[Scope, FlagScope] = {}  # the copy a narrower scope came from
-        self._settled: set[str] = set()  # configured keys with a copy or refused
-        self._on_ready: Callable[[], None] | None = on_ready
+        self._ready = Readiness(self._configured, on_ready)
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
         self._scopes: dict[str, FlagScope] = {}
         self.views = Views()
@@ -178,8 +177,7 @@ class FlagCache:
         entry.keys.pop(key, None)
         if entry.fetch_key == key:
             entry.fetch_key = None
-        if key in self._configured:
-            self._settled.add(key)
+        self._ready.settle(key)
         log.warning(
             "the upstream refused an SDK key for flags: it gets the same answer here",
             extra={"key": redact(key), "status": status, "scope": entry.scope.label},
@@ -391,13 +389,4 @@ class FlagCache:
                 log.error("flag cache: last writes lost", extra={"error": str(exc)})
 
     def _check_ready(self) -> None:
-        """Ready once every configured key has a copy of its scope, fresh or stored, or was
-        refused by the upstream (which has then answered for it)."""
-        if self._on_ready is None:
-            return
-        for key, principal in self._configured.items():
-            entry = self._entries.get(self._scope_of(key, principal))
-            if key not in self._settled and (entry is None or entry.rendered is None):
-                return
-        self._on_ready()
-        self._on_ready = None
+        self._ready.check(lambda key, principal: self._entries.get(self._scope_of(key, principal)))

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import Gauge
 
@@ -24,7 +24,7 @@ from relay.api.client_features import built, derived
 from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
 from relay.core.delta import Changes
 from relay.core.errors import Forbidden, Unauthorized, Unavailable
-from relay.core.keys import hash_key
+from relay.core.keys import Principal, hash_key
 from relay.edge.flags.fetch import DeltaPoll
 from relay.edge.flags.revisions import moved
 from relay.edge.flags.store import FlagScope
@@ -273,3 +273,27 @@ def forget(entry: Entry) -> None:
 
 def no_copy() -> Unavailable:
     return Unavailable("The relay has no copy of these flags yet and cannot reach the upstream")
+
+
+class Readiness:
+    """Ready once every configured key (``client_tokens``) has a copy of its scope, fresh or
+    stored, or was refused by the upstream (which has then answered for it): told once."""
+
+    def __init__(self, configured: Mapping[str, Principal], on_ready: Callable[[], None]) -> None:
+        self._configured = configured
+        self._settled: set[str] = set()  # configured keys refused
+        self._on_ready: Callable[[], None] | None = on_ready
+
+    def settle(self, key: str) -> None:
+        if key in self._configured:
+            self._settled.add(key)
+
+    def check(self, entry_of: Callable[[str, Principal], Entry | None]) -> None:
+        if self._on_ready is None:
+            return
+        for key, principal in self._configured.items():
+            entry = entry_of(key, principal)
+            if key not in self._settled and (entry is None or entry.rendered is None):
+                return
+        self._on_ready()
+        self._on_ready = None
