@@ -62,8 +62,10 @@ async def switch(request: web.Request) -> web.Response:
     name, environment = request.match_info["name"], request.match_info["environment"]
     flags = request.app[FLAGS]
     project = await flags.project_of(name)
-    await flags.set_enabled(project, name, environment, values.get("on") == "true")
-    return redirect(local(values.get("next")))
+    on = values.get("on") == "true"
+    await flags.set_enabled(project, name, environment, on)
+    state = "on" if on else "off"
+    return redirect(local(values.get("next")), f"Turned {state} {name} in {environment}")
 
 
 @page
@@ -97,5 +99,6 @@ async def revoke_key(request: web.Request) -> web.Response:
         if not found:
             return await keys_page(request, 404, f"No API key with the id {key_id}")
         return render(request, "revoke.html", record=found[0])
-    await request.app[KEYS].revoke(key_id)
-    return redirect("/keys")
+    record = await request.app[KEYS].revoke(key_id)
+    revoked = record.principal.token_name or record.principal.display
+    return redirect("/keys", f"Revoked the key {revoked} (id {record.id})")

@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, unquote
 
 import jinja2
 from aiohttp import web
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 SESSIONS = web.AppKey("web_sessions", SessionStore)
 SECURE_COOKIES = web.AppKey("web_secure_cookies", bool)
 SESSION = web.RequestKey("web_session", Session)
+DONE = "relay_done"
+"""The cookie carrying the confirmation line of the last action to the page it leads to."""
+MAX_DONE = 300
 
 PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -59,22 +62,38 @@ STATIC = {"style.css": "text/css"}
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
+    """The page; with the confirmation line of the action that led here (``redirect``'s
+    ``done``), shown by ``base.html`` this once."""
     session = request.get(SESSION)
+    done = unquote(request.cookies.get(DONE, ""))[:MAX_DONE] if session else ""
     html = _TEMPLATES.get_template(template).render(
         session=session,
         csrf=session.csrf if session else "",
         here=request.path,
         back=request.path_qs,
+        done=done,
         **context,
     )
-    return web.Response(
+    response = web.Response(
         text=html, status=status, content_type="text/html", charset="utf-8", headers=HEADERS
     )
+    if DONE in request.cookies:
+        response.del_cookie(DONE, path="/")
+    return response
 
 
-def redirect(location: str) -> web.Response:
-    """303: after a form, the browser asks for the page again (no repost on reload)."""
-    return web.Response(status=303, headers={**HEADERS, "Location": location})
+def redirect(location: str, done: str = "") -> web.Response:
+    """303: after a form, the browser asks for the page again (no repost on reload).
+    ``done`` says what the form did ("turned off checkout in production"): the next page
+    shows it once. It travels in a short-lived cookie rather than the address, so a link
+    cannot make the page claim something was done."""
+    response = web.Response(status=303, headers={**HEADERS, "Location": location})
+    if done:
+        response.set_cookie(
+            DONE, quote(done[:MAX_DONE], safe=""), max_age=60, path="/", httponly=True,
+            samesite="Strict",
+        )
+    return response
 
 
 def page(handler: PageHandler) -> PageHandler:
