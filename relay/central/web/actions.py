@@ -12,7 +12,16 @@ from relay.api.errors import ApiError, BadDataError, from_domain, from_validatio
 from relay.central.state import FLAGS, KEYS
 from relay.central.web.pages import keys_page
 from relay.central.web.sessions import COOKIE, clear_cookie
-from relay.central.web.site import SECURE_COOKIES, SESSIONS, form, local, page, redirect, render
+from relay.central.web.site import (
+    SECURE_COOKIES,
+    SESSION,
+    SESSIONS,
+    form,
+    local,
+    page,
+    redirect,
+    render,
+)
 from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
 from relay.wire.admin import CreateApiKey
@@ -100,5 +109,9 @@ async def revoke_key(request: web.Request) -> web.Response:
             return await keys_page(request, 404, f"No API key with the id {key_id}")
         return render(request, "revoke.html", record=found[0])
     record = await request.app[KEYS].revoke(key_id)
+    if record.id == request[SESSION].key_id:  # this session ended with its key
+        response = redirect("/login")
+        clear_cookie(response)
+        return response
     revoked = record.principal.token_name or record.principal.display
     return redirect("/keys", f"Revoked the key {revoked} (id {record.id})")

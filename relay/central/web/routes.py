@@ -10,7 +10,7 @@ from aiohttp import web
 from relay.api.routing import Handler
 from relay.central.web import actions, pages, playground
 from relay.central.web.sessions import SessionStore
-from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
+from relay.central.web.site import SECURE_COOKIES, SESSIONS, not_found, static
 from relay.settings import Settings
 from relay.store.sql import Database
 
@@ -36,6 +36,7 @@ def add_web(app: web.Application, db: Database, settings: Settings) -> SessionSt
     """The session store is returned for the wiring's job that forgets expired sessions."""
     sessions = app[SESSIONS] = SessionStore(db, settings.web_session_ttl)
     app[SECURE_COOKIES] = settings.web_secure_cookies
+    app.middlewares.append(not_found)
     for method, path, handler in PAGES:
         app.router.add_route(method, path, handler)
     return sessions

@@ -90,7 +90,11 @@ def redirect(location: str, done: str = "") -> web.Response:
     response = web.Response(status=303, headers={**HEADERS, "Location": location})
     if done:
         response.set_cookie(
-            DONE, quote(done[:MAX_DONE], safe=""), max_age=60, path="/", httponly=True,
+            DONE,
+            quote(done[:MAX_DONE], safe=""),
+            max_age=60,
+            path="/",
+            httponly=True,
             samesite="Strict",
         )
     return response
@@ -120,6 +124,25 @@ def page(handler: PageHandler) -> PageHandler:
             return render(request, "error.html", 503, message=message)
 
     return wrapped
+
+
+API_PREFIXES = ("/api/", "/internal-backstage/", "/edge/")
+"""Paths of the API (and the relay's validation path): their errors stay JSON."""
+
+
+@web.middleware
+async def not_found(request: web.Request, handler: PageHandler) -> web.StreamResponse:
+    """A GET of a path no route has, outside the API, is someone at the page: it answers an
+    HTML "not found" page (with the menu when signed in), not the API's JSON error."""
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        if request.method not in ("GET", "HEAD") or request.path.startswith(API_PREFIXES):
+            raise
+        session = await request.app[SESSIONS].find(request.cookies.get(COOKIE, ""))
+        if session is not None:
+            request[SESSION] = session
+        return render(request, "not_found.html", 404, path=request.path)
 
 
 async def form(request: web.Request, checked: bool = True) -> dict[str, str]:
