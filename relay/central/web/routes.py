@@ -8,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Handler
-from relay.central.web import actions, pages, playground
+from relay.central.web import actions, pages, playground, segments
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, not_found, static
 from relay.settings import Settings
@@ -22,6 +22,12 @@ PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/applications", pages.applications),
     ("GET", "/relays", pages.relays),
     ("GET", "/unknown-flags", pages.unknown),
+    ("GET", "/segments", segments.segments),
+    ("POST", "/segments", segments.save_segment),
+    ("GET", "/segments/new", segments.segment_form),
+    ("GET", r"/segments/{id:\d+}", segments.segment_form),
+    ("POST", r"/segments/{id:\d+}", segments.save_segment),
+    ("POST", r"/segments/{id:\d+}/delete", segments.delete_segment),
     ("GET", "/keys", pages.keys),
     ("POST", "/keys", actions.create_key),
     ("POST", "/keys/{id:[^/]+}/revoke", actions.revoke_key),

@@ -145,15 +145,16 @@ async def not_found(request: web.Request, handler: PageHandler) -> web.StreamRes
         return render(request, "not_found.html", 404, path=request.path)
 
 
-async def form(request: web.Request, checked: bool = True) -> dict[str, str]:
-    """The posted form's fields (the first value of each), read within the service's body
-    limits; with ``checked``, its CSRF token must be the session's (else 403)."""
+async def form(request: web.Request, checked: bool = True, fields: int = 50) -> dict[str, str]:
+    """The posted form's fields (the first value of each, at most ``fields`` of them), read
+    within the service's body limits; with ``checked``, its CSRF token must be the
+    session's (else 403)."""
     raw = await read_body(request)
     try:
-        fields = parse_qs(raw.decode("utf-8"), max_num_fields=50, keep_blank_values=True)
+        found = parse_qs(raw.decode("utf-8"), max_num_fields=fields, keep_blank_values=True)
     except (UnicodeDecodeError, ValueError):
         raise errors.BadDataError("The form cannot be read") from None
-    values = {name: found[0] for name, found in fields.items()}
+    values = {name: given[0] for name, given in found.items()}
     if checked:
         session = request.get(SESSION)
         token = values.get("csrf", "")
