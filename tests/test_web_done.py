@@ -75,3 +75,13 @@ async def test_revoking_the_key_of_this_session_is_warned_of_first(client: Any) 
     )
     assert revoked.status == 303 and revoked.headers["Location"] == "/login"
     assert (await client.get("/keys", allow_redirects=False)).status == 303  # signed out
+
+
+async def test_the_new_pages_need_a_session(client: Any) -> None:
+    for path in ("/segments", "/segments/new", "/projects", "/projects/default", "/environments",
+                 "/archive"):  # fmt: skip
+        response = await client.get(path, allow_redirects=False)
+        assert response.status == 303 and response.headers["Location"].startswith("/login")
+    for path in ("/segments", "/projects", "/environments", "/archive/x/revive"):
+        response = await client.post(path, data={"csrf": "x"}, allow_redirects=False)
+        assert response.status == 303 and response.headers["Location"].startswith("/login")

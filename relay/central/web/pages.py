@@ -43,7 +43,7 @@ UNREPORTED_SHOWN, APPS_SHOWN = 100, 10
 """Relays known only from ``connectVia`` listed (those of the most recently seen instances),
 and the applications named for each: what one key's made-up hops can put on the page."""
 
-_FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
+FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
 # the last instance: app, environment, instance
 _PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
@@ -55,7 +55,7 @@ async def flags(request: web.Request) -> web.Response:
     page's flags only: its cost is theirs, however many names have counts."""
     query = request.query.get("q", "").strip()[:MAX_NAME]
     limit = whole(request.query.get("limit"), "limit", MAX_FLAGS_PAGE, FLAGS_PAGE)
-    after = position(request.query["after"], _FLAG_PLACE) if "after" in request.query else None
+    after = position(request.query["after"], FLAG_PLACE) if "after" in request.query else None
     found = await request.app[FLAGS].page(after, limit + 1, query)
     shown, more = found[:limit], len(found) > limit
     usage = await request.app[USAGE].summary([f.name for f in shown])

@@ -8,11 +8,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Handler
-from relay.central.web import actions, pages, playground, segments
+from relay.central.web import actions, archive, pages, playground, projects, segments
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, not_found, static
 from relay.settings import Settings
 from relay.store.sql import Database
+
+_ENVIRONMENT = "/projects/{id:[^/]+}/environments/{environment:[^/]+}"
 
 PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/", pages.flags),
@@ -28,6 +30,16 @@ PAGES: list[tuple[str, str, Handler]] = [
     ("GET", r"/segments/{id:\d+}", segments.segment_form),
     ("POST", r"/segments/{id:\d+}", segments.save_segment),
     ("POST", r"/segments/{id:\d+}/delete", segments.delete_segment),
+    ("GET", "/projects", projects.projects),
+    ("POST", "/projects", projects.create_project),
+    ("GET", "/projects/{id:[^/]+}", projects.project),
+    ("POST", "/projects/{id:[^/]+}/environments", projects.add_environment),
+    ("POST", f"{_ENVIRONMENT}/remove", projects.remove_environment),
+    ("POST", f"{_ENVIRONMENT}/default-strategy", projects.default_strategy),
+    ("GET", "/environments", projects.environments),
+    ("POST", "/environments", projects.create_environment),
+    ("GET", "/archive", archive.archive),
+    ("POST", "/archive/{name:[^/]+}/revive", archive.revive),
     ("GET", "/keys", pages.keys),
     ("POST", "/keys", actions.create_key),
     ("POST", "/keys/{id:[^/]+}/revoke", actions.revoke_key),
