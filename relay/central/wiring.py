@@ -107,7 +107,11 @@ def build(settings: Settings, worker: int) -> web.Application:
     writer = Writer(db, served.written)
     projects = ProjectStore(db, writer)
     metrics = MetricsStore(
-        db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
+        db,
+        settings.commit_max_requests,
+        settings.idempotency_ttl,
+        arrived=True,
+        instances_kept=INSTANCES_KEPT,
     )
     keys = KeyService(key_store, projects)
     app[KEY_RESOLVER] = key_store

@@ -58,7 +58,8 @@ async def flags(request: web.Request) -> web.Response:
     after = position(request.query["after"], FLAG_PLACE) if "after" in request.query else None
     found = await request.app[FLAGS].page(after, limit + 1, query)
     shown, more = found[:limit], len(found) > limit
-    usage = await request.app[USAGE].summary([f.name for f in shown])
+    now = datetime.now(UTC)
+    usage = await request.app[USAGE].summary([f.name for f in shown], now)
     names = dict(await request.app[PROJECTS].all())
     projects: dict[str, tuple[str, str, list[str], list[Any]]] = {}
     for flag in shown:
@@ -75,6 +76,7 @@ async def flags(request: web.Request) -> web.Response:
         "flags.html",
         projects=list(projects.values()),
         usage=usage,
+        windows=[from_epoch(hour_start(now - timedelta(hours=h))) for h in (1, 24)],
         query=query,
         first=after is None,
         next=following,
