@@ -119,7 +119,7 @@ class Reporter:
             latencyUpstream=self._latency(),
             bufferedEntries=stats.entries,
             oldestBufferedAgeSeconds=(
-                0.0 if stats.oldest_hour is None else max(0.0, now - stats.oldest_hour)
+                0.0 if stats.oldest_write is None else max(0.0, now - stats.oldest_write)
             ),
             outboxBatches=stats.outbox_batches,
             deadLetters=stats.dead_letter_entries,

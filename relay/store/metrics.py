@@ -47,7 +47,8 @@ class MetricsStore:
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
-        keeps the newest; a trigger of the buffer's schema refreshes it on updates).
+        keeps the newest; a trigger of the buffer's schema refreshes it on updates), and
+        when first (``written``: the age of the oldest unsent write).
         ``arrived``: keep when each count last arrived, refreshed by every write (the
         central service's, whose page says when a flag's counts last arrived).
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
@@ -152,7 +153,7 @@ class _Planned(NamedTuple):
             ((k.feature_name, k.app_name, k.environment, k.hour), c)
             for k, c in batch.counts.items()
         )
-        when = (now,) if stamp else ()
+        when = {"": (), "arrived": (now,), "touched": (now, now)}[stamp]
         variants = sorted(
             (*key, name, count) for key, c in counts for name, count in c.variants.items()
         )
@@ -182,7 +183,8 @@ class _Planned(NamedTuple):
 
     async def write(self, tx: Transaction, instances_kept: int | None) -> None:
         """Add the counts, store the registrations, fold the impact metrics."""
-        stamp = f", {self.stamp}" if self.stamp else ""
+        # the relay's buffer: last written (eviction) and first written (the oldest unsent)
+        stamp = {"": "", "arrived": ", arrived", "touched": ", touched, written"}[self.stamp]
         arrived = ", arrived = excluded.arrived" if self.stamp == "arrived" else ""
         await upsert(
             tx,

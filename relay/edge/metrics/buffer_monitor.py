@@ -64,7 +64,7 @@ DEAD_LETTER_ENTRIES = Gauge(
 )
 OLDEST_AGE = Gauge(
     "relay_buffer_oldest_entry_age_seconds",
-    "Age of the oldest unflushed hour window",
+    "Age of the oldest write not yet sent upstream (buffered or in the outbox)",
     multiprocess_mode=_ONE,
 )
 DAMAGED_FILES = Gauge(
@@ -201,7 +201,7 @@ class BufferMonitor:
         OUTBOX_BATCHES.set(stats.outbox_batches)
         OUTBOX_ENTRIES.set(stats.outbox_entries)
         DEAD_LETTER_ENTRIES.set(stats.dead_letter_entries)
-        oldest = 0.0 if stats.oldest_hour is None else max(0.0, time.time() - stats.oldest_hour)
+        oldest = 0.0 if stats.oldest_write is None else max(0.0, time.time() - stats.oldest_write)
         OLDEST_AGE.set(oldest)
         DAMAGED_FILES.set(len(damaged_files(self._db.path)))
 

@@ -60,6 +60,9 @@ _KEY = f"length(key) + coalesce(length(fingerprint), 0) + {ROW_BYTES}"
 _KEY_TREES = ("idempotency_keys", "idempotency_keys_seen_at")
 
 
+_OLDEST = ("written", "hour", "claimed")
+
+
 @dataclass(frozen=True, slots=True)
 class BufferStats:
     entries: int
@@ -67,7 +70,8 @@ class BufferStats:
     outbox_batches: int
     outbox_entries: int
     dead_letter_entries: int
-    oldest_hour: int | None
+    oldest_write: float | None
+    """When the oldest write not yet sent upstream was made (buffered or in the outbox)."""
     bytes: int
 
 
@@ -107,13 +111,18 @@ class BufferSpace:
         return await self.pages_bytes() + self.wal_bytes()
 
     async def stats(self) -> BufferStats:
+        # the counts in one pass, which the count needed anyway (no index on ``written``:
+        # one more index entry per buffered count is room the buffer's bound would lose)
         row = await self._db.fetch_one(
-            "SELECT (SELECT count(*) FROM metrics) AS entries,"
+            "WITH m AS (SELECT count(*) AS entries, min(written) AS written,"
+            " min(CASE WHEN written IS NULL THEN hour END) AS hour FROM metrics)"
+            " SELECT m.entries, m.written, m.hour,"
             " (SELECT count(*) FROM registrations) AS registrations,"
             " (SELECT count(*) FROM outbox) AS batches,"
             " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
             " (SELECT coalesce(sum(entries), 0) FROM dead_letters) AS dead,"
-            " (SELECT min(hour) FROM metrics) AS oldest"
+            " (SELECT min(coalesce(oldest_write, created_at)) FROM outbox WHERE counts = 1)"
+            " AS claimed FROM m"
         )
         assert row is not None  # an aggregate query always returns one row
         return BufferStats(
@@ -122,7 +131,7 @@ class BufferSpace:
             row["batches"],
             row["outbox_entries"],
             row["dead"],
-            row["oldest"],
+            min((row[k] for k in _OLDEST if row[k] is not None), default=None),
             await self.footprint(),
         )
 
