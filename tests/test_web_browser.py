@@ -281,7 +281,9 @@ def operate(visit: Visit, central: Service) -> None:
     assert "Revoke this key?" in visit.seen("10-key-revoke-confirm")
     assert call(ingest, secret, empty)[0] == 202  # only asked so far
     visit.click("input[name='confirm'] ~ button")
-    assert "browser-made" not in visit.seen("11-key-revoked")
+    revoked = visit.seen("11-key-revoked")
+    assert "Revoked the key browser-made" in revoked  # the confirmation line, and only it
+    assert revoked.count("browser-made") == 1
     assert call(ingest, secret, empty)[0] == 401
 
     # the API's page, drawn from this origin alone, and the flags in a narrow window
