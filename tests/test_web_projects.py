@@ -5,6 +5,7 @@ confirmation; mistakes shown on the form with the API's own checks."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from conftest import ADMIN_KEY, auth
 from test_web import csrf, page, sign_in
@@ -91,3 +92,35 @@ async def test_archived_flags_are_listed_and_revived_from_the_page(client: Any) 
     assert not any(e["enabled"] for e in flag["environments"])
     missing = await client.post("/archive/nothing/revive", data={"csrf": csrf(archive)})
     assert missing.status == 404 and "does not exist" in await missing.text()
+
+
+async def test_hostile_form_input_is_refused_not_a_500(client: Any) -> None:
+    await sign_in(client)
+    token = csrf(await page(client, "/projects"))
+    nul = "a\x00b"
+    posts = [
+        ("/projects", {"id": "x", "name": nul, "description": nul}),
+        ("/environments", {"name": "e", "type": nul, "sortOrder": "9" * 40}),
+        ("/projects/default/environments", {"environment": nul}),
+        (f"/projects/{quote(nul)}/environments/development/remove", {"confirm": "yes"}),
+        ("/projects/default/environments/%00/default-strategy", {"rollout": "5"}),
+        ("/projects/default/environments/development/default-strategy", {"rollout": "9" * 40}),
+        ("/segments", {"name": nul, "rows": "1", "context.0": nul, "values.0": nul}),
+        ("/segments", {"name": "s", "rows": "9999", "add": "1"}),
+        ("/segments/99999999999999999999", {"name": "s"}),
+        ("/segments/1/delete", {}),
+        (f"/archive/{quote(nul)}/revive", {}),
+    ]
+    for path, data in posts:
+        response = await client.post(path, data={"csrf": token, **data})
+        assert response.status < 500, (path, response.status, await response.text())
+        assert response.content_type == "text/html", path
+    for path in (
+        "/projects/%00",
+        "/segments/0",
+        "/archive?after=x",
+        "/archive?limit=-1",
+        "/?q=%00",
+    ):
+        response = await client.get(path)
+        assert response.status < 500, (path, response.status)

@@ -26,6 +26,7 @@ from relay.api.body import read_body
 from relay.central.web.sessions import COOKIE, Session, SessionStore
 from relay.core.domain import from_epoch
 from relay.core.errors import DomainError, StorageError
+from relay.wire.common import MAX_NAME
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,12 @@ def page(handler: PageHandler) -> PageHandler:
                 back = request.path_qs if request.method == "GET" else "/"
                 return redirect(f"/login?next={quote(back, safe='')}")
             request[SESSION] = session
+            for value in request.match_info.values():  # what no name can be: no such thing
+                if len(value) > MAX_NAME or "\x00" in value:
+                    raise errors.NotFoundError("Not found")
+            for name, value in request.query.items():  # no store can keep NUL
+                if "\x00" in value:
+                    raise errors.BadDataError(f"`{name[:40]}` must not contain NUL characters")
             return await handler(request)
         except DomainError as exc:
             error = errors.from_domain(exc)
@@ -155,6 +162,9 @@ async def form(request: web.Request, checked: bool = True, fields: int = 50) -> 
     except (UnicodeDecodeError, ValueError):
         raise errors.BadDataError("The form cannot be read") from None
     values = {name: given[0] for name, given in found.items()}
+    for name, value in values.items():  # as the API refuses it: no store can keep NUL
+        if "\x00" in value:
+            raise errors.BadDataError(f"`{name[:40]}` must not contain NUL characters")
     if checked:
         session = request.get(SESSION)
         token = values.get("csrf", "")
