@@ -201,19 +201,25 @@ def narrow(visit: Visit, central: Service) -> None:
         "/no/such/page",
     ]
     cdp = visit.driver.execute_cdp_cmd
-    for n, path in enumerate(pages):
-        metrics = {"width": NARROW, "height": 844, "deviceScaleFactor": 1, "mobile": False}
-        cdp("Emulation.setDeviceMetricsOverride", metrics)
-        visit.go(path)
+    metrics = {"width": NARROW, "height": 844, "deviceScaleFactor": 1, "mobile": False}
+
+    def check(name: str) -> None:
+        """The page shown fits 390 px and names its controls; its screenshot saved."""
         wide, window, sideways = visit.driver.execute_script(SIDEWAYS)
-        assert window == NARROW and wide <= window, (path, wide, window)
-        assert sideways == [], (path, sideways)  # nor a table scrolled within its box
-        assert visit.driver.execute_script(UNNAMED) == [], path
-        name = path.strip("/").split("?")[0].replace("/", "-") or "flags"
-        visit.seen(f"30-narrow-{n:02}-{name}", width=NARROW)
-    cdp("Emulation.setDeviceMetricsOverride", {**metrics})
+        assert window == NARROW and wide <= window, (name, wide, window)
+        assert sideways == [], (name, sideways)  # nor a table scrolled within its box
+        assert visit.driver.execute_script(UNNAMED) == [], name
+        visit.seen(f"30-narrow-{name}", width=NARROW)
+        cdp("Emulation.setDeviceMetricsOverride", metrics)  # the screenshot reset it
+
+    cdp("Emulation.setDeviceMetricsOverride", metrics)
+    for n, path in enumerate(pages):
+        visit.go(path)
+        check(f"{n:02}-{path.strip('/').split('?')[0].replace('/', '-') or 'flags'}")
     visit.go("/keys")
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
 
     body = visit.find("body")
     body.send_keys(Keys.TAB)
@@ -225,4 +231,15 @@ def narrow(visit: Visit, central: Service) -> None:
     else:
         pytest.fail("no revoke button reached by Tab")
     assert active.is_displayed() and active.rect["x"] + active.rect["width"] <= NARROW
+    old = visit.find("html")
+    active.send_keys(Keys.ENTER)  # pressed by keyboard: the confirmation
+    WebDriverWait(visit.driver, 30).until(expected_conditions.staleness_of(old))
+    assert "Revoke this key?" in text(visit, "h1")
+    check("20-revoke-confirm")
+    visit.click("a[href='/keys']")
+    visit.find("#name").send_keys("narrow")
+    visit.click("form[action='/keys'] button")
+    check("21-key-created")
+    visit.click("form.signout button")
+    check("22-sign-in")
     cdp("Emulation.clearDeviceMetricsOverride", {})
