@@ -28,7 +28,7 @@ async def test_the_oldest_buffered_is_the_oldest_unsent_write(tmp_path: Path) ->
     store.start()
     outbox, space = SqliteOutbox(db, 1024), BufferSpace(db)
     try:
-        assert (await space.stats()).oldest_write is None
+        assert await space.oldest_write() is None
         window = hour_start(datetime.now(UTC) - timedelta(hours=3))
         batch = IngestBatch()
         for i in range(20):
@@ -36,27 +36,27 @@ async def test_the_oldest_buffered_is_the_oldest_unsent_write(tmp_path: Path) ->
         before = time.time()
         assert await store.write(batch, None)
         after = time.time()
-        written = (await space.stats()).oldest_write
+        written = await space.oldest_write()
         assert written is not None and before <= written <= after, (written, before, after)
 
         later = IngestBatch()  # added to later: the unsent write is still the first
         later.counts[MetricKey("app", "development", "f00", window)] = Counts(5, 0)
         assert await store.write(later, None)
-        assert (await space.stats()).oldest_write == written
+        assert await space.oldest_write() == written
 
         # a claim of 5 entries: the batch and what is still buffered keep it
         await outbox.claim({"development"}, 5)
         assert await buffered(db) == 15
-        assert (await space.stats()).oldest_write == written
+        assert await space.oldest_write() == written
         await outbox.claim({"development"}, 100)
         assert await buffered(db) == 0
-        assert (await space.stats()).oldest_write == written
+        assert await space.oldest_write() == written
         pending = await outbox.pending({"development"}, 100)
         assert await outbox.split(pending[0])  # halved (it holds 2+ entries)
-        assert (await space.stats()).oldest_write == written
+        assert await space.oldest_write() == written
         for sent in await outbox.pending({"development"}, 100):
             await outbox.ack(sent)
-        assert (await space.stats()).oldest_write is None
+        assert await space.oldest_write() is None
     finally:
         await store.stop()
         await db.close()
