@@ -25,7 +25,7 @@ async def _archive(request: web.Request, status: int = 200, error: str = "") -> 
     following = next_url(request, limit, [shown[-1].project, shown[-1].name]) if more else None
     return render(
         request,
-        "archive.html",
+        "archived.html",
         status,
         flags=shown,
         first=after is None,
