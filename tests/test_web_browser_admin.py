@@ -200,6 +200,16 @@ def narrow(visit: Visit, central: Service) -> None:
         "/keys",
         "/no/such/page",
     ]
+    segment = {
+        "name": "enterprise-customers-in-the-nordics",
+        "constraints": [
+            {"contextName": "country", "operator": "IN", "values": ["NO", "SE", "DK", "FI", "IS"]},
+            {"contextName": "email", "operator": "STR_ENDS_WITH", "values": ["@example.com"]},
+        ],
+    }
+    status, made = call(f"{central.url}/api/admin/segments", ADMIN, segment)
+    assert status == 201
+    pages.insert(pages.index("/segments/new"), f"/segments/{made['id']}")
     cdp = visit.driver.execute_cdp_cmd
     metrics = {"width": NARROW, "height": 844, "deviceScaleFactor": 1, "mobile": False}
 
