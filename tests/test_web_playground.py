@@ -41,7 +41,7 @@ async def build(client: Any) -> None:
 
 def results(text: str) -> dict[str, tuple[str, str, str]]:
     """Each flag's row: (result, variant, why), as text."""
-    rows = re.findall(r"<tr>\s*<th scope=\"row\">(.*?)</tr>", text, re.S)
+    rows = re.findall(r"<tr>\s*<th scope=\"row\"[^>]*>(.*?)</tr>", text, re.S)
     found = {}
     for row in rows:
         cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)) for c in re.split(r"</t[hd]>", row)]

@@ -19,7 +19,8 @@ class FlagUsage:
     """A feature's counts in one environment, as the web page's flag list shows them."""
 
     last_seen: datetime | None
-    """The start of the last hour with counts (within ``SUMMARY_DAYS``)."""
+    """When its counts last arrived (within ``SUMMARY_DAYS``); for counts stored before
+    arrival times were kept, the start of their hour."""
     last_hour: int
     last_day: int
 
@@ -92,13 +93,13 @@ class UsageReader:
         """(feature, environment) -> its usage, for the features ``names`` (a page of
         them: the cost is theirs, however many names have counts): the counts (yes + no) of
         the hour windows begun in the last hour (so up to two windows) and in the last 24
-        hours, and the last hour seen in ``SUMMARY_DAYS`` days (older counts are not read)."""
+        hours, and when counts last arrived in ``SUMMARY_DAYS`` days (older counts are not read)."""
         if not names:
             return {}
         now = now or datetime.now(UTC)
         hour, day, week = (hour_start(now - timedelta(hours=h)) for h in (1, 24, 24 * SUMMARY_DAYS))
         rows = await self._db.fetch_all(
-            "SELECT feature_name, environment, max(hour),"
+            "SELECT feature_name, environment, max(coalesce(arrived, hour)),"
             " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END),"
             " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END)"
             f" FROM metrics WHERE feature_name IN ({', '.join('?' * len(names))})"
@@ -106,7 +107,7 @@ class UsageReader:
             (hour, day, *names, week),
         )
         return {
-            (row[0], row[1]): FlagUsage(from_epoch(row[2]), int(row[3]), int(row[4]))
+            (row[0], row[1]): FlagUsage(from_epoch(int(row[2])), int(row[3]), int(row[4]))
             for row in rows
         }
 

@@ -120,7 +120,11 @@ def build(settings: Settings, worker: int) -> web.Application:
     writer = Writer(db, served.written, events=events)
     projects = ProjectStore(db, writer, key_store.poll)
     metrics = MetricsStore(
-        db, settings.commit_max_requests, settings.idempotency_ttl, instances_kept=INSTANCES_KEPT
+        db,
+        settings.commit_max_requests,
+        settings.idempotency_ttl,
+        arrived=True,
+        instances_kept=INSTANCES_KEPT,
     )
     keys = KeyService(key_store, projects)
     app[KEY_RESOLVER] = key_store

@@ -139,6 +139,7 @@ def from_client_metrics(body: ClientMetrics, environment: str, now: datetime) ->
     """An SDK's own metrics post: one app, one time window, environment from its key."""
     result = Conversion()
     _add_impact(result, body, environment, body.appName)
+    result.batch.seen[RegistrationKey(body.appName, environment, body.instanceId)] = now
     bucket = body.bucket
     if bucket is None:
         return result

@@ -137,6 +137,8 @@ class IngestBatch:
     counts: dict[MetricKey, Counts] = field(default_factory=dict)
     registrations: dict[RegistrationKey, Registration] = field(default_factory=dict)
     impact: dict[ImpactKey, ImpactState] = field(default_factory=dict)
+    seen: dict[RegistrationKey, datetime] = field(default_factory=dict)
+    """Instances heard from by their metrics: their registration's last seen moves."""
 
     def add_count(self, key: MetricKey, yes: int, no: int, variants: dict[str, int]) -> None:
         counts = self.counts.get(key)
@@ -156,8 +158,10 @@ class IngestBatch:
         for key, counts in other.counts.items():
             self.add_count(key, counts.yes, counts.no, counts.variants)
         self.registrations.update(other.registrations)
+        for instance, at in other.seen.items():
+            self.seen[instance] = max(at, self.seen.get(instance, at))
         for impact_key, state in other.impact.items():
             self.add_impact(impact_key, state)
 
     def is_empty(self) -> bool:
-        return not self.counts and not self.registrations and not self.impact
+        return not (self.counts or self.registrations or self.impact or self.seen)

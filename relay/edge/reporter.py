@@ -111,6 +111,7 @@ class Reporter:
 
     async def report(self) -> EdgeInstanceData:
         stats = await self._space.stats()
+        written = await self._space.oldest_write()
         last = self._flusher.last_result
         now = time.time()
         mine = EdgeInstanceData(
@@ -120,9 +121,7 @@ class Reporter:
             started=self._started,
             latencyUpstream=self._latency(),
             bufferedEntries=stats.entries,
-            oldestBufferedAgeSeconds=(
-                0.0 if stats.oldest_hour is None else max(0.0, now - stats.oldest_hour)
-            ),
+            oldestBufferedAgeSeconds=0.0 if written is None else max(0.0, now - written),
             outboxBatches=stats.outbox_batches,
             deadLetters=stats.dead_letter_entries,
             countsWaitingForKey=sorted(self._flusher.waiting) or None,

@@ -41,12 +41,16 @@ class MetricsStore:
         clock: Callable[[], float] = time.time,
         *,
         touched: bool = False,
+        arrived: bool = False,
         on_write: Callable[[int], object] | None = None,
         instances_kept: int | None = None,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
-        keeps the newest; a trigger of the buffer's schema refreshes it on updates).
+        keeps the newest; a trigger of the buffer's schema refreshes it on updates), and
+        when first (``written``: the age of the oldest unsent write).
+        ``arrived``: keep when each count last arrived, refreshed by every write (the
+        central service's, whose page says when a flag's counts last arrived).
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
         ``relay.edge.metrics.space``'s), before its commit. ``instances_kept``: the instances each
         (application, environment) keeps, the least recently seen replaced (the central
@@ -55,7 +59,7 @@ class MetricsStore:
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
-        self._touched = touched
+        self._stamp = "touched" if touched else "arrived" if arrived else ""
         self._on_write = on_write
         self._kept = instances_kept
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
@@ -82,15 +86,15 @@ class MetricsStore:
         keys are all fresh, as they nearly always are; the transaction only claims the keys
         and writes, and merges again should a claim find a key taken."""
         keys = [i.idempotency_key for i in items if i.idempotency_key is not None]
-        touched = time.time() if self._touched else None
-        planned = _Planned.of(items, {}, touched)
+        now = time.time()
+        planned = _Planned.of(items, {}, self._stamp, now)
         if self._on_write is not None:  # keys too: a flood of them must wake the bound
             self._on_write(planned.size + sum(_key_size(key) for key in keys))
 
         async def work(tx: Transaction) -> list[idempotency.Outcome]:
             now = self._clock()
             taken = await idempotency.claim(tx, keys, now, now - self._ttl)
-            plan = _Planned.of(items, taken, touched) if taken else planned
+            plan = _Planned.of(items, taken, self._stamp, now) if taken else planned
             await plan.write(tx, self._kept)
             return plan.outcomes
 
@@ -136,18 +140,20 @@ class _Planned(NamedTuple):
     registrations: list[tuple[Any, ...]]
     impact: list[impact.SeriesRow]
     outcomes: list[idempotency.Outcome]
-    touched: bool
+    stamp: str
+    """The column stamped with the time of the write ("touched", "arrived"), if any."""
+    seen: list[tuple[Any, ...]]
 
     @classmethod
     def of(
-        cls, items: Sequence[IngestItem], taken: dict[str, str | None], touched: float | None
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
     ) -> _Planned:
         batch, outcomes = merge_group(items, taken)
         counts = sorted(
             ((k.feature_name, k.app_name, k.environment, k.hour), c)
             for k, c in batch.counts.items()
         )
-        when = () if touched is None else (touched,)
+        when = {"": (), "arrived": (now,), "touched": (now, now)}[stamp]
         variants = sorted(
             (*key, name, count) for key, c in counts for name, count in c.variants.items()
         )
@@ -158,7 +164,8 @@ class _Planned(NamedTuple):
             registrations=registrations,
             impact=impact.rows(batch.impact),
             outcomes=outcomes,
-            touched=touched is not None,
+            stamp=stamp,
+            seen=[(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())],
         )
 
     @property
@@ -176,13 +183,15 @@ class _Planned(NamedTuple):
 
     async def write(self, tx: Transaction, instances_kept: int | None) -> None:
         """Add the counts, store the registrations, fold the impact metrics."""
-        touched = ", touched" if self.touched else ""
+        # the relay's buffer: last written (eviction) and first written (the oldest unsent)
+        stamp = {"": "", "arrived": ", arrived", "touched": ", touched, written"}[self.stamp]
+        arrived = ", arrived = excluded.arrived" if self.stamp == "arrived" else ""
         await upsert(
             tx,
-            f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{touched})",
+            f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{stamp})",
             "ON CONFLICT (feature_name, app_name, environment, hour) DO UPDATE SET"
             f" yes = {_sum('metrics.yes', 'excluded.yes')},"
-            f" no = {_sum('metrics.no', 'excluded.no')}",
+            f" no = {_sum('metrics.no', 'excluded.no')}{arrived}",
             self.metrics,
         )
         await upsert(
@@ -204,6 +213,12 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+        for row in self.seen:  # few: one per instance posting metrics in this group
+            await tx.execute(
+                "UPDATE registrations SET last_seen = ? WHERE app_name = ?"
+                " AND environment = ? AND instance_id = ? AND last_seen < ?",
+                row,
+            )
         if instances_kept is not None:
             await _bound_registrations(tx, self.registrations, instances_kept)
         await impact.write(tx, self.impact, time.time())
@@ -215,8 +230,9 @@ seen, so one key registering without end costs a bounded table, and what is kept
 is running now. By environment, so a key cannot push out another environment's."""
 INSTANCE_MAX_AGE = 7 * 24 * 3600.0
 """Seconds after which an instance not seen is forgotten (by the leader's hourly prune).
-Unleash forgets after one day, but its instances are seen again with every metrics post;
-here only a registration refreshes them, and SDKs register when they start."""
+Unleash forgets after one day; here as there an instance is seen again by its metrics posts
+(``IngestBatch.seen``), but counts through a relay arrive in bulk, naming no instance: those
+instances are refreshed by their registrations only, and SDKs register when they start."""
 _RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
 
 

@@ -79,12 +79,18 @@ class FlagService:
         return [_flag_out(flag, environments) for flag in flags]
 
     async def page(
-        self, after: tuple[str, str] | None, limit: int, contains: str = ""
+        self,
+        after: tuple[str, str] | None,
+        limit: int,
+        contains: str = "",
+        archived: bool = False,
     ) -> list[wire.FlagOut]:
-        """Up to ``limit`` flags that are not archived, after ``after`` in the order of
-        (project, name) (the ``features_project`` index), whose name holds ``contains``
-        (ASCII letters in any case): a page of the web page's list, whatever the count."""
-        where, params = ["archived_at IS NULL"], list[object]()
+        """Up to ``limit`` flags that are not archived (or, with ``archived``, that are),
+        after ``after`` in the order of (project, name) (the ``features_project`` index),
+        whose name holds ``contains`` (ASCII letters in any case): a page of the web page's
+        lists, whatever the count."""
+        where = [f"archived_at IS {'NOT ' if archived else ''}NULL"]
+        params = list[object]()
         if after is not None:
             where.append("(project_id, name) > (?, ?)")
             params += after

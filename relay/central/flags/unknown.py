@@ -4,8 +4,9 @@ ahead of its flag): Unleash's ``GET /api/admin/metrics/unknown-flags``.
 Their counts are stored like any other; this is read from them: names seen in the last 24
 hours, at most ``MAX_NAMES`` (by name), each with the applications and environments that
 reported it, at most ``MAX_REPORTS`` (name, application, environment) in all: one key can
-report a name from any number of applications, and the answer stays bounded. Counts are
-kept per hour, so the times given are the start of the last hour with counts.
+report a name from any number of applications, and the answer stays bounded. The times
+given are when the counts last arrived, to the second (the start of their hour for counts
+stored before arrival times were kept).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _UNKNOWN = "m.hour >= ? AND NOT EXISTS (SELECT 1 FROM features f WHERE f.name = 
 async def unknown_flags(db: Reads, now: datetime | None = None) -> list[UnknownFlag]:
     since = hour_start((now or datetime.now(UTC)) - WINDOW)
     rows = await db.fetch_all(
-        "SELECT m.feature_name, m.app_name, m.environment, max(m.hour) FROM metrics m"
+        "SELECT m.feature_name, m.app_name, m.environment, max(coalesce(m.arrived, m.hour))"
+        " FROM metrics m"
         f" WHERE {_UNKNOWN} AND m.feature_name IN (SELECT DISTINCT m.feature_name"
         f" FROM metrics m WHERE {_UNKNOWN} ORDER BY m.feature_name LIMIT {MAX_NAMES})"
         " GROUP BY m.feature_name, m.app_name, m.environment"
@@ -35,7 +37,7 @@ async def unknown_flags(db: Reads, now: datetime | None = None) -> list[UnknownF
     )
     flags: dict[str, dict[str, list[UnknownFlagEnvironment]]] = {}
     for row in rows:
-        seen = UnknownFlagEnvironment(environment=row[2], seenAt=from_epoch(row[3]))
+        seen = UnknownFlagEnvironment(environment=row[2], seenAt=from_epoch(int(row[3])))
         flags.setdefault(row[0], {}).setdefault(row[1], []).append(seen)
     return [
         UnknownFlag(

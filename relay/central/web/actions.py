@@ -14,6 +14,7 @@ from relay.central.web.pages import keys_page
 from relay.central.web.sessions import COOKIE, clear_cookie
 from relay.central.web.site import (
     SECURE_COOKIES,
+    SESSION,
     SESSIONS,
     actor,
     form,
@@ -108,5 +109,10 @@ async def revoke_key(request: web.Request) -> web.Response:
         return await keys_page(request, 404, f"No API key with the id {key_id}")
     if values.get("confirm") != "yes":
         return render(request, "revoke.html", record=found[0])
-    await request.app[KEYS].revoke(actor(request), key_id)
-    return redirect("/keys", f"Revoked the key {found[0].principal.token_name or key_id}")
+    record = await request.app[KEYS].revoke(actor(request), key_id)
+    if record.id == request[SESSION].key_id:  # this session ended with its key
+        response = redirect("/login")
+        clear_cookie(response)
+        return response
+    revoked = record.principal.token_name or record.principal.display
+    return redirect("/keys", f"Revoked the key {revoked} (id {record.id})")

@@ -45,7 +45,7 @@ UNREPORTED_SHOWN, APPS_SHOWN = 100, 10
 """Relays known only from ``connectVia`` listed (those of the most recently seen instances),
 and the applications named for each: what one key's made-up hops can put on the page."""
 
-_FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
+FLAG_PLACE = TypeAdapter(tuple[CursorName, CursorName])  # the last flag shown: project, name
 # the last instance: app, environment, instance
 _PLACE = TypeAdapter(tuple[CursorName, CursorName, CursorName])
 
@@ -57,10 +57,11 @@ async def flags(request: web.Request) -> web.Response:
     page's flags only: its cost is theirs, however many names have counts."""
     query = request.query.get("q", "").strip()[:MAX_NAME]
     limit = whole(request.query.get("limit"), "limit", MAX_FLAGS_PAGE, FLAGS_PAGE)
-    after = position(request.query["after"], _FLAG_PLACE) if "after" in request.query else None
+    after = position(request.query["after"], FLAG_PLACE) if "after" in request.query else None
     found = await request.app[FLAGS].page(after, limit + 1, query)
     shown, more = found[:limit], len(found) > limit
-    usage = await request.app[USAGE].summary([f.name for f in shown])
+    now = datetime.now(UTC)
+    usage = await request.app[USAGE].summary([f.name for f in shown], now)
     names = dict(await request.app[PROJECTS].all())
     projects: dict[str, tuple[str, str, list[str], list[Any]]] = {}
     for flag in shown:
@@ -77,6 +78,7 @@ async def flags(request: web.Request) -> web.Response:
         "flags.html",
         projects=list(projects.values()),
         usage=usage,
+        windows=[from_epoch(hour_start(now - timedelta(hours=h))) for h in (1, 24)],
         query=query,
         first=after is None,
         next=following,
@@ -255,8 +257,7 @@ async def _unreported(request: web.Request) -> list[tuple[tuple[str, str], list[
     known = await request.app[EDGES].known([hop[1] for hop in via])
     unknown = sorted([hop for hop in via if hop[1] not in known][:UNREPORTED_SHOWN])
     return [
-        (hop, sorted(via[hop])[:APPS_SHOWN], max(0, len(via[hop]) - APPS_SHOWN))
-        for hop in unknown
+        (hop, sorted(via[hop])[:APPS_SHOWN], max(0, len(via[hop]) - APPS_SHOWN)) for hop in unknown
     ]
 
 

@@ -8,14 +8,24 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.routing import Handler
-from relay.central.web import actions, flag_actions, pages, playground, strategy_pages
+from relay.central.web import (
+    actions,
+    archive,
+    flag_actions,
+    pages,
+    playground,
+    projects,
+    segments,
+    strategy_pages,
+)
 from relay.central.web.sessions import SessionStore
-from relay.central.web.site import SECURE_COOKIES, SESSIONS, static
+from relay.central.web.site import SECURE_COOKIES, SESSIONS, not_found, static
 from relay.settings import Settings
 from relay.store.sql import Database
 
 _FLAG = "/flags/{name:[^/]+}"
 _STRATEGIES = f"{_FLAG}/environments/{{environment:[^/]+}}/strategies"
+_ENVIRONMENT = "/projects/{id:[^/]+}/environments/{environment:[^/]+}"
 
 PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/", pages.flags),
@@ -35,6 +45,22 @@ PAGES: list[tuple[str, str, Handler]] = [
     ("GET", "/applications", pages.applications),
     ("GET", "/relays", pages.relays),
     ("GET", "/unknown-flags", pages.unknown),
+    ("GET", "/segments", segments.segments),
+    ("POST", "/segments", segments.save_segment),
+    ("GET", "/segments/new", segments.segment_form),
+    ("GET", r"/segments/{id:\d+}", segments.segment_form),
+    ("POST", r"/segments/{id:\d+}", segments.save_segment),
+    ("POST", r"/segments/{id:\d+}/delete", segments.delete_segment),
+    ("GET", "/projects", projects.projects),
+    ("POST", "/projects", projects.create_project),
+    ("GET", "/projects/{id:[^/]+}", projects.project),
+    ("POST", "/projects/{id:[^/]+}/environments", projects.add_environment),
+    ("POST", f"{_ENVIRONMENT}/remove", projects.remove_environment),
+    ("POST", f"{_ENVIRONMENT}/default-strategy", projects.default_strategy),
+    ("GET", "/environments", projects.environments),
+    ("POST", "/environments", projects.create_environment),
+    ("GET", "/archive", archive.archive),
+    ("POST", "/archive/{name:[^/]+}/revive", archive.revive),
     ("GET", "/keys", pages.keys),
     ("POST", "/keys", actions.create_key),
     ("POST", "/keys/{id:[^/]+}/revoke", actions.revoke_key),
@@ -49,6 +75,7 @@ def add_web(app: web.Application, db: Database, settings: Settings) -> SessionSt
     """The session store is returned for the wiring's job that forgets expired sessions."""
     sessions = app[SESSIONS] = SessionStore(db, settings.web_session_ttl)
     app[SECURE_COOKIES] = settings.web_secure_cookies
+    app.middlewares.append(not_found)
     for method, path, handler in PAGES:
         app.router.add_route(method, path, handler)
     return sessions

@@ -27,6 +27,8 @@ COOKIE = "relay_session"
 @dataclass(frozen=True, slots=True)
 class Session:
     csrf: str
+    key_id: str
+    """The id of the admin key it was opened with (to warn before revoking it)."""
     key_display: str
     """The admin key as it may be shown: ``*:*.****``."""
     expires_at: float
@@ -55,12 +57,12 @@ class SessionStore:
         if not session_id or len(session_id) > 100:
             return None
         row = await self._db.fetch_one(
-            "SELECT s.csrf_token, s.expires_at, t.display, t.token_name FROM web_sessions s"
+            "SELECT s.csrf_token, s.expires_at, t.display, t.id, t.token_name FROM web_sessions s"
             " JOIN api_tokens t ON t.secret_hash = s.key_hash AND t.type = 'admin'"
             " WHERE s.session_hash = ? AND s.expires_at > ?",
             (hash_key(session_id), time.time()),
         )
-        return None if row is None else Session(row[0], row[2], float(row[1]), row[3])
+        return None if row is None else Session(row[0], row[3], row[2], float(row[1]), row[4])
 
     async def close(self, session_id: str) -> None:
         async with self._db.transaction() as tx:

@@ -27,6 +27,7 @@ from relay.central.web.sessions import COOKIE, Session, SessionStore
 from relay.core.audit import Actor
 from relay.core.domain import from_epoch
 from relay.core.errors import DomainError, StorageError
+from relay.wire.common import MAX_NAME
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ SESSIONS = web.AppKey("web_sessions", SessionStore)
 SECURE_COOKIES = web.AppKey("web_secure_cookies", bool)
 SESSION = web.RequestKey("web_session", Session)
 DONE = "relay_done"
-"""The cookie that carries the confirmation line of a form's change to the page the browser
-is sent to next (POST, redirect, GET), read once there."""
+"""The cookie carrying the confirmation line of the last action to the page it leads to."""
 MAX_DONE = 300
 
 PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -64,8 +64,8 @@ STATIC = {"style.css": "text/css"}
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
-    """The template's page; the confirmation line a change left (``redirect``'s ``done``)
-    is shown on it once, as plain text."""
+    """The page; with the confirmation line of the action that led here (``redirect``'s
+    ``done``), shown by ``base.html`` this once."""
     session = request.get(SESSION)
     done = unquote(request.cookies.get(DONE, ""))[:MAX_DONE] if session else ""
     html = _TEMPLATES.get_template(template).render(
@@ -92,8 +92,10 @@ def actor(request: web.Request) -> Actor:
 
 
 def redirect(location: str, done: str = "") -> web.Response:
-    """303: after a form, the browser asks for the page again (no repost on reload), and
-    that page says what was ``done`` ("turned off checkout in production")."""
+    """303: after a form, the browser asks for the page again (no repost on reload).
+    ``done`` says what the form did ("turned off checkout in production"): the next page
+    shows it once. It travels in a short-lived cookie rather than the address, so a link
+    cannot make the page claim something was done."""
     response = web.Response(status=303, headers={**HEADERS, "Location": location})
     if done:
         response.set_cookie(
@@ -119,6 +121,12 @@ def page(handler: PageHandler) -> PageHandler:
                 back = request.path_qs if request.method == "GET" else "/"
                 return redirect(f"/login?next={quote(back, safe='')}")
             request[SESSION] = session
+            for value in request.match_info.values():  # what no name can be: no such thing
+                if len(value) > MAX_NAME or "\x00" in value:
+                    raise errors.NotFoundError("Not found")
+            for name, value in request.query.items():  # no store can keep NUL
+                if "\x00" in value:
+                    raise errors.BadDataError(f"`{name[:40]}` must not contain NUL characters")
             return await handler(request)
         except DomainError as exc:
             error = errors.from_domain(exc)
@@ -133,6 +141,25 @@ def page(handler: PageHandler) -> PageHandler:
     return wrapped
 
 
+API_PREFIXES = ("/api/", "/internal-backstage/", "/edge/")
+"""Paths of the API (and the relay's validation path): their errors stay JSON."""
+
+
+@web.middleware
+async def not_found(request: web.Request, handler: PageHandler) -> web.StreamResponse:
+    """A GET of a path no route has, outside the API, is someone at the page: it answers an
+    HTML "not found" page (with the menu when signed in), not the API's JSON error."""
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        if request.method not in ("GET", "HEAD") or request.path.startswith(API_PREFIXES):
+            raise
+        session = await request.app[SESSIONS].find(request.cookies.get(COOKIE, ""))
+        if session is not None:
+            request[SESSION] = session
+        return render(request, "not_found.html", 404, path=request.path)
+
+
 async def form(request: web.Request, checked: bool = True, fields: int = 50) -> dict[str, str]:
     """The posted form's fields (the first value of each, at most ``fields`` of them), read
     within the service's body limits; with ``checked``, its CSRF token must be the
@@ -142,7 +169,10 @@ async def form(request: web.Request, checked: bool = True, fields: int = 50) -> 
         found = parse_qs(raw.decode("utf-8"), max_num_fields=fields, keep_blank_values=True)
     except (UnicodeDecodeError, ValueError):
         raise errors.BadDataError("The form cannot be read") from None
-    values = {name: first[0] for name, first in found.items()}
+    values = {name: given[0] for name, given in found.items()}
+    for name, value in values.items():  # as the API refuses it: no store can keep NUL
+        if "\x00" in value:
+            raise errors.BadDataError(f"`{name[:40]}` must not contain NUL characters")
     if checked:
         session = request.get(SESSION)
         token = values.get("csrf", "")

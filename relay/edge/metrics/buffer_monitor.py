@@ -64,7 +64,7 @@ DEAD_LETTER_ENTRIES = Gauge(
 )
 OLDEST_AGE = Gauge(
     "relay_buffer_oldest_entry_age_seconds",
-    "Age of the oldest unflushed hour window",
+    "Age of the oldest write not yet sent upstream (buffered or in the outbox)",
     multiprocess_mode=_ONE,
 )
 DAMAGED_FILES = Gauge(
@@ -87,6 +87,9 @@ DEAD_LETTERS_PRUNED = Counter(
 )
 
 PUBLISH_EVERY = 2.0
+OLDEST_EVERY = 30.0
+"""Seconds between reads of the oldest unsent write (``BufferSpace.oldest_write`` reads
+every buffered row); the age gauge counts on from the last read in between."""
 DEAD_LETTER_MAX_AGE = 7 * 24 * 3600.0
 
 
@@ -114,6 +117,8 @@ class BufferMonitor:
         self._trigger = max(64 * 1024, max_bytes // 32)
         self._written = 0
         self._published_at = -PUBLISH_EVERY
+        self._oldest_at = -OLDEST_EVERY
+        self._oldest_write: float | None = None
         self._full = False  # the disk was full at the last check, with no reserve to give
 
     def written(self, size: int) -> None:
@@ -142,6 +147,9 @@ class BufferMonitor:
         if footprint <= self._max_bytes:
             await asyncio.to_thread(self._reserve.ensure)
         await self._db.keep_wal_short(not self._reserve.held)
+        if time.monotonic() - self._oldest_at >= OLDEST_EVERY:  # it reads every row's
+            self._oldest_at = time.monotonic()
+            self._oldest_write = await self._space.oldest_write()
         if time.monotonic() - self._published_at >= PUBLISH_EVERY:  # counting reads every row
             self._published_at = time.monotonic()
             self._publish(await self._space.stats())
@@ -201,8 +209,8 @@ class BufferMonitor:
         OUTBOX_BATCHES.set(stats.outbox_batches)
         OUTBOX_ENTRIES.set(stats.outbox_entries)
         DEAD_LETTER_ENTRIES.set(stats.dead_letter_entries)
-        oldest = 0.0 if stats.oldest_hour is None else max(0.0, time.time() - stats.oldest_hour)
-        OLDEST_AGE.set(oldest)
+        written = self._oldest_write if stats.entries or stats.outbox_entries else None
+        OLDEST_AGE.set(0.0 if written is None else max(0.0, time.time() - written))
         DAMAGED_FILES.set(len(damaged_files(self._db.path)))
 
 

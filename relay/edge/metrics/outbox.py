@@ -90,7 +90,7 @@ class SqliteOutbox:
             (environment, budget),
         )
         rows = await tx.fetch_all(
-            "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no,"
+            "SELECT m.feature_name, m.app_name, m.hour, m.yes, m.no, m.written,"
             " (SELECT json_group_object(v.variant, v.count) FROM metric_variants v"
             "  WHERE v.feature_name = m.feature_name AND v.app_name = m.app_name"
             "  AND v.environment = m.environment AND v.hour = m.hour) AS variants"
@@ -108,6 +108,7 @@ class SqliteOutbox:
         left = len(registrations) + len(rows) + len(series) >= budget
         metrics: list[Entry] = []
         claimed: list[tuple[str, str, str, int]] = []
+        written: list[float] = []  # when each claimed count was first written
         rest: batching.Piece = _NOTHING
         for row in rows:
             room = budget - len(registrations) - len(metrics)
@@ -119,6 +120,7 @@ class SqliteOutbox:
             parts, rest = batching.pieces(row["yes"], row["no"], variants, room)
             metrics += [_metric(key, piece) for piece in parts]
             claimed.append(key)
+            written.append(row["hour"] if row["written"] is None else row["written"])
             if rest != _NOTHING:
                 left = True
                 break
@@ -129,19 +131,20 @@ class SqliteOutbox:
                 claimed,
             )
         if rest != _NOTHING:
-            await _leave(tx, claimed[-1], rest)
+            await _leave(tx, claimed[-1], rest, written[-1])
         await tx.executemany(
             "DELETE FROM impact_metrics WHERE series = ?", [(row["series"],) for row in series]
         )
         applications = [_application(environment, row) for row in registrations]
         impact = [_impact(row) for row in series]
         now = time.time()
+        oldest = min(written, default=None)  # of the claim: each of its batches says so
         bodies = batching.cut(applications, metrics, self._max_batch_bytes, impact)
         await tx.executemany(
             "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at,"
-            " counts) VALUES (?, ?, ?, ?, ?, ?)",
+            " counts, oldest_write) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (environment, str(uuid.uuid4()), payload, entries, now, counts)
+                (environment, str(uuid.uuid4()), payload, entries, now, counts, oldest)
                 for payload, entries, counts in _marked(bodies, len(applications), len(metrics))
             ],
         )
@@ -193,15 +196,17 @@ class SqliteOutbox:
             return False
         now = time.time()
         async with self._db.transaction() as tx:
-            counts = await tx.fetch_all("SELECT counts FROM outbox WHERE id = ?", (batch.id,))
-            if not counts:  # evicted meanwhile
+            found = await tx.fetch_all(
+                "SELECT counts, oldest_write FROM outbox WHERE id = ?", (batch.id,)
+            )
+            if not found:  # evicted meanwhile
                 return True
             await tx.execute("DELETE FROM outbox WHERE id = ?", (batch.id,))
             await tx.executemany(
                 "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at,"
-                " counts) VALUES (?, ?, ?, ?, ?, ?)",
+                " counts, oldest_write) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (batch.environment, str(uuid.uuid4()), body, n, now, counts[0][0])
+                    (batch.environment, str(uuid.uuid4()), body, n, now, found[0][0], found[0][1])
                     for body, n in parts
                 ],
             )
@@ -255,13 +260,16 @@ def _marked(
         start = end
 
 
-async def _leave(tx: Transaction, key: tuple[str, str, str, int], rest: batching.Piece) -> None:
-    """Put back what is left of a key claimed in part (its rows were just deleted)."""
+async def _leave(
+    tx: Transaction, key: tuple[str, str, str, int], rest: batching.Piece, written: float
+) -> None:
+    """Put back what is left of a key claimed in part (its rows were just deleted), with
+    when it was first written."""
     yes, no, variants = rest
     await tx.execute(
-        "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (*key, yes, no),
+        "INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no, written)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (*key, yes, no, written),
     )
     await tx.executemany(
         "INSERT INTO metric_variants (feature_name, app_name, environment, hour, variant, count)"

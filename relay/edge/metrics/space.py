@@ -67,7 +67,6 @@ class BufferStats:
     outbox_batches: int
     outbox_entries: int
     dead_letter_entries: int
-    oldest_hour: int | None
     bytes: int
 
 
@@ -112,8 +111,7 @@ class BufferSpace:
             " (SELECT count(*) FROM registrations) AS registrations,"
             " (SELECT count(*) FROM outbox) AS batches,"
             " (SELECT coalesce(sum(entries), 0) FROM outbox) AS outbox_entries,"
-            " (SELECT coalesce(sum(entries), 0) FROM dead_letters) AS dead,"
-            " (SELECT min(hour) FROM metrics) AS oldest"
+            " (SELECT coalesce(sum(entries), 0) FROM dead_letters) AS dead"
         )
         assert row is not None  # an aggregate query always returns one row
         return BufferStats(
@@ -122,9 +120,21 @@ class BufferSpace:
             row["batches"],
             row["outbox_entries"],
             row["dead"],
-            row["oldest"],
             await self.footprint(),
         )
+
+    async def oldest_write(self) -> float | None:
+        """When the oldest write not yet sent upstream was made: of the counts buffered
+        (their first write) and of the outbox's batches of counts (the oldest of the counts
+        each was claimed from). It reads every buffered row (an index on ``written`` would
+        cost an entry per count, room the bound would lose): 19 ms for 300,000 counts
+        against 3 ms for ``stats``, so it is read less often than those figures."""
+        row = await self._db.fetch_one(
+            "SELECT (SELECT min(coalesce(written, hour)) FROM metrics),"
+            " (SELECT min(coalesce(oldest_write, created_at)) FROM outbox WHERE counts = 1)"
+        )
+        assert row is not None  # an aggregate query always returns one row
+        return min((t for t in (row[0], row[1]) if t is not None), default=None)
 
     async def key_bytes(self) -> int:
         """Bytes of the pages the idempotency keys take, indexes and b-tree overhead

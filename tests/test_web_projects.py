@@ -1,0 +1,126 @@
+"""The projects and environments pages (issue 23): a project and an environment made, the
+environment enabled in the project, its default strategy set, then removed after a
+confirmation; mistakes shown on the form with the API's own checks."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from conftest import ADMIN_KEY, auth
+from test_web import csrf, page, sign_in
+
+
+async def api(client: Any, path: str) -> Any:
+    return await (await client.get(path, headers=auth(ADMIN_KEY))).json()
+
+
+async def test_projects_and_environments_are_managed_from_the_page(client: Any) -> None:
+    await sign_in(client)
+    token = csrf(await page(client, "/projects"))
+    bad = await client.post("/projects", data={"csrf": token, "id": "no spaces", "name": "X"})
+    assert bad.status == 400 and "id: String should match pattern" in await bad.text()
+    made = await client.post(
+        "/projects", data={"csrf": token, "id": "shop", "name": "Shop", "description": "web"}
+    )
+    listed = await made.text()
+    assert "Created the project Shop (shop)" in listed and 'href="/projects/shop"' in listed
+    taken = await client.post("/projects", data={"csrf": token, "id": "shop", "name": "Again"})
+    assert taken.status == 409 and "already exists" in await taken.text()
+
+    env = await client.post(
+        "/environments", data={"csrf": token, "name": "staging", "type": "test", "sortOrder": "x"}
+    )
+    assert env.status == 400 and "sort order is a whole number" in await env.text()
+    env = await client.post(
+        "/environments", data={"csrf": token, "name": "staging", "type": "test"}
+    )
+    assert "Created the environment staging" in await env.text()
+
+    shop = await page(client, "/projects/shop")
+    assert "None: this project" in shop and "<option>staging</option>" in shop
+    added = await client.post(
+        "/projects/shop/environments", data={"csrf": token, "environment": "staging"}
+    )
+    assert "Enabled staging in shop" in await added.text()
+    assert [
+        e["environment"] for e in (await api(client, "/api/admin/projects/shop"))["environments"]
+    ] == ["staging"]
+
+    action = "/projects/shop/environments/staging/default-strategy"
+    wrong = await client.post(action, data={"csrf": token, "rollout": "150"})
+    assert wrong.status == 400 and "0 to 100" in await wrong.text()
+    saved = await client.post(
+        action, data={"csrf": token, "rollout": "25", "stickiness": "userId", "groupId": "g"}
+    )
+    text = await saved.text()
+    assert "now get 25 % by default" in text and "<strong>25 %</strong> of users by userId" in text
+    [environment] = (await api(client, "/api/admin/projects/shop"))["environments"]
+    assert environment["defaultStrategy"]["parameters"] == {
+        "rollout": "25",
+        "stickiness": "userId",
+        "groupId": "g",
+    }
+
+    remove = "/projects/shop/environments/staging/remove"
+    asked = await client.post(remove, data={"csrf": token})
+    assert "Remove staging from Shop?" in await asked.text()
+    assert (await api(client, "/api/admin/projects/shop"))["environments"]  # only asked
+    removed = await client.post(remove, data={"csrf": token, "confirm": "yes"})
+    assert "Removed staging from shop" in await removed.text()
+    assert (await api(client, "/api/admin/projects/shop"))["environments"] == []
+    assert (await client.get("/projects/nothing")).status == 404
+
+
+async def test_archived_flags_are_listed_and_revived_from_the_page(client: Any) -> None:
+    features = "/api/admin/projects/default/features"
+    for name in ("old-checkout", "kept"):
+        assert (await client.post(features, json={"name": name}, headers=auth(ADMIN_KEY))).ok
+    on = f"{features}/old-checkout/environments/development/on"
+    assert (await client.post(on, headers=auth(ADMIN_KEY))).ok
+    assert (await client.delete(f"{features}/old-checkout", headers=auth(ADMIN_KEY))).ok
+    await sign_in(client)
+    archive = await page(client, "/archive")
+    assert "old-checkout" in archive and "kept" not in archive
+    assert "old-checkout" not in await page(client, "/")
+    revived = await client.post("/archive/old-checkout/revive", data={"csrf": csrf(archive)})
+    text = await revived.text()
+    assert "Revived old-checkout: it is off in every environment" in text
+    assert "No archived flags." in text
+    flag = await api(client, f"{features}/old-checkout")
+    assert flag["archived"] is False
+    assert not any(e["enabled"] for e in flag["environments"])
+    missing = await client.post("/archive/nothing/revive", data={"csrf": csrf(archive)})
+    assert missing.status == 404 and "does not exist" in await missing.text()
+
+
+async def test_hostile_form_input_is_refused_not_a_500(client: Any) -> None:
+    await sign_in(client)
+    token = csrf(await page(client, "/projects"))
+    nul = "a\x00b"
+    posts = [
+        ("/projects", {"id": "x", "name": nul, "description": nul}),
+        ("/environments", {"name": "e", "type": nul, "sortOrder": "9" * 40}),
+        ("/projects/default/environments", {"environment": nul}),
+        (f"/projects/{quote(nul)}/environments/development/remove", {"confirm": "yes"}),
+        ("/projects/default/environments/%00/default-strategy", {"rollout": "5"}),
+        ("/projects/default/environments/development/default-strategy", {"rollout": "9" * 40}),
+        ("/segments", {"name": nul, "rows": "1", "context.0": nul, "values.0": nul}),
+        ("/segments", {"name": "s", "rows": "9999", "add": "1"}),
+        ("/segments/99999999999999999999", {"name": "s"}),
+        ("/segments/1/delete", {}),
+        (f"/archive/{quote(nul)}/revive", {}),
+    ]
+    for path, data in posts:
+        response = await client.post(path, data={"csrf": token, **data})
+        assert response.status < 500, (path, response.status, await response.text())
+        assert response.content_type == "text/html", path
+    for path in (
+        "/projects/%00",
+        "/segments/0",
+        "/archive?after=x",
+        "/archive?limit=-1",
+        "/?q=%00",
+    ):
+        response = await client.get(path)
+        assert response.status < 500, (path, response.status)
