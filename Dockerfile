@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings").
+# The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings"), or
+# Unleash Edge's command line (`edge`, as Edge's Helm chart gives it: docs/edge.md).
 #   docker build -t relay:0.1.0 .
 #   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0
 # tests/test_deploy_dockerfile.py lints this file with hadolint; tests/test_deploy_image.py runs
@@ -37,6 +38,8 @@ EXPOSE 4242 3063
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["relay", "healthcheck"]
 STOPSIGNAL SIGTERM
-# Flags may follow: docker run relay:0.1.0 --mode relay ...; other commands need
-# --entrypoint relay (e.g. `keys create`).
-ENTRYPOINT ["relay", "serve"]
+# The program is the entrypoint, the command its arguments, as in Edge's image, so that Edge's
+# chart (`args: ["edge"]`) runs `relay edge` and `docker run relay:0.1.0 keys create` works.
+# Options alone are `serve`'s: `docker run relay:0.1.0 --mode relay ...` is `relay serve ...`.
+ENTRYPOINT ["relay"]
+CMD ["serve"]

@@ -1,6 +1,7 @@
 """``relay serve | keys create | flags create|on|off|list|evaluate | healthcheck`` (and, for
 developers, ``settings-docs``); Unleash Edge's ``relay edge|offline|health|ready`` are read by
-``relay.edge_cli``.
+``relay.edge_cli``. Options with no command before them are ``serve``'s (the image's command
+is ``serve``: ``docker run IMAGE --mode relay`` is ``relay serve --mode relay``).
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -49,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if is_edge_command(given):
         return edge_main(given)
+    if given and given[0].startswith("-") and given[0] not in _OURS_FIRST:
+        given = ["serve", *given]  # the image's `docker run IMAGE --mode relay` (Dockerfile)
     asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
     RedactingParser.json_errors = asked is logs.LogFormat.JSON
     parser = _parser()
@@ -61,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_CONFIG
     return start(lambda: _ours(args), lambda s: args.run(s, args), asked)
+
+
+_OURS_FIRST = ("-h", "--help", "--version")  # options of `relay` itself, not of `serve`
 
 
 def _ours(args: argparse.Namespace) -> Settings:

@@ -9,6 +9,7 @@ The tests themselves are split by concern: ``test_deploy_helm.py`` (every render
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -128,3 +129,12 @@ def stage_env(stage: int) -> dict[str, str]:
         if s == stage and word == "ENV":
             env.update(item.split("=", 1) for item in shlex.split(args))
     return env
+
+
+def image_argv(args: list[str] | None = None) -> list[str]:
+    """What a container of the image runs: the entrypoint, then its args (Kubernetes' ``args``,
+    ``docker run IMAGE ARGS...``) or, without any, the image's command."""
+    final = {word: value for stage, word, value in instructions() if stage == instructions()[-1][0]}
+    entrypoint: list[str] = json.loads(final["ENTRYPOINT"])
+    command: list[str] = json.loads(final.get("CMD", "[]"))
+    return [*entrypoint, *(command if args is None else args)]

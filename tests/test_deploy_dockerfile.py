@@ -52,7 +52,8 @@ def test_dockerfile_shape() -> None:
     assert json.loads(final["VOLUME"]) == ["/data"]
     assert final["EXPOSE"].split() == ["4242", "3063"]
     assert final["HEALTHCHECK"].endswith('CMD ["relay", "healthcheck"]')
-    assert json.loads(final["ENTRYPOINT"]) == ["relay", "serve"]
+    assert json.loads(final["ENTRYPOINT"]) == ["relay"]  # Edge's chart gives `args: ["edge"]`
+    assert json.loads(final["CMD"]) == ["serve"]
     env = stage_env(last)
     assert env["RELAY_DATA_DIR"] == "/data" and env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert "--no-index" in final["RUN"] and "from=build" in final["RUN"]

@@ -180,3 +180,37 @@ def test_sidecar_can_be_a_regular_container(app_chart: Path) -> None:
 def test_sidecar_template_needs_sidecar_mode(app_chart: Path) -> None:
     with helm.Chart.load(app_chart) as chart, pytest.raises(helm.HelmRenderError, match="sidecar"):
         chart.render({"relay": {"mode": "relay"}}, name="shop")
+
+
+TOKENS_REF = {"secretKeyRef": {"name": "unleash-edge-tokens", "key": "tokens"}}
+EDGE_CHART_VALUES = {  # Edge's chart's own values (unleash/unleash-edge), as its users set them
+    "edge": {"upstreamUrl": "http://unleash.unleash:4242", "logLevel": "warn", "logFormat": "json"},
+    "existingSecrets": [{"name": "TOKENS", "valueFrom": TOKENS_REF}],
+    "env": [{"name": "METRICS_INTERVAL_SECONDS", "value": "60"}],
+}
+
+
+def test_edges_chart_values_translated_are_accepted_and_render_a_strict_relay() -> None:
+    """from-edge.yaml passes values.schema.json (Edge's values as they are do not: they need
+    the translation of docs/edge.md) and renders a relay as Edge's chart configured it."""
+    values = example("from-edge.yaml")
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(values)
+        for name, value in EDGE_CHART_VALUES.items():
+            with pytest.raises(helm.HelmValuesError, match=name):
+                chart.validate_schema({**values, name: value})
+    docs = render_chart(CHART, values)
+    [(_, container)] = relay_containers(docs)
+    env = env_values(container)
+    assert env["RELAY_MODE"] == "relay"
+    assert env["RELAY_UPSTREAM_URL"] == "http://unleash.unleash:4242"  # edge.upstreamUrl
+    assert (env["RELAY_STRICT_KEYS"], env["RELAY_LOG_LEVEL"]) == ("true", "WARNING")
+    assert env["RELAY_FLUSH_INTERVAL"] == "60"
+    assert container["ports"][0]["containerPort"] == 3063
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert {r["name"] for r in refs.values()} == {"unleash-edge-tokens"}
+    assert set(refs) == {"RELAY_UPSTREAM_TOKENS", "RELAY_CLIENT_TOKENS"}

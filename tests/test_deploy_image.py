@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy import ADMIN, CLIENT, ROOT, instructions, stage_env
+from deploy import ADMIN, CLIENT, ROOT, image_argv, instructions, stage_env
 from service import free_port, wait_ready
 
 pytestmark = pytest.mark.deploy
@@ -145,7 +145,7 @@ def run_image(tmp_path: Path) -> None:
     steps = instructions()
     final = {word: args for stage, word, args in steps if stage == steps[-1][0]}
     uid = int(final["USER"].split(":")[0])
-    entrypoint = [relay, *json.loads(final["ENTRYPOINT"])[1:]]
+    entrypoint = [relay, *image_argv()[1:]]  # no args: the image's command, `serve`
     healthcheck = [relay, *json.loads(final["HEALTHCHECK"].split("CMD", 1)[1])[1:]]
     # The sandbox holds: the image's user, nothing writable but the data directory.
     probe = tmp_path / "probe"

@@ -46,14 +46,36 @@ class Check:
 
 
 def is_edge_command(argv: Sequence[str]) -> bool:
-    """Edge's grammar: a subcommand of Edge's, or an option before one (``relay -p 3063 edge``);
-    relay's own commands take no option before them but ``--help`` and ``--version``."""
-    return bool(argv) and (
-        argv[0] in COMMANDS or (argv[0].startswith("-") and argv[0] not in _OURS_FIRST)
-    )
+    """Edge's grammar: a subcommand of Edge's, alone or after options Edge takes before one
+    (``relay -p 3063 edge``). Other invocations that start with an option are relay's own
+    (``relay --mode relay``: ``serve``'s, see ``relay.cli``)."""
+    index = 0
+    while index < len(argv):
+        argument = argv[index]
+        if not argument.startswith("-"):
+            return argument in COMMANDS
+        name, attached = _option_name(argument)
+        option = _BEFORE_COMMAND.get(name)
+        if option is None:
+            return False
+        index += 1 if attached or option.takes is Takes.FLAG else 2
+    return False
 
 
-_OURS_FIRST = ("-h", "--help", "--version")
+def _option_name(argument: str) -> tuple[str, bool]:
+    """``--name=value`` and ``-nVALUE`` (clap's forms): the name, whether a value is attached."""
+    if argument.startswith("--"):
+        name, equals, _ = argument.partition("=")
+        return name, bool(equals)
+    return argument[:2], len(argument) > 2
+
+
+_BEFORE_COMMAND = {
+    name: option
+    for option in OPTIONS
+    if option.where in (TOP, GLOBAL) and not option.flagless
+    for name in (option.flag, *([f"-{option.short}"] if option.short else []))
+}
 
 
 def asked_log_format(argv: Sequence[str], env: Mapping[str, str]) -> LogFormat | None:

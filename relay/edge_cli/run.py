@@ -17,6 +17,8 @@ from relay.starting import EXIT_CONFIG, start
 
 log = logging.getLogger("relay")
 
+PORT_OPTIONS = "-p N (--port N) before the subcommand, or PORT=N (RELAY_PORT, if set, wins)"
+
 
 def main(argv: Sequence[str]) -> int:
     asked = asked_log_format(argv, os.environ)
@@ -36,7 +38,7 @@ def main(argv: Sequence[str]) -> int:
         logs.configure(settings.log_level, settings.log_format)
         for option in parsed.no_effect:
             log.warning("Edge's option has no effect on relay", extra={"option": option})
-        return serve(settings, json_errors=asked is logs.LogFormat.JSON)
+        return serve(settings, asked is logs.LogFormat.JSON, PORT_OPTIONS)
 
     return start(
         lambda: load_settings(parsed.overrides, Path(config) if config else None), run, asked

@@ -7,11 +7,14 @@ server on its own ``SO_REUSEPORT`` socket (the kernel spreads connections over t
 standalone mode they share one database, whose transactions keep "202 means durable" and
 idempotency exact; in relay mode each buffers in its own file (``relay.edge.metrics.shards``).
 
-- ``relay serve`` has the one-time start-up work done first (``app.initialise`` in a child
-  process: migrations, first-start keys, the relay's instance id), so the workers never race
-  on it, and binds the workers' sockets, so a port in use is a start-up error. Then it
-  becomes the supervisor (``relay.process.supervisor``): a fresh interpreter on the same PID that
-  imports only the standard library, about 10 MB.
+- ``relay serve`` binds its sockets first, so that a port in use (or not allowed) is a
+  start-up error that names the port and how to pick another, before anything is written:
+  no migration, no first-start key is created for a service that cannot start. Then the
+  one-time start-up work (``app.initialise`` in a child process: migrations, first-start
+  keys, the relay's instance id) is done before the workers start, so they never race on
+  it; one process does it in its own start-up. Then it becomes the supervisor
+  (``relay.process.supervisor``): a fresh interpreter on the same PID that imports only the
+  standard library, about 10 MB.
 - Worker 0 is the leader: the only one running the flusher, the buffer monitor and pruning.
   One flusher keeps upstream traffic at one request per environment per interval.
 - SIGTERM or SIGINT to the supervisor stops the other workers first and the leader last, so
@@ -54,21 +57,36 @@ _PR_SET_PDEATHSIG = 1
 EXIT_CONFIG = 2
 
 
-def serve(settings: Settings, json_errors: bool = False) -> int:
-    """``json_errors``: a start-up error is a JSON line (JSON logs asked for explicitly)."""
+OUR_PORT_OPTIONS = "--port N or RELAY_PORT=N"
+
+
+def serve(
+    settings: Settings, json_errors: bool = False, port_options: str = OUR_PORT_OPTIONS
+) -> int:
+    """``json_errors``: a start-up error is a JSON line (JSON logs asked for explicitly).
+    ``port_options``: how the command that runs this sets the port, for the error when it
+    cannot be bound (Edge's command line has its own)."""
     logs.configure(settings.log_level, settings.log_format)
+    host, port = settings.host, settings.listen_port
+    try:
+        sockets = supervisor.bind(host, port, settings.workers)
+    except OSError as exc:
+        raise OSError(
+            f"cannot listen on port {port} of {host}: {exc.strerror or exc};"
+            f" pick another port with {port_options}"
+        ) from exc
     if settings.workers == 1:
-        _run(settings, worker=0, sock=None, name="")
+        _run(settings, worker=0, sock=sockets[0], name="")
         return 0
     asked = ("json-errors",) if json_errors else ()
     initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise", *asked)
     if initialised.wait() != 0:
         return initialised.returncode  # it has said why on stderr
-    sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
+    supervisor.listen(sockets)
     supervisor.start(settings, sockets)
 
 
-def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str) -> None:
+def _run(settings: Settings, worker: int, sock: socket.socket, name: str) -> None:
     from aiohttp import web
 
     from relay.app import build_app
@@ -79,8 +97,6 @@ def _run(settings: Settings, worker: int, sock: socket.socket | None, name: str)
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     web.run_app(
         app,
-        host=None if sock else settings.host,
-        port=None if sock else settings.listen_port,
         sock=sock,
         shutdown_timeout=settings.shutdown_timeout,
         keepalive_timeout=settings.idle_timeout,

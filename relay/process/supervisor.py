@@ -168,11 +168,12 @@ def spawn(
     return child
 
 
-def listen(host: str, port: int, count: int) -> list[socket.socket]:
-    """One listening socket per worker, bound before they start so that connections queue
-    from the start for every worker (the kernel spreads them by ``SO_REUSEPORT``) and a port
-    in use is a start-up error. A plain bind first: ``SO_REUSEPORT`` alone would join
-    another relay already listening on the port as the same user."""
+def bind(host: str, port: int, count: int) -> list[socket.socket]:
+    """One socket per worker, bound before any start-up work writes (migrations, first-start
+    keys), so that a port in use stops ``relay serve`` before it has changed anything, and
+    not yet listening, so that nothing connects before the service can answer (``listen``).
+    A plain bind first: ``SO_REUSEPORT`` alone would join another relay already listening on
+    the port as the same user; one socket alone does without it."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
@@ -185,14 +186,21 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if count > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(address)
-            sock.listen(BACKLOG)
     except BaseException:
         for sock in sockets:
             sock.close()
         raise
     return sockets
+
+
+def listen(sockets: list[socket.socket]) -> None:
+    """Every worker's socket listening before the workers start, so that connections queue
+    from the start for every worker (the kernel spreads them by ``SO_REUSEPORT``)."""
+    for sock in sockets:
+        sock.listen(BACKLOG)
 
 
 def _unnamed_file(data: bytes) -> int:
