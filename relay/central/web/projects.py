@@ -59,7 +59,7 @@ async def _project(request: web.Request, status: int = 200, error: str = "") -> 
     store = request.app[PROJECTS]
     found = await store.get(request.match_info["id"])
     enabled = {e.environment for e in found.environments}
-    others = [e.name for e in await store.environments() if e.name not in enabled]
+    others = [e.name for e in await request.app[ENVIRONMENTS].listed() if e.name not in enabled]
     return render(
         request,
         "project.html",
@@ -138,7 +138,7 @@ async def environments(request: web.Request) -> web.Response:
 
 
 async def _environments(request: web.Request, status: int = 200, error: str = "") -> web.Response:
-    listed = await request.app[PROJECTS].environments()
+    listed = await request.app[ENVIRONMENTS].listed()
     return render(request, "environments.html", status, environments=listed, error=error)
 
 
