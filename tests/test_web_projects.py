@@ -118,7 +118,7 @@ async def test_hostile_form_input_is_refused_not_a_500(client: Any) -> None:
     for path in (
         "/projects/%00",
         "/segments/0",
-        "/archive?after=x",
+        "/archive?offset=x",
         "/archive?limit=-1",
         "/?q=%00",
     ):
