@@ -24,6 +24,7 @@ from relay.wire.strategies import (
     PayloadType,
     Strategy,
     StrategyOut,
+    StrategyVariant,
     WeightType,
 )
 
@@ -133,15 +134,7 @@ class StrategyForm:
             form.listed = params.pop(LISTED[kind], "")
         form.parameters = "\n".join(f"{k}={v}" for k, v in params.items())
         form.constraints = constraint_rows(strategy.constraints)
-        form.variants = [
-            VariantRow(
-                v.name,
-                "" if v.weightType is WeightType.VARIABLE else f"{v.weight / 10:g}",
-                v.payload.type.value if v.payload else "",
-                v.payload.value if v.payload else "",
-            )
-            for v in strategy.variants
-        ]
+        form.variants = variant_rows(strategy.variants)
         return form
 
     @classmethod
@@ -219,6 +212,19 @@ def constraint_rows(constraints: Sequence[Constraint]) -> list[ConstraintRow]:
             c.caseInsensitive,
         )
         for c in constraints
+    ]
+
+
+def variant_rows(variants: Sequence[StrategyVariant]) -> list[VariantRow]:
+    """Saved variants (a strategy's, an environment's) as the editor's rows."""
+    return [
+        VariantRow(
+            v.name,
+            "" if v.weightType is WeightType.VARIABLE else f"{v.weight / 10:g}",
+            v.payload.type.value if v.payload else "",
+            v.payload.value if v.payload else "",
+        )
+        for v in variants
     ]
 
 
