@@ -9,7 +9,7 @@ from aiohttp import web
 
 from relay.api.paging import offset, whole
 from relay.central.state import FLAGS
-from relay.central.web.forms import act
+from relay.central.web.forms import act, confirmed
 from relay.central.web.pages import FLAGS_PAGE, MAX_FLAGS_PAGE
 from relay.central.web.site import actor, form, page, render
 
@@ -44,5 +44,19 @@ async def revive(request: web.Request) -> web.Response:
     async def work() -> str:
         await request.app[FLAGS].revive(actor(request), name)
         return f"Revived {name}: it is off in every environment"
+
+    return await act(work, "/archive", lambda s, e: _archive(request, s, e))
+
+
+@page
+async def delete(request: web.Request) -> web.Response:
+    """For good (asks first): its strategies and history of states go, its name is free."""
+    values = await form(request)
+    name = request.match_info["name"]
+
+    async def work() -> str:
+        confirmed(values, name)
+        await request.app[FLAGS].delete(actor(request), name)
+        return f"Deleted {name} for good"
 
     return await act(work, "/archive", lambda s, e: _archive(request, s, e))

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from relay.api.errors import from_domain
 from relay.central.web.site import redirect
-from relay.core.errors import DomainError
+from relay.core.errors import DomainError, InvalidInput
 
 Again = Callable[[int, str], Awaitable[web.Response]]
 """The form's page again, with a status and what was wrong."""
@@ -38,3 +38,10 @@ async def act(work: Callable[[], Awaitable[str]], location: str, again: Again) -
     except DomainError as exc:
         return await again(from_domain(exc).status, exc.message)
     return redirect(location, done)
+
+
+def confirmed(values: dict[str, str], what: str) -> None:
+    """A deletion that cannot be undone asks first: its form's "yes" box (``confirm`` of
+    ``macros.html``'s ``delete_form``) must be ticked, else nothing happens (400)."""
+    if values.get("confirm") != "yes":
+        raise InvalidInput(f"Tick the box to confirm that {what} is to be deleted for good")
