@@ -10,7 +10,7 @@ from typing import Any
 from conftest import ADMIN_KEY, DEV_KEY, auth
 from test_web import FEATURES, csrf, page, sign_in
 
-from relay.central.web.events import ago
+from relay.central.web.events import _changes, ago
 
 
 async def _flag(client: Any, name: str) -> None:
@@ -132,3 +132,26 @@ def test_times_are_said_relative_to_now() -> None:
     assert ago(now - timedelta(minutes=1), now) == "1 minute ago"
     assert ago(now - timedelta(hours=5, minutes=3), now) == "5 hours ago"
     assert ago(now - timedelta(days=3), now) == "3 days ago"
+
+
+def test_a_change_is_shown_at_the_paths_it_touched() -> None:
+    before = {
+        "name": "checkout",
+        "environments": [
+            {"name": "development", "enabled": False, "strategies": []},
+            {"name": "production", "enabled": False, "strategies": []},
+        ],
+    }
+    after = {
+        "name": "checkout",
+        "environments": [
+            {"name": "development", "enabled": True, "strategies": [{"id": "s1", "name": "x"}]},
+            {"name": "production", "enabled": False, "strategies": []},
+        ],
+    }
+    assert _changes(before, after) == [
+        ("environments[development].enabled", "false", "true"),
+        ("environments[development].strategies[s1]", "none", '{"id": "s1", "name": "x"}'),
+    ]
+    assert _changes(None, {"feature": "parent"}) == [("feature", "none", '"parent"')]
+    assert _changes([1], [2]) == [("", "[1]", "[2]")]

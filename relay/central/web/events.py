@@ -22,8 +22,9 @@ from relay.wire.events import EventOut
 
 EVENTS_PAGE = 50
 MAX_OFFSET = 2**31 - 1
-SHOWN_CHARS = 300
-"""Of one changed field's value, shown inline (the whole is under "everything")."""
+SHOWN_CHARS = 200
+"""Of one changed value, shown inline (the whole is under "before and after in full")."""
+MAX_CHANGES = 30
 
 _WHAT = {
     "feature-created": "created {feature}",
@@ -120,23 +121,46 @@ def _subject(event: EventOut) -> str:
     return event.featureName or _name(event.data) or _name(event.preData) or ""
 
 
-def _changes(before: Any, after: Any) -> list[tuple[str, str, str]]:
-    """The fields that differ, when each side is an object or nothing (a thing made or
-    deleted); else the whole of each."""
-    if isinstance(before, dict) and after is None:
-        after = {}
-    if isinstance(after, dict) and before is None:
-        before = {}
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        if before == after:
-            return []
-        return [("", _inline(before), _inline(after))]
-    keys = sorted(set(before) | set(after))
-    return [
-        (k, _inline(before.get(k)), _inline(after.get(k)))
-        for k in keys
-        if before.get(k) != after.get(k)
-    ]
+def _changes(before: Any, after: Any, at: str = "") -> list[tuple[str, str, str]]:
+    """The values that differ, at their paths (``environments[development].enabled``):
+    objects are compared field by field, lists of named objects (environments,
+    strategies by id) item by item; a thing made or deleted is compared field by field
+    with nothing, an item of it added or removed shown whole.
+    At most ``MAX_CHANGES`` are listed (the whole is under "before and after in full")."""
+    found: list[tuple[str, str, str]] = []
+    _compare(before, after, at, found)
+    return found[:MAX_CHANGES]
+
+
+def _compare(before: Any, after: Any, at: str, found: list[tuple[str, str, str]]) -> None:
+    if before == after or len(found) > MAX_CHANGES:
+        return
+    made_or_gone = before is None or after is None
+    if (
+        isinstance(before, dict | None)
+        and isinstance(after, dict | None)
+        and not (made_or_gone and at)
+    ):
+        old, new = before or {}, after or {}
+        for key in sorted(set(old) | set(new)):
+            _compare(old.get(key), new.get(key), f"{at}.{key}" if at else str(key), found)
+        return
+    old_items, new_items = _named(before), _named(after)
+    if old_items is not None and new_items is not None:
+        for key in dict.fromkeys([*old_items, *new_items]):
+            _compare(old_items.get(key), new_items.get(key), f"{at}[{key}]", found)
+        return
+    found.append((at, _inline(before), _inline(after)))
+
+
+def _named(value: Any) -> dict[str, Any] | None:
+    """A list of objects by their ``id`` (else ``name``), when each has one, once."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        return None
+    keys = [str(v.get("id") or v.get("name") or "") for v in value]
+    if not all(keys) or len(set(keys)) != len(keys):
+        return None
+    return dict(zip(keys, value, strict=True))
 
 
 def _inline(value: Any) -> str:
