@@ -155,3 +155,21 @@ def test_a_change_is_shown_at_the_paths_it_touched() -> None:
     ]
     assert _changes(None, {"feature": "parent"}) == [("feature", "none", '"parent"')]
     assert _changes([1], [2]) == [("", "[1]", "[2]")]
+
+
+async def test_tags_are_added_and_removed_on_the_flag_page(client: Any) -> None:
+    await _flag(client, "tagged")
+    await sign_in(client)
+    token = csrf(await page(client, "/flags/tagged"))
+    short = await client.post("/flags/tagged/tags", data={"csrf": token, "value": "x"})
+    assert short.status == 400  # the API's model: two characters at least
+    added = await client.post("/flags/tagged/tags", data={"csrf": token, "value": "team-a"})
+    text = await added.text()
+    assert "Tagged tagged simple:team-a" in text and "simple:team-a</span>" in text
+    tags = await client.get("/api/admin/features/tagged/tags", headers=auth(ADMIN_KEY))
+    assert (await tags.json())["tags"] == [{"type": "simple", "value": "team-a"}]
+    removed = await client.post(
+        "/flags/tagged/tags/delete", data={"csrf": token, "type": "simple", "value": "team-a"}
+    )
+    assert "Removed the tag simple:team-a of tagged" in await removed.text()
+    assert "No tags." in await page(client, "/flags/tagged")

@@ -1,8 +1,8 @@
 """What a flag's page shows and changes beyond its strategies: its dependency on a parent
-flag (set, replaced, removed through ``DependencyService``) and its environment variants
+flag (set, replaced, removed through ``DependencyService``), its environment variants
 (``VariantService.push``, Unleash's ``variants-batch``: the same variants set in the
-environments chosen). Both go through the admin API's services with its bodies, so the page
-refuses what the API refuses, in its words."""
+environments chosen) and its tags (``TagService``). Each goes through the admin API's
+service with its body, so the page refuses what the API refuses, in its words."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ from typing import Any
 
 from aiohttp import web
 
-from relay.central.state import DEPENDENCIES, FLAGS, VARIANTS
+from relay.central.state import DEPENDENCIES, FLAGS, TAGS, VARIANTS
 from relay.central.web import strategy_form as sf
 from relay.central.web.flag_actions import flag_page
-from relay.central.web.forms import act
+from relay.central.web.forms import Again, act
 from relay.central.web.site import actor, form, page, redirect, render
 from relay.core import describe
 from relay.core.errors import InvalidInput
 from relay.wire.client_features import ClientDependency
-from relay.wire.flags import CreateDependency, FlagOut, PushVariants
+from relay.wire.flags import CreateDependency, FlagOut, PushVariants, Tag
+
+
+def _refused(request: web.Request) -> Again:
+    """A refused dependency or tag: the error page with the API's words (the flag's page
+    has several forms; which one's field was wrong is the message's to say)."""
+
+    async def again(status: int, error: str) -> web.Response:
+        return render(request, "error.html", status, message=error)
+
+    return again
 
 
 def dependency_words(dependency: ClientDependency) -> str:
@@ -43,6 +53,8 @@ async def links(request: web.Request, flag: FlagOut) -> dict[str, Any]:
         "environment_variants": {
             e.name: describe.variants(e.variants) for e in flag.environments if e.variants
         },
+        "tags": await request.app[TAGS].of_flag(flag.name),
+        "tag_types": [t.name for t in await request.app[TAGS].types()],
     }
 
 
@@ -69,10 +81,7 @@ async def set_dependency(request: web.Request) -> web.Response:
         shown = ClientDependency(feature=body.feature, enabled=enabled, variants=body.variants)
         return f"{name} is now served {dependency_words(shown)}"
 
-    async def again(status: int, error: str) -> web.Response:
-        return render(request, "error.html", status, message=error)
-
-    return await act(work, f"{flag_page(name)}#dependency", again)
+    return await act(work, f"{flag_page(name)}#dependency", _refused(request))
 
 
 @page
@@ -152,3 +161,27 @@ async def save_variants(request: web.Request) -> web.Response:
         return f"Set {len(variants)} environment variants of {name} in {where}"
 
     return await act(work, flag_page(name, environment), again)
+
+
+@page
+async def add_tag(request: web.Request) -> web.Response:
+    values = await form(request)
+    name = request.match_info["name"]
+
+    async def work() -> str:
+        tag = Tag.model_validate(
+            {"type": values.get("type", "simple"), "value": values.get("value", "").strip()}
+        )
+        await request.app[TAGS].add(actor(request), name, tag)
+        return f"Tagged {name} {tag.type}:{tag.value}"
+
+    return await act(work, f"{flag_page(name)}#tags", _refused(request))
+
+
+@page
+async def remove_tag(request: web.Request) -> web.Response:
+    values = await form(request)
+    name = request.match_info["name"]
+    tag_type, value = values.get("type", ""), values.get("value", "")
+    await request.app[TAGS].remove(actor(request), name, tag_type, value)
+    return redirect(f"{flag_page(name)}#tags", f"Removed the tag {tag_type}:{value} of {name}")

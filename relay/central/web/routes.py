@@ -39,6 +39,8 @@ PAGES: list[tuple[str, str, Handler]] = [
     ("POST", f"{_FLAG}/environments/{{environment:[^/]+}}", actions.switch),
     ("POST", f"{_FLAG}/dependencies", flag_links.set_dependency),
     ("POST", f"{_FLAG}/dependencies/delete", flag_links.remove_dependency),
+    ("POST", f"{_FLAG}/tags", flag_links.add_tag),
+    ("POST", f"{_FLAG}/tags/delete", flag_links.remove_tag),
     ("GET", f"{_FLAG}/environments/{{environment:[^/]+}}/variants", flag_links.variants_form),
     ("POST", f"{_FLAG}/environments/{{environment:[^/]+}}/variants", flag_links.save_variants),
     ("GET", "/events", events.events),
