@@ -117,6 +117,11 @@ async def test_the_event_log_page_shows_each_change_of_a_flag_in_words(client: A
     # before and after: the dependency's fields, and the whole of each side
     assert "<code>feature</code>: <span class=\"visually-hidden\">before </span>" in log
     assert "&#34;parent&#34;" in log and "Before and after in full" in log
+    by_project = await page(client, "/events?project=default")
+    assert "created parent" in by_project and "made child depend" in by_project
+    await client.post("/projects", data={"csrf": token, "id": "shop", "name": "Shop"})
+    elsewhere = await page(client, "/events?project=shop")
+    assert "created the project shop" in elsewhere and "created child" not in elsewhere
     everything = await page(client, "/events")
     assert "created parent" in everything and 'href="/events"' in everything  # in the menu
     paged = await page(client, "/events?feature=child&limit=1")
