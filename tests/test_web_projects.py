@@ -118,9 +118,71 @@ async def test_hostile_form_input_is_refused_not_a_500(client: Any) -> None:
     for path in (
         "/projects/%00",
         "/segments/0",
-        "/archive?after=x",
+        "/archive?offset=x",
         "/archive?limit=-1",
         "/?q=%00",
     ):
         response = await client.get(path)
         assert response.status < 500, (path, response.status)
+
+
+async def test_projects_environments_and_archived_flags_are_renamed_changed_deleted(
+    client: Any,
+) -> None:
+    """Each deletion asks first (the box unticked: 400, nothing deleted) and Unleash's
+    refusals are shown on the page, in its words."""
+    await sign_in(client)
+    token = csrf(await page(client, "/projects"))
+    await client.post("/projects", data={"csrf": token, "id": "shop", "name": "Shop"})
+    renamed = await client.post(
+        "/projects/shop/rename", data={"csrf": token, "name": "The shop", "description": "web"}
+    )
+    assert "Saved the project shop: The shop" in await renamed.text()
+    assert (await api(client, "/api/admin/projects/shop"))["name"] == "The shop"
+    refused = await client.post("/projects/default/delete", data={"csrf": token, "confirm": "yes"})
+    assert refused.status == 403 and "You can not delete the default project!" in (
+        await refused.text()
+    )
+    await client.post(
+        "/api/admin/projects/shop/features", json={"name": "cart"}, headers=auth(ADMIN_KEY)
+    )
+    busy = await client.post("/projects/shop/delete", data={"csrf": token, "confirm": "yes"})
+    assert busy.status == 403 and "with active feature flags" in await busy.text()
+
+    # the archive: deleted for good, once asked
+    archived = await client.post("/flags/cart/archive", data={"csrf": token, "confirm": "yes"})
+    assert archived.ok
+    listed = await page(client, "/archive")
+    assert (
+        'action="/archive/cart/delete"' in listed
+        and 'name="confirm" value="yes" required' in listed
+    )
+    unasked = await client.post("/archive/cart/delete", data={"csrf": token})
+    assert unasked.status == 400 and "Tick the box" in await unasked.text()
+    gone = await client.post("/archive/cart/delete", data={"csrf": token, "confirm": "yes"})
+    assert "Deleted cart for good" in await gone.text()
+    assert "cart" not in await page(client, "/archive")
+    deleted = await client.post("/projects/shop/delete", data={"csrf": token, "confirm": "yes"})
+    assert "Deleted the project shop" in await deleted.text()
+    assert (await client.get("/api/admin/projects/shop", headers=auth(ADMIN_KEY))).status == 404
+
+    # environments: type and order changed; one with keys bound to it is not deleted
+    changed = await client.post(
+        "/environments/development", data={"csrf": token, "type": "test", "sortOrder": "7"}
+    )
+    assert "Saved development: type test, sort order 7" in await changed.text()
+    wrong = await client.post("/environments/development", data={"csrf": token, "sortOrder": "x"})
+    assert wrong.status == 400 and "whole number" in await wrong.text()
+    await client.post("/environments", data={"csrf": token, "name": "staging", "type": "test"})
+    unasked = await client.post("/environments/staging/delete", data={"csrf": token})
+    assert unasked.status == 400
+    removed = await client.post(
+        "/environments/staging/delete", data={"csrf": token, "confirm": "yes"}
+    )
+    assert "Deleted the environment staging" in await removed.text()
+    keyed = await client.post(
+        "/environments/development/delete", data={"csrf": token, "confirm": "yes"}
+    )
+    assert keyed.status == 409 and "revoke them first" in await keyed.text()
+    environments = await api(client, "/api/admin/environments")
+    assert [e["name"] for e in environments["environments"]].count("staging") == 0

@@ -235,16 +235,6 @@ class ProjectStore:
         rows = await self._db.fetch_all("SELECT id, name FROM projects ORDER BY id")
         return [(row[0], row[1]) for row in rows]
 
-    async def environments(self) -> list[wire.EnvironmentOut]:
-        """Every environment, in their sort order."""
-        rows = await self._db.fetch_all(
-            "SELECT name, type, enabled, sort_order FROM environments ORDER BY sort_order, name"
-        )
-        return [
-            wire.EnvironmentOut(name=r[0], type=r[1], enabled=bool(r[2]), sortOrder=int(r[3]))
-            for r in rows
-        ]
-
     async def environment_names(self) -> list[str]:
         rows = await self._db.fetch_all("SELECT name FROM environments ORDER BY sort_order, name")
         return [row[0] for row in rows]

@@ -83,13 +83,11 @@ class FlagService:
         after: tuple[str, str] | None,
         limit: int,
         contains: str = "",
-        archived: bool = False,
     ) -> list[wire.FlagOut]:
-        """Up to ``limit`` flags that are not archived (or, with ``archived``, that are),
-        after ``after`` in the order of (project, name) (the ``features_project`` index),
-        whose name holds ``contains`` (ASCII letters in any case): a page of the web page's
-        lists, whatever the count."""
-        where = [f"archived_at IS {'NOT ' if archived else ''}NULL"]
+        """Up to ``limit`` flags that are not archived, after ``after`` in the order of
+        (project, name) (the ``features_project`` index), whose name holds ``contains``
+        (ASCII letters in any case): a page of the web page's lists, whatever the count."""
+        where = ["archived_at IS NULL"]
         params = list[object]()
         if after is not None:
             where.append("(project_id, name) > (?, ?)")

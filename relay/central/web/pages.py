@@ -19,6 +19,7 @@ from relay.central.edges import after as relay_after
 from relay.central.edges import connected, place
 from relay.central.state import EDGES, FLAGS, KEYS, PROJECTS, USAGE
 from relay.central.web.chart import Chart, stacked
+from relay.central.web.flag_links import links
 from relay.central.web.site import page, render
 from relay.central.web.strategy_pages import configuration
 from relay.core.domain import from_epoch, hour_start
@@ -126,7 +127,9 @@ async def flag(request: web.Request) -> web.Response:
     ]
     hours = [from_epoch(h) for h in range(since, hour_start(now) + 1, 3600)]
     charts, selection = _charts(name, hours, chosen)
-    shown = await configuration(request, record) if record else {}
+    shown = (
+        {**await configuration(request, record), **await links(request, record)} if record else {}
+    )
     return render(
         request,
         "flag.html",

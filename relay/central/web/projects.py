@@ -1,18 +1,26 @@
-"""The projects and environments pages: projects made, environments made, an environment
-enabled in a project or removed from it, and the strategy a flag gets when turned on there
-with none. Each form is one action handler calling ``ProjectStore``, as the admin API does
-(rename and delete will be one more handler each, on the same pages)."""
+"""The projects and environments pages: projects made, renamed and deleted, environments
+made, changed (type, sort order) and deleted, an environment enabled in a project or
+removed from it, and the strategy a flag gets when turned on there with none. Each form is
+one action handler calling ``ProjectStore`` or ``EnvironmentStore``, as the admin API does,
+so Unleash's refusals (the default project, one with active flags, the last environment,
+one a key is bound to) are shown in its words; deletions ask first (``forms.confirmed``)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from relay.central.state import ENVIRONMENTS, PROJECTS
-from relay.central.web.forms import act
+from relay.central.web.forms import act, confirmed
 from relay.central.web.site import actor, form, page, render
 from relay.core.errors import InvalidInput
 from relay.core.flags import FLEXIBLE_ROLLOUT
-from relay.wire.admin import CreateEnvironment, CreateProject, ProjectEnvironment
+from relay.wire.admin import (
+    CreateEnvironment,
+    CreateProject,
+    ProjectEnvironment,
+    UpdateEnvironment,
+    UpdateProject,
+)
 from relay.wire.strategies import Strategy
 
 STICKINESS = ("default", "userId", "sessionId", "random")
@@ -59,7 +67,7 @@ async def _project(request: web.Request, status: int = 200, error: str = "") -> 
     store = request.app[PROJECTS]
     found = await store.get(request.match_info["id"])
     enabled = {e.environment for e in found.environments}
-    others = [e.name for e in await store.environments() if e.name not in enabled]
+    others = [e.name for e in await request.app[ENVIRONMENTS].listed() if e.name not in enabled]
     return render(
         request,
         "project.html",
@@ -138,7 +146,7 @@ async def environments(request: web.Request) -> web.Response:
 
 
 async def _environments(request: web.Request, status: int = 200, error: str = "") -> web.Response:
-    listed = await request.app[PROJECTS].environments()
+    listed = await request.app[ENVIRONMENTS].listed()
     return render(request, "environments.html", status, environments=listed, error=error)
 
 
@@ -147,19 +155,84 @@ async def create_environment(request: web.Request) -> web.Response:
     values = await form(request)
 
     async def work() -> str:
-        order = values.get("sortOrder", "").strip()
-        try:
-            sort_order = int(order) if order else None
-        except ValueError:
-            raise InvalidInput(f"The sort order is a whole number, not {order[:20]!r}") from None
         body = CreateEnvironment.model_validate(
             {
                 "name": values.get("name", "").strip(),
                 "type": values.get("type", "").strip(),
-                "sortOrder": sort_order,
+                "sortOrder": _sort_order(values),
             }
         )
         made = await request.app[ENVIRONMENTS].create(actor(request), body)
         return f"Created the environment {made.name}"
 
     return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+
+
+def _sort_order(values: dict[str, str]) -> int | None:
+    order = values.get("sortOrder", "").strip()
+    try:
+        return int(order) if order else None
+    except ValueError:
+        raise InvalidInput(f"The sort order is a whole number, not {order[:20]!r}") from None
+
+
+@page
+async def update_environment(request: web.Request) -> web.Response:
+    """Its type and sort order (its name is its identity: keys carry it)."""
+    values = await form(request)
+    name = request.match_info["environment"]
+
+    async def work() -> str:
+        body = UpdateEnvironment.model_validate(
+            {"type": values.get("type", "").strip() or None, "sortOrder": _sort_order(values)}
+        )
+        saved = await request.app[ENVIRONMENTS].update(actor(request), name, body)
+        return f"Saved {name}: type {saved.type}, sort order {saved.sortOrder}"
+
+    return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+
+
+@page
+async def delete_environment(request: web.Request) -> web.Response:
+    values = await form(request)
+    name = request.match_info["environment"]
+
+    async def work() -> str:
+        confirmed(values, f"the environment {name}")
+        await request.app[ENVIRONMENTS].delete(actor(request), name)
+        return f"Deleted the environment {name}, with every flag's state and strategies there"
+
+    return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+
+
+@page
+async def rename_project(request: web.Request) -> web.Response:
+    values = await form(request)
+    project_id = request.match_info["id"]
+
+    async def work() -> str:
+        body = UpdateProject.model_validate(
+            {
+                "name": values.get("name", "").strip(),
+                "description": values.get("description", "").strip() or None,
+            }
+        )
+        saved = await request.app[PROJECTS].update(actor(request), project_id, body)
+        return f"Saved the project {project_id}: {saved.name}"
+
+    return await act(work, _here(request), lambda s, e: _project(request, s, e))
+
+
+@page
+async def delete_project(request: web.Request) -> web.Response:
+    """Unleash's refusals (the default project, one with flags not archived) are shown on
+    the project's page; its archived flags go with it."""
+    values = await form(request)
+    project_id = request.match_info["id"]
+
+    async def work() -> str:
+        confirmed(values, f"the project {project_id}")
+        await request.app[PROJECTS].delete(actor(request), project_id)
+        return f"Deleted the project {project_id}"
+
+    return await act(work, "/projects", lambda s, e: _project(request, s, e))

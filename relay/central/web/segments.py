@@ -1,6 +1,7 @@
 """The segments page: the segments with their constraints in words and what uses them, a form
-to make one or change one (the constraint editor of ``forms``), and delete for those no
-strategy uses. Every change goes through ``SegmentService``, as the admin API's do."""
+to make one or change one (the strategy form's constraint editor: ``constraint_rows`` of
+strategy_macros.html, read back by ``strategy_form.posted_constraints``), and delete for
+those no strategy uses. Every change goes through ``SegmentService``, as the admin API's do."""
 
 from __future__ import annotations
 
@@ -8,26 +9,23 @@ from aiohttp import web
 
 from relay.central.flags.segments import segment_id
 from relay.central.state import PROJECTS, SEGMENTS
-from relay.central.web.forms import (
-    FIELDS_PER_ROW,
-    MAX_CONSTRAINT_ROWS,
-    ConstraintRow,
-    act,
-    checked_constraints,
-    constraint_rows,
-    editing,
-)
+from relay.central.web import strategy_form as sf
+from relay.central.web.forms import act
 from relay.central.web.site import actor, form, page, render
-from relay.core.errors import InvalidInput
+from relay.core import describe
 from relay.wire.flags import SegmentOut, UpsertSegment
-from relay.wire.strategies import Operator
-
-FIELDS = FIELDS_PER_ROW * MAX_CONSTRAINT_ROWS + 10
 
 
 @page
 async def segments(request: web.Request) -> web.Response:
-    return render(request, "segments.html", segments=await request.app[SEGMENTS].all())
+    return await _listed(request)
+
+
+async def _listed(request: web.Request, status: int = 200, error: str = "") -> web.Response:
+    """The segments, each constraint in the words the flag page uses for strategies."""
+    found = await request.app[SEGMENTS].all()
+    words = {s.id: [describe.constraint(c) for c in s.constraints] for s in found}
+    return render(request, "segments.html", status, segments=found, words=words, error=error)
 
 
 @page
@@ -41,37 +39,34 @@ async def segment_form(request: web.Request) -> web.Response:
         "description": found.description or "",
         "project": found.project or "",
     }
-    return await _form(request, found, fields, [ConstraintRow.of(c) for c in found.constraints])
+    return await _form(request, found, fields, sf.constraint_rows(found.constraints))
 
 
 @page
 async def save_segment(request: web.Request) -> web.Response:
     """Create (``POST /segments``) or change (``POST /segments/{id}``) a segment; a form
-    posted by its "add a constraint" or "remove" button is shown again with the rows
-    changed, nothing saved."""
-    values = await form(request, fields=FIELDS)
+    posted by its "add another constraint" button is shown again (rows marked "remove"
+    gone, one blank row more), nothing saved."""
+    values = await form(request, fields=sf.FIELDS)
     service = request.app[SEGMENTS]
     found = None
     if "id" in request.match_info:
         found = await service.get(segment_id(request.match_info["id"]))
-    rows = constraint_rows(values)
+    rows = sf.posted_constraints(values)
 
     async def again(status: int, error: str) -> web.Response:
         return await _form(request, found, values, rows, status, error)
 
-    if editing(values):
+    if "more" in values:
         return await again(200, "")
 
     async def work() -> str:
-        constraints = checked_constraints(rows)
-        if constraints is None:
-            raise InvalidInput("A constraint is not right: see the rows marked below")
         body = UpsertSegment.model_validate(
             {
                 "name": values.get("name", "").strip(),
                 "description": values.get("description") or None,
                 "project": values.get("project") or None,
-                "constraints": constraints,
+                "constraints": [row.body() for row in rows],
             }
         )
         if found is None:
@@ -93,18 +88,14 @@ async def delete_segment(request: web.Request) -> web.Response:
         await service.delete(actor(request), found.id)
         return f"Deleted the segment {found.name}"
 
-    async def again(status: int, error: str) -> web.Response:
-        listed = await service.all()
-        return render(request, "segments.html", status, segments=listed, error=error)
-
-    return await act(work, "/segments", again)
+    return await act(work, "/segments", lambda s, e: _listed(request, s, e))
 
 
 async def _form(
     request: web.Request,
     found: SegmentOut | None,
     values: dict[str, str],
-    rows: list[ConstraintRow] | None = None,
+    rows: list[sf.ConstraintRow] | None = None,
     status: int = 200,
     error: str = "",
 ) -> web.Response:
@@ -114,9 +105,8 @@ async def _form(
         status,
         segment=found,
         values=values,
-        rows=rows or [ConstraintRow()],
-        operators=[o.value for o in Operator],
+        rows=rows or [],
+        sf=sf,
         projects=await request.app[PROJECTS].all(),
-        max_rows=MAX_CONSTRAINT_ROWS,
         error=error,
     )

@@ -10,7 +10,7 @@ constraint row and one blank variant row, and "add another" re-renders the poste
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -18,7 +18,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from relay.core import describe
-from relay.wire.strategies import Operator, PayloadType, Strategy, StrategyOut, WeightType
+from relay.wire.strategies import (
+    Constraint,
+    Operator,
+    PayloadType,
+    Strategy,
+    StrategyOut,
+    StrategyVariant,
+    WeightType,
+)
 
 KINDS = {
     "default": "Standard (everyone)",
@@ -125,25 +133,8 @@ class StrategyForm:
         elif kind in LISTED:
             form.listed = params.pop(LISTED[kind], "")
         form.parameters = "\n".join(f"{k}={v}" for k, v in params.items())
-        form.constraints = [
-            ConstraintRow(
-                c.contextName,
-                c.operator.value,
-                "\n".join(c.values) if c.operator.value in LIST_OPERATORS else c.value or "",
-                c.inverted,
-                c.caseInsensitive,
-            )
-            for c in strategy.constraints
-        ]
-        form.variants = [
-            VariantRow(
-                v.name,
-                "" if v.weightType is WeightType.VARIABLE else f"{v.weight / 10:g}",
-                v.payload.type.value if v.payload else "",
-                v.payload.value if v.payload else "",
-            )
-            for v in strategy.variants
-        ]
+        form.constraints = constraint_rows(strategy.constraints)
+        form.variants = variant_rows(strategy.variants)
         return form
 
     @classmethod
@@ -208,6 +199,33 @@ class StrategyForm:
         except ValidationError as exc:
             first = exc.errors(include_url=False, include_input=False)[0]
             raise FormProblem(_where(first["loc"]), _message(first["msg"])) from None
+
+
+def constraint_rows(constraints: Sequence[Constraint]) -> list[ConstraintRow]:
+    """Saved constraints (a strategy's, a segment's) as the editor's rows."""
+    return [
+        ConstraintRow(
+            c.contextName,
+            c.operator.value,
+            "\n".join(c.values) if c.operator.value in LIST_OPERATORS else c.value or "",
+            c.inverted,
+            c.caseInsensitive,
+        )
+        for c in constraints
+    ]
+
+
+def variant_rows(variants: Sequence[StrategyVariant]) -> list[VariantRow]:
+    """Saved variants (a strategy's, an environment's) as the editor's rows."""
+    return [
+        VariantRow(
+            v.name,
+            "" if v.weightType is WeightType.VARIABLE else f"{v.weight / 10:g}",
+            v.payload.type.value if v.payload else "",
+            v.payload.value if v.payload else "",
+        )
+        for v in variants
+    ]
 
 
 def posted_constraints(values: Mapping[str, str], prefix: str = "c") -> list[ConstraintRow]:
