@@ -102,7 +102,6 @@ class Visit:
         """Click, and wait for the page the click leads to (forms and links here all load
         a new page)."""
         from selenium.common.exceptions import WebDriverException
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         for attempt in range(5):
@@ -119,7 +118,24 @@ class Visit:
                     lambda driver: driver.execute_script("return document.readyState")
                     == "complete"
                 )
-        WebDriverWait(self.driver, 30).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.driver, 30).until(lambda driver: _gone(old))
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element``'s document was replaced. Chromium says so in two ways: a stale
+    element reference, or (while the new document is still being built) a node that "does
+    not belong to the document"; selenium's own ``staleness_of`` knows only the first."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def call(url: str, key: str, body: Any = None, method: str | None = None) -> tuple[int, Any]:
