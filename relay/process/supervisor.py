@@ -14,6 +14,7 @@ read.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -178,7 +179,15 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
     )[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(address)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(
+                f"port {port} is in use on {host} (another relay serve?): pick another with"
+                " --port N or RELAY_PORT=N"
+            ) from exc
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
