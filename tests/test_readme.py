@@ -16,9 +16,10 @@ from service import free_port, get_json, stored, wait_ready
 
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# the documents whose links are checked: the docs, and those they link to
-LINKED = [*DOCS, ROOT / "SECURITY.md", ROOT / "ARCHITECTURE.md"]
-MARKED_BLOCK = re.compile(r"^(?:<!-- (.+?) -->\n)?```sh\n(.*?)\n```", re.MULTILINE | re.DOTALL)
+# the documents whose links are checked: the docs, and those that link to them
+OTHERS = ("SECURITY.md", "ARCHITECTURE.md", "bench/README.md", "helm/relay/README.md")
+LINKED = [*DOCS, *(ROOT / name for name in OTHERS)]
+MARKED_BLOCK = re.compile(r"^(?:<!-- ([^\n]+?) -->\n)?```sh\n(.*?)\n```", re.MULTILINE | re.DOTALL)
 # the blocks each test here runs, by the name of their marker (<!-- run: NAME -->)
 RUN_HERE = {"start-command", "test-command", "five-minutes", "rollout"}
 
@@ -33,6 +34,13 @@ def blocks(name: str) -> str:
     ]
     assert found, name
     return "\n".join(found)
+
+
+def node_block() -> str:
+    """The README's Node SDK example, run after the five minutes with their key."""
+    match = re.search(r"<!-- run: node-sdk -->\n```js\n(.+?)\n```", DOCS[0].read_text(), re.S)
+    assert match
+    return match.group(1)
 
 
 def test_every_sh_block_is_run_or_says_why_not() -> None:
@@ -90,13 +98,13 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 @pytest.mark.process
 @pytest.mark.deploy
-def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path) -> None:
+def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path, node_sdk: Path) -> None:
     """Install into a new virtualenv from a copy of the tracked files and start, with the
     README's command as it is (only ``RELAY_PORT`` is set: a free port, not 4242). The service
     answering there is proven to be the one started: the admin key it printed once on its
     stdout opens an admin endpoint, which no other server would answer 200. Then the README's
     five minutes and the roll-out of docs/standalone.md, in one shell in that copy, as written
-    but for the port: a key made, a flag turned on, the real Python SDK seeing it."""
+    but for the port: a key made, a flag turned on, the real Python and Node SDKs seeing it."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -132,20 +140,22 @@ def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path) -> None:
         [admin] = re.findall(r"^\s+admin\s+(\S+)$", printed, re.MULTILINE)
         assert get_json(f"{url}/api/admin/projects/default", admin)["id"] == "default"
 
-        script = blocks("five-minutes") + "\n" + blocks("rollout")
+        node = f"node - <<'JS'\n{node_block()}\nJS"
+        script = "\n".join([blocks("five-minutes"), node, blocks("rollout")])
         shell = subprocess.run(
             ["bash", "-e", "-o", "pipefail", "-c", script.replace(":4242", f":{port}")],
             cwd=copy,
-            env=env,
+            env={**env, "NODE_PATH": str(node_sdk)},
             capture_output=True,
             text=True,
             timeout=600,
         )
         said = shell.stdout
         assert shell.returncode == 0, shell.stdout + shell.stderr
-        assert "new-checkout is on" in said, said
+        assert said.count("new-checkout is on") == 2, said  # Python, then Node
         assert re.search(r"^HTTP/1.1 202", said, re.MULTILINE), said
-        # the SDK's one evaluation, sent as it stopped, and the 3 posted
+        # the Python SDK's one evaluation, sent as it stopped, and the 3 posted (the Node
+        # SDK's destroy() sends none)
         assert stored(url, admin, "new-checkout") == 4
         strategies = get_json(
             f"{url}/api/admin/projects/default/features/new-checkout/environments/development"
