@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -116,28 +115,6 @@ def test_first_start_prints_keys_once_and_stores_only_hashes(tmp_path: Path) -> 
     with running(tmp_path) as again:
         # stdout is appended across both runs: the banner is there from the first only
         assert again.stdout().count("shown only now") == 1
-
-
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_port_in_use_says_how_to_pick_another_and_makes_no_keys(
-    tmp_path: Path, workers: str
-) -> None:
-    """Keys printed once at a first start that then fails on the port would be shown for a
-    service that never ran (and not again at the next start): the port comes first."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = str(taken.getsockname()[1])
-        result = relay(
-            "serve",
-            cwd=tmp_path,
-            env={"RELAY_HOST": "127.0.0.1", "RELAY_PORT": port, "RELAY_WORKERS": workers},
-        )
-    assert result.returncode == 2
-    [line] = result.stderr.splitlines()
-    assert line.startswith(f"relay: error: port {port} is in use") and "--port N" in line
-    assert "shown only now" not in result.stdout
-    assert not (tmp_path / "data" / "relay.db").exists()
 
 
 def test_pinned_keys_are_created_idempotently_and_never_logged(tmp_path: Path) -> None:

@@ -7,10 +7,9 @@ server on its own ``SO_REUSEPORT`` socket (the kernel spreads connections over t
 standalone mode they share one database, whose transactions keep "202 means durable" and
 idempotency exact; in relay mode each buffers in its own file (``relay.edge.metrics.shards``).
 
-- ``relay serve`` binds the workers' sockets first, so a port in use is a start-up error
-  before anything is written, then has the one-time start-up work done (``app.initialise``
-  in a child process: migrations, first-start keys, the relay's instance id), so the workers
-  never race on it. Then it
+- ``relay serve`` has the one-time start-up work done first (``app.initialise`` in a child
+  process: migrations, first-start keys, the relay's instance id), so the workers never race
+  on it, and binds the workers' sockets, so a port in use is a start-up error. Then it
   becomes the supervisor (``relay.process.supervisor``): a fresh interpreter on the same PID that
   imports only the standard library, about 10 MB.
 - Worker 0 is the leader: the only one running the flusher, the buffer monitor and pruning.
@@ -58,18 +57,14 @@ EXIT_CONFIG = 2
 def serve(settings: Settings, json_errors: bool = False) -> int:
     """``json_errors``: a start-up error is a JSON line (JSON logs asked for explicitly)."""
     logs.configure(settings.log_level, settings.log_format)
-    # The port first: a port in use ends the start before any start-up work (first-start
-    # keys printed once would be shown for a service that never ran).
-    sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
     if settings.workers == 1:
-        _run(settings, worker=0, sock=sockets[0], name="")
+        _run(settings, worker=0, sock=None, name="")
         return 0
     asked = ("json-errors",) if json_errors else ()
     initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise", *asked)
     if initialised.wait() != 0:
-        for sock in sockets:
-            sock.close()
         return initialised.returncode  # it has said why on stderr
+    sockets = supervisor.listen(settings.host, settings.listen_port, settings.workers)
     supervisor.start(settings, sockets)
 
 

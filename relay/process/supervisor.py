@@ -14,7 +14,6 @@ read.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -179,15 +178,7 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
     )[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise OSError(
-                f"port {port} is in use on {host} (another relay serve?): pick another with"
-                " --port N or RELAY_PORT=N"
-            ) from exc
+        probe.bind(address)
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
