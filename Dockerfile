@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The relay image: `relay serve`, configured by RELAY_* variables (docs/settings.md).
+# The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings").
 #   docker build -t relay:0.1.0 .
 #   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0
 # tests/test_deploy_dockerfile.py lints this file with hadolint; tests/test_deploy_image.py runs
