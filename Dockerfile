@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The relay image: `relay serve`, configured by RELAY_* variables (README, "Settings"), or
+# The relay image: `relay serve`, configured by RELAY_* variables (docs/settings.md), or
 # Unleash Edge's command line (`edge`, as Edge's Helm chart gives it: docs/edge.md).
 #   docker build -t relay:0.1.0 .
 #   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0

@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.metavar = "{" + ",".join(commands.choices) + "}"
     docs = commands.add_parser(
         "settings-docs",
-        description="Rewrite the documents generated from the settings model (README table, "
+        description="Rewrite the documents generated from the settings model (docs/settings.md, "
         "config/*.toml, the chart's values schema) in ROOT; --check only lists stale ones.",
     )
     docs.add_argument(

@@ -3,8 +3,8 @@
 Validated once at start-up into a frozen object; nothing else in the package reads the
 environment. Each field's description is its documentation, and its ``Usage`` what the
 description does not say: ``relay serve --help`` reads them, and ``relay settings-docs``
-(relay/settings_docs.py) writes the README's settings table, ``config/*.toml`` and the Helm
-chart's ``config`` schema from them.
+(relay/settings_docs.py) writes the settings table (docs/settings.md), ``config/*.toml`` and the
+Helm chart's ``config`` schema from them.
 """
 
 from __future__ import annotations

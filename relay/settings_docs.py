@@ -1,6 +1,6 @@
 """The documents generated from the settings model, so none of them is a hand copy.
 
-``relay settings-docs`` writes them: the README's settings table, the example files
+``relay settings-docs`` writes them: the settings table of docs/settings.md, the example files
 ``config/<mode>.toml`` and the ``config`` section of the Helm chart's values schema, from
 each field's description and ``Usage`` (relay/settings.py). ``--check`` (and the tests)
 report those that differ from what the model gives.
@@ -23,7 +23,7 @@ from relay.edge_cli.table import TABLE_START as EDGE_START
 from relay.settings import Settings
 from relay.settings_usage import Mode, usage
 
-README = Path("README.md")
+SETTINGS_DOCS = Path("docs/settings.md")
 VALUES_SCHEMA = Path("helm/relay/values.schema.json")
 TABLE_START, TABLE_END = "<!-- settings-table -->\n", "\n<!-- /settings-table -->"
 WIDTH = 100
@@ -73,10 +73,11 @@ HEADER = (
 
 def documents(root: Path) -> dict[Path, str]:
     """Each generated file, relative to ``root``, with the text the model gives it."""
-    readme = (root / README).read_text()
-    start, end = readme.find(TABLE_START), readme.find(TABLE_END)
+    page = (root / SETTINGS_DOCS).read_text()
+    start, end = page.find(TABLE_START), page.find(TABLE_END)
     if start < 0 or end < start:
-        raise ValueError(f"{README}: no {TABLE_START.strip()} ... {TABLE_END.strip()} markers")
+        markers = f"{TABLE_START.strip()} ... {TABLE_END.strip()}"
+        raise ValueError(f"{SETTINGS_DOCS}: no {markers} markers")
     edge_docs = (root / EDGE_DOCS).read_text()
     begin, finish = edge_docs.find(EDGE_START), edge_docs.find(EDGE_END)
     if begin < 0 or finish < begin:
@@ -84,7 +85,7 @@ def documents(root: Path) -> dict[Path, str]:
     schema = json.loads((root / VALUES_SCHEMA).read_text())
     schema["properties"]["config"] = chart_config()
     return {
-        README: readme[: start + len(TABLE_START)] + settings_table() + readme[end:],
+        SETTINGS_DOCS: page[: start + len(TABLE_START)] + settings_table() + page[end:],
         **{Path("config") / f"{mode}.toml": config_file(mode) for mode in Mode},
         VALUES_SCHEMA: json.dumps(schema, indent=2) + "\n",
         Path(EDGE_DOCS): edge_docs[: begin + len(EDGE_START)] + edge_table() + edge_docs[finish:],
@@ -116,11 +117,11 @@ def run(root: Path, check: bool) -> int:
     return 1 if check and wanted else 0
 
 
-# --- README -----------------------------------------------------------------------------
+# --- docs/settings.md ----------------------------------------------------------------------
 
 
 def settings_table() -> str:
-    """The README's table: one row per setting, its variable, flag, default and meaning."""
+    """The table of docs/settings.md: one row per setting, its variable, flag, default, meaning."""
     rows = ["| Setting | Environment | Flag | Default | Meaning |", "|---|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)

@@ -1,5 +1,5 @@
 """The settings' fields: each one's default, bounds, description and ``Usage`` (what
-``relay serve --help``, the README's table, ``config/*.toml`` and the Helm schema say of it,
+``relay serve --help``, docs/settings.md's table, ``config/*.toml`` and the Helm schema say of it,
 written by ``relay settings-docs``). How they are loaded and checked together is
 ``relay.settings``; the fields are apart because they are most of the text.
 """
@@ -46,7 +46,7 @@ class SettingsFields(BaseSettings):
     port: Annotated[int | None, Usage(example=DEFAULT_PORTS)] = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
     )
-    workers: Annotated[int, Usage(note='A sidecar needs one (README "Workers")')] = Field(
+    workers: Annotated[int, Usage(note="A sidecar needs one (docs/operations.md)")] = Field(
         1,
         ge=1,
         le=64,

@@ -3,7 +3,7 @@ body must add up to, computed here rather than by ``relay.core.convert``. Shared
 property tests of the models (test_properties_models.py) and of the HTTP API
 (test_properties_http.py).
 
-Bodies are generated within the documented limits (README, "Limits"): names of 1..255
+Bodies are generated within the documented limits (docs/operations.md, "Limits"): names of 1..255
 characters of any Unicode, counts 0..2^31-1, variants, timestamps with any offset (or none,
 read as UTC), nanosecond fractions.
 """

@@ -1,7 +1,7 @@
 """What one ``GET /api/client/features`` costs, in both modes: the flags are rendered once
 per change (``relay_client_features_renders_total{kind="full"}``), and an answer for any
 query is put together from the fragments it returns, so a made-up ``namePrefix``,
-``project`` or flag name costs no render of the scope (README, "What a request costs").
+``project`` or flag name costs no render of the scope (docs/api.md, "What SDKs get").
 Counted, not timed: ``bench/hostile.py render`` shows the latencies."""
 
 from __future__ import annotations

@@ -155,9 +155,10 @@ def test_application_chart_runs_the_relay_as_a_sidecar(app_chart: Path) -> None:
 
 
 def test_documented_sidecar_includes_are_the_example_ones() -> None:
-    """The include lines the READMEs show are those of the chart rendered above."""
+    """The include lines docs/relays.md and the chart's README show are those of the chart
+    rendered above."""
     example_template = (APP_CHART / "templates" / "deployment.yaml").read_text()
-    for readme in [ROOT / "README.md", CHART / "README.md"]:
+    for readme in [ROOT / "docs" / "relays.md", CHART / "README.md"]:
         shown = [
             line.strip()
             for line in readme.read_text().splitlines()

@@ -1,6 +1,6 @@
-"""What the relay's flag cache holds in memory: each scope's answer once (README, "Relay
-mode"), measured with tracemalloc for 100 scopes of 100 kB; and answers derived for queries
-stay within their bound."""
+"""What the relay's flag cache holds in memory: each scope's answer once (docs/relays.md,
+"Flags at a relay"), measured with tracemalloc for 100 scopes of 100 kB; and answers derived for
+queries stay within their bound."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from service import Service, eventually, running
 from relay.app import build_app
 from relay.central.flags.serving import POLL_INTERVAL
 
-BOUND = 2 * POLL_INTERVAL  # README: a write is served everywhere within about this
+BOUND = 2 * POLL_INTERVAL  # docs/api.md: a write is served everywhere within about this
 DEADLINE = 30.0  # what the test waits at most (slow CI machines), reported apart
 
 
@@ -60,7 +60,7 @@ def test_two_instances_converge_after_a_write_to_either(tmp_path: Path, postgres
             assert http("POST", f"{writer.url}{env_path('checkout')}/{state}")[0] == 200
             times.append(converge(reader.url, "checkout", state == "on"))
         print(f"served by the other instance after {[round(t, 3) for t in times]} s")
-        # the bound stated in the README, met in most of the trials (CI machines stall)
+        # the bound stated in docs/api.md, met in most of the trials (CI machines stall)
         assert sorted(times)[1] <= BOUND, times
 
 

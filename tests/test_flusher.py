@@ -194,7 +194,7 @@ async def test_a_full_buffer_evicts_the_oldest_hour(
     # three pass the bound well (two came within a WAL's size of it), and one fits in what
     # counts have after the WAL's and keys' parts
     # no flush until the close: batches the flusher cuts meanwhile would take counts of any
-    # hour out of the order the counts table keeps (see the note on outbox batches in README)
+    # hour out of the order the counts table keeps (docs/relays.md: outbox batches)
     client = await make_relay(
         buffer_max_bytes=11 * 1024 * 1024 // 4, backoff_max=60, flush_interval=3600
     )

@@ -244,7 +244,7 @@ def test_workers_start_and_serve_on_a_full_disk(tmp_path: Path) -> None:
 
 def test_a_shard_that_cannot_be_merged_is_said_once(tmp_path: Path) -> None:
     """With two workers on a full disk the other worker's file cannot be merged (it needs
-    room of its own: see the README); on the merged main that was an error line at every
+    room of its own: see docs/relays.md); on the merged main that was an error line at every
     flusher and monitor tick, 60 in 15 s. Once the disk has room, every count arrives."""
     port = free_port()
     upstream = f"http://127.0.0.1:{port}"

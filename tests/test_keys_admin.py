@@ -117,7 +117,7 @@ async def test_revoked_on_one_instance_is_refused_by_another_within_seconds(
         return await ingest_status(second, made["secret"]) == 401
 
     await eventually(refused, "the second instance refuses the revoked key", within=20)
-    assert time.monotonic() - started < 5  # README: within about 2 s
+    assert time.monotonic() - started < 5  # docs/standalone.md: within about 2 s
 
 
 @pytest.mark.process

@@ -1,4 +1,6 @@
-"""The README's promises: its two commands work (its settings table: test_settings_docs.py)."""
+"""The docs' promises: every ``sh`` block of README.md and docs/*.md is run here (or said not
+runnable, and why), and every relative link and anchor between the documents resolves (their
+settings table: test_settings_docs.py)."""
 
 from __future__ import annotations
 
@@ -10,29 +12,99 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from service import free_port, get_json, wait_ready
+from service import free_port, get_json, stored, wait_ready
 
 ROOT = Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text()
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# the documents whose links are checked: the docs, and those that link to them
+OTHERS = ("SECURITY.md", "ARCHITECTURE.md", "bench/README.md", "helm/relay/README.md")
+LINKED = [*DOCS, *(ROOT / name for name in OTHERS)]
+MARKED_BLOCK = re.compile(r"^(?:<!-- ([^\n]+?) -->\n)?```sh\n(.*?)\n```", re.MULTILINE | re.DOTALL)
+# the blocks each test here runs, by the name of their marker (<!-- run: NAME -->)
+RUN_HERE = {"start-command", "test-command", "five-minutes", "rollout"}
 
 
-def command(marker: str) -> str:
-    match = re.search(rf"<!-- {marker} -->\n```sh\n(.+?)\n```", README)
-    assert match, marker
+def blocks(name: str) -> str:
+    """The ``sh`` blocks marked ``name``, in the order a reader meets them (README first)."""
+    found = [
+        code
+        for doc in DOCS
+        for marker, code in MARKED_BLOCK.findall(doc.read_text())
+        if marker in (name, f"run: {name}")
+    ]
+    assert found, name
+    return "\n".join(found)
+
+
+def node_block() -> str:
+    """The README's Node SDK example, run after the five minutes with their key."""
+    match = re.search(r"<!-- run: node-sdk -->\n```js\n(.+?)\n```", DOCS[0].read_text(), re.S)
+    assert match
     return match.group(1)
 
 
+def test_every_sh_block_is_run_or_says_why_not() -> None:
+    run = set()
+    for doc in DOCS:
+        for marker, _ in MARKED_BLOCK.findall(doc.read_text()):
+            where = f"{doc.relative_to(ROOT)}: a sh block"
+            assert marker, f"{where} with no <!-- run: NAME --> or <!-- not run: REASON -->"
+            if marker.startswith("not run:"):
+                assert len(marker) > len("not run: ") + 10, f"{where} not run with no reason"
+            else:
+                run.add(marker.removeprefix("run: "))
+    assert run == RUN_HERE
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def unfenced(text: str) -> str:
+    """``text`` without its fenced blocks, where a ``#`` is no heading."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def prose(text: str) -> str:
+    """``text`` without its fenced blocks and code spans, where brackets are not links."""
+    return re.sub(r"`[^`\n]*`", "", unfenced(text))
+
+
+def anchors(doc: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", unfenced(doc.read_text()), re.MULTILINE):
+        base = slug(heading)
+        seen[base] = seen.get(base, -1) + 1
+        seen.setdefault(f"{base}-{seen[base]}" if seen[base] else base, 0)
+    return set(seen)
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=lambda d: str(d.relative_to(ROOT)))
+def test_relative_links_and_anchors_resolve(doc: Path) -> None:
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose(doc.read_text())):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        assert linked.exists(), f"{doc.name}: {target}"
+        if anchor and linked.suffix == ".md":
+            assert anchor in anchors(linked), f"{doc.name}: {target}"
+
+
 def test_ci_runs_the_readme_test_command() -> None:
-    assert command("test-command") in (ROOT / ".ci" / "run").read_text()
+    assert blocks("test-command") in (ROOT / ".ci" / "run").read_text()
 
 
 @pytest.mark.process
 @pytest.mark.deploy
-def test_start_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
+def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path, node_sdk: Path) -> None:
     """Install into a new virtualenv from a copy of the tracked files and start, with the
     README's command as it is (only ``RELAY_PORT`` is set: a free port, not 4242). The service
     answering there is proven to be the one started: the admin key it printed once on its
-    stdout opens an admin endpoint, which no other server would answer 200."""
+    stdout opens an admin endpoint, which no other server would answer 200. Then the README's
+    five minutes and the roll-out of docs/standalone.md, in one shell in that copy, as written
+    but for the port: a key made, a flag turned on, the real Python and Node SDKs seeing it."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -51,7 +123,7 @@ def test_start_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     with out.open("w") as stdout:
         process = subprocess.Popen(
-            ["bash", "-c", command("start-command")],
+            ["bash", "-c", blocks("start-command")],
             cwd=copy,
             env=env,
             stdout=stdout,
@@ -67,6 +139,30 @@ def test_start_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
         assert "shown only now" in printed
         [admin] = re.findall(r"^\s+admin\s+(\S+)$", printed, re.MULTILINE)
         assert get_json(f"{url}/api/admin/projects/default", admin)["id"] == "default"
+
+        node = f"node - <<'JS'\n{node_block()}\nJS"
+        script = "\n".join([blocks("five-minutes"), node, blocks("rollout")])
+        shell = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", script.replace(":4242", f":{port}")],
+            cwd=copy,
+            env={**env, "NODE_PATH": str(node_sdk)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        said = shell.stdout
+        assert shell.returncode == 0, shell.stdout + shell.stderr
+        assert said.count("new-checkout is on") == 2, said  # Python, then Node
+        assert re.search(r"^HTTP/1.1 202", said, re.MULTILINE), said
+        # the Python SDK's one evaluation, sent as it stopped, and the 3 posted (the Node
+        # SDK's destroy() sends none)
+        assert stored(url, admin, "new-checkout") == 4
+        strategies = get_json(
+            f"{url}/api/admin/projects/default/features/new-checkout/environments/development"
+            "/strategies",
+            admin,
+        )
+        assert [s["parameters"]["rollout"] for s in strategies] == ["100", "25"]
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)

@@ -53,7 +53,7 @@ def test_check_without_the_documents_is_one_error_line(
 ) -> None:
     assert main(["settings-docs", str(tmp_path), "--check"]) == 2
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("relay: error:") and "README.md" in line
+    assert line.startswith("relay: error:") and "docs/settings.md" in line
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_no_toml_for_other_values(value: object) -> None:
 
 
 def test_a_mode_s_settings_say_so_in_their_description() -> None:
-    """The description (README, --help) and the Usage (config files' sections) agree."""
+    """The description (docs/settings.md, --help) and the Usage (config files' sections) agree."""
     for name, field in Settings.model_fields.items():
         mode = usage(field).mode
         assert (field.description or "").startswith("Relay:") == (mode is Mode.EDGE), name

@@ -15,7 +15,7 @@ every peer would let every caller choose.
 The header read must be one the proxy appends to: X-Forwarded-For is what nginx
 (``$proxy_add_x_forwarded_for``), HAProxy, Envoy, Traefik and the cloud load balancers
 write; a proxy that writes only ``Forwarded`` must drop an X-Forwarded-For sent by callers
-(README, "Behind a reverse proxy").
+(docs/operations.md, "Behind a reverse proxy").
 """
 
 from __future__ import annotations

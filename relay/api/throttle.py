@@ -11,7 +11,7 @@ budget: a caller with a valid key is never slowed by others guessing from its ad
 
 The address is the caller's (``relay.api.client_address``): the socket's peer, or behind a
 trusted reverse proxy (``trust_proxy``) the address it forwarded, so callers behind one proxy
-do not share one budget (README, "Limits"). IPv6 addresses count per /64, the block a
+do not share one budget (docs/operations.md, "Limits"). IPv6 addresses count per /64, the block a
 single host usually has. Each worker process counts on its own.
 """
 

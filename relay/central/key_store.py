@@ -22,7 +22,7 @@ _LISTED = f"id, {_COLUMNS}, created_at, last_used_at"
 
 POLL_INTERVAL = 1.0
 """Seconds between two reads of the key revision: a key revoked through another worker or
-instance stops working here within about that (README, "Keys")."""
+instance stops working here within about that (docs/standalone.md, "Keys")."""
 USE_INTERVAL = 5.0
 """Seconds between two writes of the keys' last use: never a write per request."""
 

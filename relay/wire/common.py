@@ -1,6 +1,6 @@
 """Types, limits and bodies every audience shares: names, counts, times, errors, key types.
 
-The limits here are the service's documented input limits (README, "Limits").
+The limits here are the service's documented input limits (docs/operations.md, "Limits").
 """
 
 from __future__ import annotations

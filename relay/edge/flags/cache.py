@@ -1,6 +1,6 @@
 """The relay's flag cache: SDKs get their flags from memory, the upstream sees one request per
 scope per ``features_refresh_interval``, and a copy outlives the upstream's outages and the
-relay's restarts (README, "Flags at a relay", for what callers see).
+relay's restarts (docs/relays.md, "Flags at a relay", for what callers see).
 
 - **Scopes.** Keys with the same projects and environment (``FlagScope``) share one copy,
   fetched without a query with the key the upstream last answered (``flag_fetch``), from
