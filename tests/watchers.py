@@ -48,7 +48,10 @@ class Watcher:
             with self._lock:
                 return next((t - after for t, s in self.seen if t >= after and s == want), None)
 
-        wait_until(lambda: found() is not None, f"the SDK to see {want}", timeout=timeout)
+        try:
+            wait_until(lambda: found() is not None, f"the SDK to see {want}", timeout=timeout)
+        except AssertionError as exc:  # what it saw, and how it fetched: the diagnosis
+            raise AssertionError(f"{exc}; saw {self.seen}, modes {self.modes}") from None
         arrived = found()
         assert arrived is not None
         return arrived
