@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -100,7 +101,10 @@ def sdk_body(toggles: int = 20) -> bytes:
 def drive_bulk(server: Server, args: argparse.Namespace, workdir: Path) -> Load:
     """The reference bulk body posted to ``server`` for the run's duration."""
     url = f"{server.url}/api/client/metrics/bulk"
-    return drive(url, bulk_body(), args.connections, args.duration, workdir)
+    cpu = server.cpu_seconds()
+    load = drive(url, bulk_body(), args.connections, args.duration, workdir)
+    load.server_cpu_s = server.cpu_seconds() - cpu
+    return load
 
 
 def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
@@ -240,7 +244,10 @@ def main() -> None:
     parser.add_argument("--drain-keys", type=int, default=1_000_000)
     parser.add_argument("--drain-timeout", type=float, default=600.0)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--code", help="run the services from this checkout's code")
     args = parser.parse_args()
+    if args.code:
+        os.environ["PYTHONPATH"] = str(Path(args.code).resolve())  # the services inherit it
     if args.smoke:
         args.duration, args.connections, args.drain_keys = 1.0, 2, 2000
         args.flush_interval = 0.5
