@@ -115,8 +115,10 @@ class RegistrationKey(NamedTuple):
     instance_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
+class Registration(NamedTuple):
+    """Immutable as a tuple: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (3.2 µs against 0.6 µs, five per reference bulk request)."""
+
     key: RegistrationKey
     connect_via: tuple[Hop, ...]
     sdk_version: str | None
