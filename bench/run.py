@@ -100,9 +100,16 @@ def sdk_body(toggles: int = 20) -> bytes:
 
 def drive_bulk(server: Server, args: argparse.Namespace, workdir: Path) -> Load:
     """The reference bulk body posted to ``server`` for the run's duration."""
-    url = f"{server.url}/api/client/metrics/bulk"
+    return measured(server, "/api/client/metrics/bulk", bulk_body(), args, workdir)
+
+
+def measured(
+    server: Server, path: str, body: bytes, args: argparse.Namespace, workdir: Path
+) -> Load:
+    """``body`` posted to ``server``'s ``path`` for the run's duration, with the CPU the
+    server spent meanwhile."""
     cpu = server.cpu_seconds()
-    load = drive(url, bulk_body(), args.connections, args.duration, workdir)
+    load = drive(f"{server.url}{path}", body, args.connections, args.duration, workdir)
     load.server_cpu_s = server.cpu_seconds() - cpu
     return load
 
@@ -153,9 +160,7 @@ def scenario_sdk(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir, args.workers)
     edge = relay(workdir, central, args.workers)
     try:
-        load = drive(
-            f"{edge.url}/api/client/metrics", sdk_body(), args.connections, args.duration, workdir
-        )
+        load = measured(edge, "/api/client/metrics", sdk_body(), args, workdir)
         report("relay SDK /api/client/metrics", load, 20, edge)
     finally:
         edge.stop()
