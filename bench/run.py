@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -99,8 +100,18 @@ def sdk_body(toggles: int = 20) -> bytes:
 
 def drive_bulk(server: Server, args: argparse.Namespace, workdir: Path) -> Load:
     """The reference bulk body posted to ``server`` for the run's duration."""
-    url = f"{server.url}/api/client/metrics/bulk"
-    return drive(url, bulk_body(), args.connections, args.duration, workdir)
+    return measured(server, "/api/client/metrics/bulk", bulk_body(), args, workdir)
+
+
+def measured(
+    server: Server, path: str, body: bytes, args: argparse.Namespace, workdir: Path
+) -> Load:
+    """``body`` posted to ``server``'s ``path`` for the run's duration, with the CPU the
+    server spent meanwhile."""
+    cpu = server.cpu_seconds()
+    load = drive(f"{server.url}{path}", body, args.connections, args.duration, workdir)
+    load.server_cpu_s = server.cpu_seconds() - cpu
+    return load
 
 
 def scenario_baseline(args: argparse.Namespace, workdir: Path) -> None:
@@ -149,9 +160,7 @@ def scenario_sdk(args: argparse.Namespace, workdir: Path) -> None:
     central = standalone(workdir, args.workers)
     edge = relay(workdir, central, args.workers)
     try:
-        load = drive(
-            f"{edge.url}/api/client/metrics", sdk_body(), args.connections, args.duration, workdir
-        )
+        load = measured(edge, "/api/client/metrics", sdk_body(), args, workdir)
         report("relay SDK /api/client/metrics", load, 20, edge)
     finally:
         edge.stop()
@@ -240,7 +249,10 @@ def main() -> None:
     parser.add_argument("--drain-keys", type=int, default=1_000_000)
     parser.add_argument("--drain-timeout", type=float, default=600.0)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--code", help="run the services from this checkout's code")
     args = parser.parse_args()
+    if args.code:
+        os.environ["PYTHONPATH"] = str(Path(args.code).resolve())  # the services inherit it
     if args.smoke:
         args.duration, args.connections, args.drain_keys = 1.0, 2, 2000
         args.flush_interval = 0.5

@@ -56,19 +56,33 @@ class Server:
         once over the processes, as the node's memory accounting sees them."""
         return self._memory("smaps_rollup", "Pss")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time used so far, summed over the process and its children: the
+        machine is shared, so CPU per request is the figure that stays put when req/s drift."""
+        total = 0
+        for text in self._proc("stat"):
+            fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return total / os.sysconf("SC_CLK_TCK")
+
     def _memory(self, source: str, field: str) -> float:
         total = 0
-        pids = [self.service.process.pid]
-        while pids:
-            pid = pids.pop()
-            try:
-                text = Path(f"/proc/{pid}/{source}").read_text()
-                pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
-            except OSError:
-                continue
+        for text in self._proc(source):
             match = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
             total += int(match.group(1)) if match else 0
         return total / 1024
+
+    def _proc(self, source: str) -> list[str]:
+        """``/proc/<pid>/<source>`` of the process and of each of its descendants."""
+        texts, pids = [], [self.service.process.pid]
+        while pids:
+            pid = pids.pop()
+            try:
+                texts.append(Path(f"/proc/{pid}/{source}").read_text())
+                pids += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+            except OSError:
+                continue
+        return texts
 
     def stop(self) -> None:
         self.service.close(timeout=60)

@@ -31,6 +31,7 @@ class Load:
     p99_ms: float
     non_2xx: int
     generator: str
+    server_cpu_s: float | None = None  # the server's CPU time over the run, when measured
 
     @property
     def rps(self) -> float:
@@ -155,6 +156,9 @@ def report(name: str, load: Load, entries_per_request: int, server: Server) -> d
         "p50_ms": round(load.p50_ms, 2),
         "p99_ms": round(load.p99_ms, 2),
         "non_2xx": load.non_2xx,
+        "cpu_us_per_request": (
+            round(load.server_cpu_s / load.requests * 1e6) if load.server_cpu_s else None
+        ),
         "peak_rss_mb": round(server.peak_rss_mb(), 1),
         "pss_mb": round(server.pss_mb(), 1),
         "generator": load.generator,

@@ -22,6 +22,11 @@ _LAST = datetime.max.replace(tzinfo=UTC)
 # The float of a time in the last 31 microseconds of year 9999 rounds up to 10000-01-01, which
 # ``from_epoch`` refuses: such a time is kept as the last float before it.
 _LAST_SECONDS = math.nextafter(_LAST.timestamp(), 0)
+# Times this far inside the range by their float are in it whatever the float's rounding: the
+# exact comparison of datetimes (4 µs with pydantic's tzinfo, 7 per bulk request) is left to
+# the first and last days.
+_SURELY_AFTER = _FIRST.timestamp() + 86400
+_SURELY_BEFORE = _LAST_SECONDS - 86400
 
 
 class OutOfRange(ValueError):
@@ -42,10 +47,16 @@ def whole_number(text: str, most: int) -> int | None:
 def epoch(moment: datetime) -> float:
     """Epoch seconds, which ``from_epoch`` reads back, for any time of years 1 to 9999 in UTC
     (RFC 3339's range but year 0, which no datetime holds); a timestamp without an offset
-    is UTC (never the machine's zone). Compared as datetimes: a float has no room for
-    a bound at microseconds."""
+    is UTC (never the machine's zone). Within a day of either end compared as datetimes: a
+    float has no room for a bound at microseconds."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
+    try:
+        seconds = moment.timestamp()
+    except OverflowError:  # before year 1 once in UTC: refused below
+        seconds = _SURELY_AFTER
+    if _SURELY_AFTER < seconds < _SURELY_BEFORE:
+        return seconds
     if not _FIRST <= moment <= _LAST:
         raise OutOfRange(f"{moment.isoformat()} is not within years 1 to 9999 in UTC")
     return min(moment.timestamp(), _LAST_SECONDS)
@@ -104,8 +115,10 @@ class RegistrationKey(NamedTuple):
     instance_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
+class Registration(NamedTuple):
+    """Immutable as a tuple: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (3.2 µs against 0.6 µs, five per reference bulk request)."""
+
     key: RegistrationKey
     connect_via: tuple[Hop, ...]
     sdk_version: str | None
