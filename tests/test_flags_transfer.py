@@ -272,6 +272,8 @@ async def test_refusals_leave_everything_as_it_was(client: Any) -> None:
     data = unleash_file()
     data["featureStrategies"][0]["constraints"][0]["operator"] = "NUM_EQ"
     await refused_import(client, data, "/body/data/featureStrategies/0/constraints/0")
+    empty = {"features": [], "featureStrategies": []}
+    assert await importing(client, empty) == (200, None)
     status, answer = await call(client, "POST", f"{BATCH}/import", {"project": "default"})
     assert status == 400, answer
     assert_error(answer, "BadDataError")

@@ -19,6 +19,7 @@ the project does not have. ``validate`` answers the same checks without writing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,7 +100,8 @@ async def _plan(db: Reads, body: t.ImportBody) -> _Plan:
     if not await db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
         raise NotFound(f"Active project with id {project} does not exist")
     names = [f.name for f in data.features]
-    found = await load_flags(db, f"name IN ({', '.join('?' * len(names))})", names)
+    marks = ", ".join("?" * len(names))
+    found = await load_flags(db, f"name IN ({marks})", names) if names else []
     archived = {f.name for f in found if f.archived_at is not None}
     listed = set(names) - archived
     data = _without(data, archived)
@@ -125,7 +127,7 @@ async def _plan(db: Reads, body: t.ImportBody) -> _Plan:
     )
     error(
         "We detected the following features are duplicate in your import data:",
-        sorted({n for n in names if names.count(n) > 1}),
+        sorted(name for name, count in Counter(names).items() if count > 1),
     )
     segments, missing = await _segments(db, project, data)
     error("We detected the following segments that need to be created first:", missing)
