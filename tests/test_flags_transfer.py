@@ -117,6 +117,7 @@ async def test_a_round_trip_between_two_standalones_serves_the_same_flags(
         "segments",
         "tagTypes",
         "dependencies",
+        "links",
     }
     assert exported["segments"] == [{"id": 1, "name": "beta-users"}]
     assert [s["featureName"] for s in exported["featureStrategies"]] == ["checkout"] * 2

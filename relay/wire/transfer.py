@@ -42,6 +42,7 @@ class ExportedFeature(_Item):
     project: Name | None = None
     stale: StrictBool = False
     impressionData: StrictBool = False
+    archived: StrictBool = False
 
 
 class ExportedStrategy(Strategy):
@@ -94,6 +95,13 @@ class ExportedDependency(_Item):
     dependencies: Annotated[list[CreateDependency], Field(max_length=1)]
 
 
+class ExportedLinks(_Item):
+    """A flag's links (Unleash 8.2 exports them; we keep none: exported empty, taken and
+    ignored on import)."""
+
+    feature: FlagName
+
+
 class ExportResult(_Item):
     """Unleash's ``exportResultSchema``."""
 
@@ -107,6 +115,7 @@ class ExportResult(_Item):
     segments: Annotated[list[ExportedSegment], _MANY] = []
     tagTypes: Annotated[list[ExportedTagType], _MANY] = []
     dependencies: Annotated[list[ExportedDependency], _MANY] = []
+    links: Annotated[list[ExportedLinks], _MANY] = []
 
 
 class ExportQuery(Strict):
