@@ -1,14 +1,18 @@
-"""Flags moved from a real Unleash 8.2.0 to us: its export, of the flags of
+"""Flags moved between a real Unleash 8.2.0 and us. From Unleash: its export, of the flags of
 test_flags_sdk.py (rollouts, constraints, strategy variants, a segment, a disabled
 strategy) built through its admin API, is served by our standalone as Unleash serves it,
 and our export of them is Unleash's but for what we add or leave out (strategy ids and
-``sortOrder``, nulls, context fields). The export Unleash wrote is kept as
-``data/unleash_82_export.json``, imported by every run; a live Unleash server is opt-in:
-``TEST_UNLEASH_SERVER=1`` (real_unleash.py)."""
+``sortOrder``, nulls, context fields). To Unleash: our export of the same flags passes
+its validation and, imported, is served by Unleash as we serve it. The export Unleash
+wrote is kept as ``data/unleash_82_export.json``, imported by every run; a live Unleash
+server is opt-in: ``TEST_UNLEASH_SERVER=1`` (real_unleash.py)."""
 
 from __future__ import annotations
 
 import json
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +116,49 @@ def test_a_live_unleash_82s_export_is_served_alike(
     features, again = import_into_ours(tmp_path, theirs)
     assert features == expected
     assert compared(again) == compared(theirs)
+
+
+def test_our_export_is_imported_by_a_live_unleash_82(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Unleash imports only with a personal access token (never an admin key): its default
+    admin user signs in and makes one."""
+    env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
+    with running(tmp_path / "ours", env=env) as ours:
+        build_state(ours.url)
+        status, exported = http("POST", f"{ours.url}{EXPORT}", QUERY)
+        assert status == 200, exported
+        expected = served(ours.url)
+    with real_unleash(request, tmp_path / "unleash") as run:
+        unleash = run(None)
+        try:
+            assert http("POST", f"{unleash.url}/api/admin/segments", TESTERS)[0] == 201
+            token = personal_token(unleash.url)
+            body = {"project": "default", "environment": "development", "data": exported}
+            batch = f"{unleash.url}/api/admin/features-batch"
+            validation = {"errors": [], "warnings": [], "permissions": []}
+            assert http("POST", f"{batch}/validate", body, key=token) == (200, validation)
+            assert http("POST", f"{batch}/import", body, key=token) == (200, None)
+            assert served(unleash.url) == expected
+        finally:
+            unleash.close()
+
+
+def personal_token(url: str) -> str:
+    """A personal access token of Unleash's default admin user, valid for a day."""
+    session = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        headers = {"Content-Type": "application/json"}
+        call = urllib.request.Request(
+            f"{url}{path}", json.dumps(body).encode(), headers, method="POST"
+        )
+        with session.open(call, timeout=30) as response:
+            return json.load(response)
+
+    post("/auth/simple/login", {"username": "admin", "password": "unleash4all"})
+    expires = datetime.now(UTC) + timedelta(days=1)
+    made = post(
+        "/api/admin/user/tokens", {"description": "import", "expiresAt": expires.isoformat()}
+    )
+    return str(made["secret"])
