@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import assert_error, standalone_settings
+from conftest import PROD_KEY, assert_error, standalone_settings
 from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok, served, turn
+from test_delta import delta, names
 
 from relay.app import build_app
 from relay.wire.transfer import MAX_IMPORT_FLAGS
@@ -149,8 +150,16 @@ async def test_a_file_in_unleash_82s_shape_is_imported(client: Any) -> None:
         {"project": "default", "environment": "production", "data": unleash_file()},
     )
     assert validation == {"errors": [], "warnings": [], "permissions": []}
+    _, _, etag = await delta(client, key=PROD_KEY)
     assert await importing(client, unleash_file(), "production") == (200, None)
-    features = await served(client, key="default:production.prod-secret-for-tests-0123456789")
+    # one write: SDKs following the delta get both flags in one revision
+    status, changed, _ = await delta(client, etag, key=PROD_KEY)
+    assert status == 200 and len({e["eventId"] for e in changed}) == 1, changed
+    assert sorted(n for n in names(changed) if n[0] == "feature-updated") == [
+        ("feature-updated", "checkout-banner"),
+        ("feature-updated", "new-checkout"),
+    ]
+    features = await served(client, key=PROD_KEY)
     checkout, banner = features["new-checkout"], features["checkout-banner"]
     assert (checkout["enabled"], checkout["impressionData"], banner["stale"]) == (True, True, True)
     assert banner["type"] == "experiment" and banner["enabled"] is False
