@@ -59,7 +59,12 @@ class TransferService:
         result = await _exported(self._db, flags, query.environment)
         async with self._db.transaction() as tx:
             await self._write.events.record(
-                tx, actor, EventType.FEATURES_EXPORTED, after=result.model_dump(mode="json")
+                tx,
+                actor,
+                EventType.FEATURES_EXPORTED,
+                project=query.project,
+                environment=query.environment,
+                after=result.model_dump(mode="json", exclude_none=True),
             )
         return result
 
