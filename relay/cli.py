@@ -1,7 +1,8 @@
-"""``relay serve | keys create | flags create|on|off|list|evaluate | healthcheck`` (and, for
-developers, ``settings-docs``); Unleash Edge's ``relay edge|offline|health|ready`` are read by
-``relay.edge_cli``. Options with no command before them are ``serve``'s (the image's command
-is ``serve``: ``docker run IMAGE --mode relay`` is ``relay serve --mode relay``).
+"""``relay serve | keys create | flags create|on|off|list|evaluate|export|import |
+healthcheck`` (and, for developers, ``settings-docs``); Unleash Edge's ``relay
+edge|offline|health|ready`` are read by ``relay.edge_cli``. Options with no command before
+them are ``serve``'s (the image's command is ``serve``: ``docker run IMAGE --mode relay`` is
+``relay serve --mode relay``).
 
 Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
 setting with its environment variable and default. Errors an operator can fix (bad
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from relay import logs, settings_docs
+from relay import logs, settings_docs, transfer_cli
 from relay.api.errors import from_validation
 from relay.arguments import RedactingParser
 from relay.core.audit import Actor
@@ -194,7 +195,8 @@ def _flag_commands(commands: Any) -> None:
         help="userId, sessionId, remoteAddress, appName, or a property (repeatable)",
     )
     evaluate.add_argument("--environment", default="development")
-    for command in (create, *switches, listing, evaluate):
+    transfers = transfer_cli.add_commands(flag_commands)
+    for command in (create, *switches, listing, evaluate, *transfers):
         if command is not evaluate:
             command.add_argument(
                 "--project",
@@ -316,6 +318,8 @@ def _flags(settings: Settings, args: argparse.Namespace) -> int:
                     actor, project, args.name, args.environment, args.flag_command == "on"
                 )
                 return ""
+            case "export" | "import":
+                return await transfer_cli.run(db, settings, args)
             case "evaluate":
                 found = await evaluate_on(db, args.name, args.environment, args.context)
                 return json.dumps(found, ensure_ascii=False)

@@ -12,6 +12,7 @@ from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.tags import TagService
+from relay.central.flags.transfer import TransferService
 from relay.central.flags.variants import VariantService
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
@@ -30,6 +31,7 @@ SEGMENTS = web.AppKey("segments", SegmentService)
 DEPENDENCIES = web.AppKey("dependencies", DependencyService)
 VARIANTS = web.AppKey("variants", VariantService)
 TAGS = web.AppKey("tags", TagService)
+TRANSFER = web.AppKey("transfer", TransferService)
 CLIENT_FEATURES = web.AppKey("client_features", ClientFeaturesCache)
 EDGES = web.AppKey("edges", EdgeReportStore)
 IMPACT = web.AppKey("impact", ImpactStore)

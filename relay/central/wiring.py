@@ -21,7 +21,7 @@ from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KE
 from relay.central import admin, edges, events_api, impact, projects_api
 from relay.central.environments import EnvironmentStore
 from relay.central.events import EventLog
-from relay.central.flags import admin_api, client_api, model_api
+from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
@@ -32,6 +32,7 @@ from relay.central.flags.serving import (
 )
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.tags import TagService
+from relay.central.flags.transfer import TransferService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -51,6 +52,7 @@ from relay.central.state import (
     SEGMENTS,
     STRATEGIES,
     TAGS,
+    TRANSFER,
     USAGE,
     VARIANTS,
 )
@@ -140,6 +142,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     app[DEPENDENCIES] = DependencyService(writer)
     app[VARIANTS] = VariantService(writer)
     app[TAGS] = TagService(writer)
+    app[TRANSFER] = TransferService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
@@ -206,6 +209,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
     routes += [*streaming.ROUTES, *admin.ROUTES, *projects_api.ROUTES, *events_api.ROUTES]
     routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
+    routes += transfer_api.ROUTES
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     serve_routes(app, [*routes, *validate.ROUTES])
     return app

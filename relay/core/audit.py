@@ -62,6 +62,8 @@ class EventType(StrEnum):
     FEATURE_UNTAGGED = "feature-untagged"
     TAG_TYPE_CREATED = "tag-type-created"
     TAG_TYPE_DELETED = "tag-type-deleted"
+    FEATURES_EXPORTED = "features-exported"
+    FEATURES_IMPORTED = "features-imported"
     SEGMENT_CREATED = "segment-created"
     SEGMENT_UPDATED = "segment-updated"
     SEGMENT_DELETED = "segment-deleted"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from relay.central.flags.records import Reads
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
@@ -29,12 +30,7 @@ class TagService:
     async def of_flag(self, flag: str) -> list[wire.Tag]:
         """The flag's tags by type and value (none for a flag that does not exist, as
         Unleash answers)."""
-        rows = await self._db.fetch_all(
-            "SELECT tag_type, tag_value FROM feature_tags WHERE feature_name = ?"
-            " ORDER BY tag_type, tag_value",
-            (flag,),
-        )
-        return [wire.Tag(type=row[0], value=row[1]) for row in rows]
+        return await _tags(self._db, flag)
 
     async def add(self, actor: Actor, flag: str, tag: wire.Tag) -> wire.Tag:
         """Adding a tag the flag has is a success, as in Unleash."""
@@ -47,24 +43,15 @@ class TagService:
         """``added`` then ``removed``, in one transaction; the flag's tags after it. Each
         tag the flag gains or loses is an event."""
         async with self._write(actor) as w:
-            project = await _exists(w, flag)
-            for tag in added:
-                if not await w.tx.fetch_all("SELECT 1 FROM tag_types WHERE name = ?", (tag.type,)):
-                    raise NotFound(f"Could not find tag type {tag.type}")
-                if await w.tx.execute(
-                    "INSERT INTO feature_tags (feature_name, tag_type, tag_value, created_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (flag, tag.type, tag.value, time.time()),
-                ):
-                    await _tag_event(w, EventType.FEATURE_TAGGED, project, flag, tag)
-            for tag in removed:
-                await _untag(w, project, flag, tag.type, tag.value)
-            [count] = await w.tx.fetch_all(
-                "SELECT count(*) FROM feature_tags WHERE feature_name = ?", (flag,)
-            )
-            if int(count[0]) > MAX_TAGS:
-                raise InvalidInput(f"would give {flag} more than {MAX_TAGS} tags", "/body")
-        return await self.of_flag(flag)
+            return await _update(w, flag, added, removed)
+
+    async def replace(self, actor: Actor, flag: str, tags: Sequence[wire.Tag]) -> list[wire.Tag]:
+        """The flag's tags become ``tags`` (an import makes them the file's); each tag
+        gained or lost is an event."""
+        async with self._write(actor) as w:
+            current = await _tags(w.tx, flag)
+            removed = [tag for tag in current if tag not in tags]
+            return await _update(w, flag, [tag for tag in tags if tag not in current], removed)
 
     async def remove(self, actor: Actor, flag: str, type: str, value: str) -> None:
         """Removing a tag the flag does not have is a success, as in Unleash."""
@@ -97,6 +84,39 @@ class TagService:
         async with self._write(actor) as w:
             if await w.tx.execute("DELETE FROM tag_types WHERE name = ?", (name,)):
                 await w.event(EventType.TAG_TYPE_DELETED, before={"name": name})
+
+
+async def _update(
+    w: FlagWrite, flag: str, added: Sequence[wire.Tag], removed: Sequence[wire.Tag]
+) -> list[wire.Tag]:
+    """``added`` then ``removed`` in ``w``; the flag's tags after it, read in the write."""
+    project = await _exists(w, flag)
+    for tag in added:
+        if not await w.tx.fetch_all("SELECT 1 FROM tag_types WHERE name = ?", (tag.type,)):
+            raise NotFound(f"Could not find tag type {tag.type}")
+        if await w.tx.execute(
+            "INSERT INTO feature_tags (feature_name, tag_type, tag_value, created_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (flag, tag.type, tag.value, time.time()),
+        ):
+            await _tag_event(w, EventType.FEATURE_TAGGED, project, flag, tag)
+    for tag in removed:
+        await _untag(w, project, flag, tag.type, tag.value)
+    [count] = await w.tx.fetch_all(
+        "SELECT count(*) FROM feature_tags WHERE feature_name = ?", (flag,)
+    )
+    if int(count[0]) > MAX_TAGS:
+        raise InvalidInput(f"would give {flag} more than {MAX_TAGS} tags", "/body")
+    return await _tags(w.tx, flag)
+
+
+async def _tags(db: Reads, flag: str) -> list[wire.Tag]:
+    rows = await db.fetch_all(
+        "SELECT tag_type, tag_value FROM feature_tags WHERE feature_name = ?"
+        " ORDER BY tag_type, tag_value",
+        (flag,),
+    )
+    return [wire.Tag(type=row[0], value=row[1]) for row in rows]
 
 
 async def _exists(w: FlagWrite, flag: str) -> str:

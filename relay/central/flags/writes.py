@@ -66,6 +66,20 @@ class Writer:
         self._written(write.revision)
 
 
+class Joined(Writer):
+    """Services given this writer make their writes in ``write``, an open one: several
+    operations (an import) become one transaction, each with its own checks and events,
+    committed (and told to the cache) by whoever opened ``write``."""
+
+    def __init__(self, write: FlagWrite, db: Database) -> None:
+        super().__init__(db, events=write.log)
+        self._open = write
+
+    @asynccontextmanager
+    async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:
+        yield self._open
+
+
 async def log_changes(write: FlagWrite, kept: int) -> None:
     """The change log's rows of this write, in its transaction: every flag and segment that
     carries its revision (each operation sets it on what it changes), the segments it

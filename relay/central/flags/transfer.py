@@ -1,0 +1,374 @@
+"""Export and import of flags in Unleash 8.2's format (``features-batch``), so a team can
+move from Unleash to us and back.
+
+An export is one environment's view of the chosen flags: the flags, their strategies and
+state there, their tags and tag types, the segments the strategies name (by id and name)
+and their dependencies. It is logged (``features-exported``), as Unleash logs it.
+
+An import does what Unleash's does, in one flag write (``writes.Writer``): every step goes
+through the service the admin API uses (``writes.Joined``), with its checks and its events,
+and all of it commits or none of it does (then no event either). In order: flags created,
+or their metadata updated; environment variants set; missing tag types created; each
+flag's tags made the file's; the flags' strategies in the environment replaced by the
+file's (segments matched by name); flags turned on or off; dependencies set; then one
+``features-imported`` event. Flags archived here are left out (a warning); it refuses
+(400) a flag that exists in another project, a name twice, a segment or a parent flag
+that does not exist here, items naming flags the file does not list, and an environment
+the project does not have. ``validate`` answers the same checks without writing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.flags import FlagService, strategy_out
+from relay.central.flags.records import Reads, load_flags
+from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tags import TagService
+from relay.central.flags.variants import VariantService
+from relay.central.flags.writes import FlagWrite, Joined, Writer
+from relay.core.audit import Actor, EventType
+from relay.core.errors import InvalidInput, NotFound
+from relay.core.flags import FlagRecord
+from relay.wire import flags as wire
+from relay.wire import transfer as t
+from relay.wire.strategies import SAVED
+
+
+class TransferService:
+    def __init__(self, writer: Writer) -> None:
+        self._write = writer
+        self._db = writer.db
+
+    async def export(self, actor: Actor, query: t.ExportQuery) -> t.ExportResult:
+        """The flags that are not archived chosen by ``query`` (a tag value, names, a
+        project, else all), as Unleash exports them from ``query.environment``."""
+        where, params = "archived_at IS NULL", list[object]()
+        if query.tag is not None:
+            where += " AND name IN (SELECT feature_name FROM feature_tags WHERE tag_value = ?)"
+            params.append(query.tag)
+        elif query.features:
+            where += f" AND name IN ({', '.join('?' * len(query.features))})"
+            params += query.features
+        elif query.project is not None:
+            where, params = f"{where} AND project_id = ?", [query.project]
+        flags = await load_flags(self._db, where, params)
+        result = await _exported(self._db, flags, query.environment)
+        async with self._db.transaction() as tx:
+            await self._write.events.record(
+                tx,
+                actor,
+                EventType.FEATURES_EXPORTED,
+                project=query.project,
+                environment=query.environment,
+                after=result.model_dump(mode="json", exclude_none=True),
+            )
+        return result
+
+    async def validate(self, body: t.ImportBody) -> t.ValidationOut:
+        """What an import of ``body`` would refuse (errors) and do (warnings)."""
+        return (await _plan(self._db, body)).answer
+
+    async def import_(self, actor: Actor, body: t.ImportBody) -> None:
+        """All of ``body`` imported in one transaction, or a 400 and nothing changed."""
+        async with self._write(actor) as w:
+            plan = await _plan(w.tx, body)
+            errors = plan.answer.errors
+            if errors:
+                raise InvalidInput(
+                    " ".join(f"{e.message} {', '.join(e.affectedItems)}." for e in errors),
+                    "/body/data",
+                )
+            await _import(w, Joined(w, self._db), actor, body.project, body.environment, plan)
+            await w.event(
+                EventType.FEATURES_IMPORTED, project=body.project, environment=body.environment
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    answer: t.ValidationOut
+    data: t.ExportResult
+    """The file without the flags archived here."""
+    existing: frozenset[str]
+    """The file's flags this project has already."""
+    segments: dict[int, int]
+    """The file's segment ids -> ours."""
+
+
+async def _plan(db: Reads, body: t.ImportBody) -> _Plan:
+    """Unleash's checks of an import (``export-import-service.ts``), in its words."""
+    project, environment, data = body.project, body.environment, body.data
+    if not await db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+        raise NotFound(f"Active project with id {project} does not exist")
+    names = [f.name for f in data.features]
+    marks = ", ".join("?" * len(names))
+    found = await load_flags(db, f"name IN ({marks})", names) if names else []
+    archived = {f.name for f in found if f.archived_at is not None}
+    listed = set(names) - archived
+    data = _without(data, archived)
+    errors: list[t.ValidationItem] = []
+
+    def error(message: str, items: Sequence[str]) -> None:
+        if items:
+            errors.append(t.ValidationItem(message=message, affectedItems=list(items)))
+
+    if not await db.fetch_all(
+        "SELECT 1 FROM project_environments WHERE project_id = ? AND environment = ?",
+        (project, environment),
+    ):
+        error(f"The environment is not enabled in project {project}:", [environment])
+    error(
+        "You cannot import a features that already exist in other projects. You already"
+        f" have the following features defined outside of project {project}:",
+        [
+            f"{f.name} (in project {f.project})"
+            for f in found
+            if f.name in listed and f.project != project
+        ],
+    )
+    error(
+        "We detected the following features are duplicate in your import data:",
+        sorted(name for name, count in Counter(names).items() if count > 1),
+    )
+    segments, missing = await _segments(db, project, data)
+    error("We detected the following segments that need to be created first:", missing)
+    parents = sorted({d.feature for e in data.dependencies for d in e.dependencies} - listed)
+    known = (
+        await db.fetch_all(
+            "SELECT name FROM features WHERE archived_at IS NULL"
+            f" AND name IN ({', '.join('?' * len(parents))})",
+            parents,
+        )
+        if parents
+        else []
+    )
+    error(
+        "We detected the following dependencies that need to be created first:",
+        sorted(set(parents) - {str(row[0]) for row in known}),
+    )
+    strays = {s.featureName for s in data.featureStrategies}
+    strays |= {e.name for e in data.featureEnvironments} | {g.featureName for g in data.featureTags}
+    strays |= {d.feature for d in data.dependencies}
+    error(
+        "The following flags are named by strategies, environments, tags or dependencies"
+        " but not listed in features:",
+        sorted(strays - listed - archived),
+    )
+    existing = frozenset(f.name for f in found if f.name in listed and f.project == project)
+    warnings: list[t.ValidationItem] = []
+    for message, items in (
+        (
+            "The following features will not be imported as they are currently archived."
+            " To import them, please unarchive them first:",
+            sorted(archived),
+        ),
+        (
+            "The following features already exist in this project and will be overwritten:",
+            sorted(existing),
+        ),
+    ):
+        if items:
+            warnings.append(t.ValidationItem(message=message, affectedItems=items))
+    answer = t.ValidationOut(errors=errors, warnings=warnings)
+    return _Plan(answer, data, existing, segments)
+
+
+def _without(data: t.ExportResult, archived: set[str]) -> t.ExportResult:
+    """The file without the flags archived here (Unleash's ``removeArchivedFeatures``)."""
+    if not archived:
+        return data
+    tags = [g for g in data.featureTags if g.featureName not in archived]
+    return data.model_copy(
+        update={
+            "features": [f for f in data.features if f.name not in archived],
+            "featureEnvironments": [e for e in data.featureEnvironments if e.name not in archived],
+            "featureStrategies": [
+                s for s in data.featureStrategies if s.featureName not in archived
+            ],
+            "featureTags": tags,
+            "tagTypes": [k for k in data.tagTypes if k.name in {g.tagType for g in tags}],
+            "dependencies": [d for d in data.dependencies if d.feature not in archived],
+        }
+    )
+
+
+async def _segments(
+    db: Reads, project: str, data: t.ExportResult
+) -> tuple[dict[int, int], list[str]]:
+    """The file's segment ids mapped to ours by name (a segment of every project, or of
+    ``project``), and the names (or ids, when the file does not name them) not found."""
+    rows = await db.fetch_all(
+        "SELECT id, name FROM segments WHERE project_id IS NULL OR project_id = ? ORDER BY id",
+        (project,),
+    )
+    ours: dict[str, int] = {}
+    for row in rows:
+        ours.setdefault(str(row[1]), int(row[0]))
+    mapped = {s.id: ours[s.name] for s in data.segments if s.name in ours}
+    missing = [s.name for s in data.segments if s.name not in ours]
+    named = {s.id for s in data.segments}
+    used = {i for s in data.featureStrategies for i in s.segments}
+    missing += [f"segment {i} (not in segments)" for i in sorted(used - named)]
+    return mapped, missing
+
+
+async def _import(
+    w: FlagWrite, joined: Joined, actor: Actor, project: str, environment: str, plan: _Plan
+) -> None:
+    data = plan.data
+    flags, strategies = FlagService(joined), StrategyService(joined)
+    for feature in data.features:
+        if feature.name not in plan.existing:
+            created = wire.CreateFlag(
+                name=feature.name,
+                type=feature.type,
+                description=feature.description,
+                impressionData=feature.impressionData,
+            )
+            await flags.create(actor, project, created)
+        if feature.name in plan.existing or feature.stale:
+            update = wire.UpdateFlag(
+                description=feature.description,
+                type=feature.type,
+                stale=feature.stale,
+                impressionData=feature.impressionData,
+            )
+            await flags.update(actor, project, feature.name, update)
+    variants = VariantService(joined)
+    for state in data.featureEnvironments:
+        if state.variants:
+            pushed = wire.PushVariants(variants=state.variants, environments=[environment])
+            await variants.push(actor, project, state.name, pushed)
+    tags = TagService(joined)
+    have = {str(row[0]) for row in await w.tx.fetch_all("SELECT name FROM tag_types")}
+    for kind in data.tagTypes:
+        if kind.name not in have:
+            have.add(kind.name)
+            await tags.create_type(actor, wire.TagType.model_validate(kind.model_dump()))
+    for feature in data.features:
+        wanted = [
+            wire.Tag(type=g.tagType, value=g.tagValue)
+            for g in data.featureTags
+            if g.featureName == feature.name
+        ]
+        await tags.replace(actor, feature.name, wanted)
+    for feature in data.features:
+        await _clear(w, project, feature.name, environment)
+    for strategy in data.featureStrategies:
+        ours = [plan.segments[i] for i in strategy.segments]
+        body = strategy.model_copy(update={"segments": ours})
+        await strategies.add(actor, project, strategy.featureName, environment, body)
+    for state in data.featureEnvironments:
+        await flags.set_enabled(actor, project, state.name, environment, state.enabled)
+    dependencies = DependencyService(joined)
+    for entry in data.dependencies:
+        for dependency in entry.dependencies:
+            await dependencies.add(actor, project, entry.feature, dependency)
+
+
+async def _clear(w: FlagWrite, project: str, name: str, environment: str) -> None:
+    """The flag's strategies in ``environment`` removed (Unleash's import deletes them
+    before adding the file's), each removal an event."""
+    flag = await w.flag(project, name)
+    for strategy in flag.environment(environment).strategies:
+        await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (strategy.id,))
+        await w.event(
+            EventType.FEATURE_STRATEGY_REMOVE,
+            project=project,
+            feature=name,
+            environment=environment,
+            before=strategy_out(name, strategy).model_dump(mode="json", exclude_none=True),
+        )
+
+
+async def _exported(db: Reads, flags: Sequence[FlagRecord], environment: str) -> t.ExportResult:
+    """Unleash's export of ``flags`` from ``environment``."""
+    names = [f.name for f in flags]
+    marks = ", ".join("?" * len(names))
+    tags = (
+        await db.fetch_all(
+            "SELECT feature_name, tag_type, tag_value FROM feature_tags"
+            f" WHERE feature_name IN ({marks}) ORDER BY feature_name, tag_type, tag_value",
+            names,
+        )
+        if names
+        else []
+    )
+    strategies = [
+        t.ExportedStrategy.model_validate(
+            strategy_out(f.name, s).model_dump(mode="json", exclude_none=True), context=SAVED
+        )
+        for f in flags
+        for s in f.environment(environment).strategies
+    ]
+    used = sorted({i for s in strategies for i in s.segments})
+    segments = (
+        await db.fetch_all(
+            f"SELECT id, name FROM segments WHERE id IN ({', '.join('?' * len(used))}) ORDER BY id",
+            used,
+        )
+        if used
+        else []
+    )
+    kinds = sorted({str(row[1]) for row in tags})
+    types = (
+        await db.fetch_all(
+            "SELECT name, description, icon, color FROM tag_types"
+            f" WHERE name IN ({', '.join('?' * len(kinds))}) ORDER BY name",
+            kinds,
+        )
+        if kinds
+        else []
+    )
+    return t.ExportResult(
+        features=[
+            t.ExportedFeature(
+                name=f.name,
+                type=wire.FlagType(f.type),
+                description=f.description,
+                project=f.project,
+                stale=f.stale,
+                impressionData=f.impression_data,
+            )
+            for f in flags
+        ],
+        featureStrategies=strategies,
+        featureEnvironments=[
+            t.ExportedEnvironment.model_validate(
+                {
+                    "name": f.name,
+                    "featureName": f.name,
+                    "environment": environment,
+                    "enabled": f.environments[environment].enabled,
+                    "variants": list(f.environments[environment].variants),
+                },
+                context=SAVED,
+            )
+            for f in flags
+            if environment in f.environments
+        ],
+        featureTags=[
+            t.ExportedTag(featureName=row[0], tagType=row[1], tagValue=row[2]) for row in tags
+        ],
+        segments=[t.ExportedSegment(id=int(row[0]), name=row[1]) for row in segments],
+        tagTypes=[
+            t.ExportedTagType(name=r[0], description=r[1], icon=r[2], color=r[3]) for r in types
+        ],
+        dependencies=[
+            t.ExportedDependency(
+                feature=f.name,
+                dependencies=[
+                    wire.CreateDependency(
+                        feature=d.parent, enabled=d.enabled, variants=list(d.variants)
+                    )
+                    for d in f.dependencies
+                ],
+            )
+            for f in flags
+            if f.dependencies
+        ],
+    )

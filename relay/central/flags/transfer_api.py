@@ -1,0 +1,67 @@
+"""Unleash 8.2's ``/api/admin/features-batch/export|validate|import`` (admin key): each
+handler one call to ``transfer.TransferService``. Bodies are bounded by ``max_body_bytes``
+and an import by ``MAX_IMPORT_FLAGS`` flags (400 past it, in Unleash's error shape)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from relay.api.body import read_json
+from relay.api.responses import model_response
+from relay.api.routing import Route
+from relay.central.admin import actor, admin_route
+from relay.central.state import TRANSFER
+from relay.wire import transfer as t
+
+_BATCH = "/api/admin/features-batch"
+_BODY = (400, 413, 415)
+
+
+async def export_features(request: web.Request) -> web.Response:
+    """``downloadFile`` is taken and, as in Unleash 8.2's server, changes nothing."""
+    query = await read_json(request, t.ExportQuery)
+    result = await request.app[TRANSFER].export(actor(request), query)
+    return web.Response(
+        body=result.model_dump_json(exclude_none=True), content_type="application/json"
+    )
+
+
+async def validate_import(request: web.Request) -> web.Response:
+    body = await read_json(request, t.ImportBody)
+    return model_response(await request.app[TRANSFER].validate(body))
+
+
+async def import_features(request: web.Request) -> web.Response:
+    body = await read_json(request, t.ImportBody)
+    await request.app[TRANSFER].import_(actor(request), body)
+    return web.Response(status=200)
+
+
+ROUTES: list[Route] = [
+    admin_route(
+        "POST",
+        f"{_BATCH}/export",
+        export_features,
+        "Export flags of one environment in Unleash's format",
+        body=t.ExportQuery,
+        ok=(200, t.ExportResult),
+        errors=_BODY,
+    ),
+    admin_route(
+        "POST",
+        f"{_BATCH}/validate",
+        validate_import,
+        "What an import would refuse (errors) and do (warnings)",
+        body=t.ImportBody,
+        ok=(200, t.ValidationOut),
+        errors=(*_BODY, 404),
+    ),
+    admin_route(
+        "POST",
+        f"{_BATCH}/import",
+        import_features,
+        "Import flags in Unleash's format into a project's environment, all or nothing",
+        body=t.ImportBody,
+        errors=(*_BODY, 403, 404, 409),
+    ),
+]

@@ -1,0 +1,54 @@
+"""``relay flags export|import``: a project's flags of one environment to and from a file in
+Unleash 8.2's export format, on the standalone store (``relay.cli`` gives them its store
+settings and ``--project``). The same service as ``/api/admin/features-batch``: an import
+is all or nothing, its changes logged as made by the command line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from relay.core.audit import Actor
+from relay.core.errors import InvalidInput
+from relay.settings import Settings
+from relay.store.sql import Database
+from relay.wire.transfer import ExportQuery, ExportResult, ImportBody
+
+
+def add_commands(flag_commands: Any) -> list[argparse.ArgumentParser]:
+    """The two commands' parsers (``flag_commands``: the ``flags`` subparsers)."""
+    export = flag_commands.add_parser(
+        "export",
+        help="print a project's flags in one environment in Unleash's export format (JSON)",
+    )
+    load = flag_commands.add_parser(
+        "import",
+        help="import a file in Unleash's export format into a project's environment"
+        " (all or nothing)",
+    )
+    load.add_argument("file", type=Path, help="the export file (JSON)")
+    for command in (export, load):
+        command.add_argument("--environment", default="development")
+    return [export, load]
+
+
+async def run(db: Database, settings: Settings, args: argparse.Namespace) -> str:
+    """The command's output: the export file, or a line saying what was imported."""
+    from relay.central.events import EventLog
+    from relay.central.flags.transfer import TransferService
+    from relay.central.flags.writes import Writer
+
+    service = TransferService(Writer(db, events=EventLog(db, settings.event_log_kept)))
+    actor = Actor.command_line()
+    if args.flag_command == "export":
+        query = ExportQuery(environment=args.environment, project=args.project)
+        return (await service.export(actor, query)).model_dump_json(exclude_none=True, indent=2)
+    try:
+        text = args.file.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {args.file}: {exc.strerror}") from None
+    data = ExportResult.model_validate_json(text)
+    body = ImportBody(project=args.project, environment=args.environment, data=data)
+    await service.import_(actor, body)
+    return f"imported {len(data.features)} flags into {args.project}/{args.environment}"
