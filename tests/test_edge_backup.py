@@ -102,3 +102,29 @@ def test_a_backup_that_does_not_read_is_no_reason_not_to_start(tmp_path: Path) -
     with running(tmp_path, env=env) as relay:
         assert "Unleash Edge backup file not read" in relay.logs()
         assert status_of(relay.url, BACKED_UP) == 503
+
+
+def test_backup_files_that_are_not_regular_files_are_skipped(tmp_path: Path) -> None:
+    """A named pipe where a backup file should be (a careless mount, a hostile one) has no
+    end: the relay skips it and starts, rather than waiting on it for good."""
+    import contextlib
+    import os
+
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    os.mkfifo(folder / "unleash_tokens.json")
+    os.mkfifo(folder / "unleash_features.json")
+    env = {
+        "RELAY_MODE": "relay",
+        "RELAY_UPSTREAM_URL": f"http://127.0.0.1:{free_port()}",
+        "RELAY_BACKUP_FOLDER": str(folder),
+        "RELAY_LOG_FORMAT": "text",
+    }
+    try:
+        with running(tmp_path, env=env) as relay:
+            assert "not a regular file" in relay.logs()
+            assert status_of(relay.url, BACKED_UP) == 503
+    finally:  # a reader blocked on a FIFO (the bug) sees its end, so the test can stop
+        for name in ("unleash_tokens.json", "unleash_features.json"):
+            with contextlib.suppress(OSError):  # ENXIO: no reader, nothing to unblock
+                os.close(os.open(folder / name, os.O_WRONLY | os.O_NONBLOCK))

@@ -106,6 +106,26 @@ def test_reload_picks_up_a_change_and_keeps_the_copy_past_a_broken_file(tmp_path
         assert relay.logs().count("bootstrap file not reloaded") == 1
 
 
+def test_a_file_swapped_for_a_fifo_is_not_read_and_the_service_answers(tmp_path: Path) -> None:
+    """A named pipe (or a device) in the file's place has no end: reading it would block the
+    process for good. It is refused like a broken file, the copy held is served."""
+    import contextlib
+    import os
+
+    file = tmp_path / "simple.json"
+    file.write_text(json.dumps(SIMPLE))
+    env = offline_env(file, RELAY_RELOAD_INTERVAL="0.2", RELAY_LOG_FORMAT="text")
+    with running(tmp_path, env=env) as relay:
+        file.unlink()
+        os.mkfifo(file)
+        try:
+            wait_until(lambda: "not a regular file" in relay.logs(), "the FIFO refused")
+            assert names(relay.url) == ["simple-off", "simple-on"]
+        finally:  # a reader blocked on the FIFO (the bug) sees its end, so the test can stop
+            with contextlib.suppress(OSError):  # ENXIO: no reader, nothing to unblock
+                os.close(os.open(file, os.O_WRONLY | os.O_NONBLOCK))
+
+
 def _post_metrics(url: str, key: str) -> int:
     import urllib.error
     import urllib.request

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from relay.core.client_features import read
 from relay.core.keys import InvalidKey, Principal, hash_key, parse_key
+from relay.edge.flags.files import read_bounded
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, KeySeen, Saved, Write
 from relay.wire.common import KeyType
 from relay.wire.edges import EdgeFeatures, EdgeToken, EdgeTokens
@@ -103,12 +104,8 @@ def _flags(answer: dict[str, object] | None) -> bytes | None:
 
 def _load(path: Path, parse: Any) -> Any:
     try:
-        with path.open("rb") as file:
-            content = file.read(MAX_FILE_BYTES + 1)
-        if len(content) > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        return parse(content)
-    except (OSError, ValueError, ValidationError) as exc:
+        return parse(read_bounded(path, MAX_FILE_BYTES))
+    except (ValueError, ValidationError) as exc:  # NotReadable is a ValueError
         log.warning(
             "Unleash Edge backup file not read",
             extra={"path": str(path), "error": str(exc).splitlines()[0][:300]},

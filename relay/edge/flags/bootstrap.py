@@ -28,6 +28,7 @@ from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of, read
 from relay.core.keys import Principal
 from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.files import NotReadable, read_bounded
 from relay.edge.flags.store import FlagScope
 
 log = logging.getLogger(__name__)
@@ -150,13 +151,9 @@ class FileFlags:
 
     def _read(self) -> bytes:
         try:
-            with self.path.open("rb") as file:
-                content = file.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise BootstrapError(f"{self.path}: {exc.strerror}") from None
-        if len(content) > MAX_FILE_BYTES:
-            raise BootstrapError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes")
-        return parse(content)
+            return parse(read_bounded(self.path, MAX_FILE_BYTES))
+        except NotReadable as exc:
+            raise BootstrapError(str(exc)) from None
 
     def _take(self, body: bytes, stat: tuple[int, int, int]) -> None:
         moved = False
