@@ -10,6 +10,8 @@ import os
 import stat
 from pathlib import Path
 
+CHUNK = 1024 * 1024
+
 
 class NotReadable(ValueError):
     """The file cannot be read: the message names it and why, never its content."""
@@ -26,12 +28,16 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotReadable(f"{path}: not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            content = file.read(max_bytes + 1)
+        chunks: list[bytes] = []
+        read = 0
+        # in chunks, not read(max_bytes + 1): that allocates the bound whatever the size
+        while read <= max_bytes and (chunk := os.read(fd, min(CHUNK, max_bytes + 1 - read))):
+            chunks.append(chunk)
+            read += len(chunk)
     except OSError as exc:
         raise NotReadable(f"{path}: {exc.strerror}") from None
     finally:
         os.close(fd)
-    if len(content) > max_bytes:
+    if read > max_bytes:
         raise NotReadable(f"{path}: larger than {max_bytes} bytes")
-    return content
+    return b"".join(chunks)
