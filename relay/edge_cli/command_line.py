@@ -213,8 +213,10 @@ _CONVERT: dict[str, Callable[[EdgeOption, Any], dict[str, Any]]] = {
 
 def _parser(json_errors: bool) -> argparse.ArgumentParser:
     RedactingParser.json_errors = json_errors
+    # allow_abbrev off: clap takes an option only by its whole name, so must we
     parser = RedactingParser(
         prog="relay",
+        allow_abbrev=False,
         description="Unleash Edge's command line (its open-source release 20.4.1), for moving"
         " from Edge: each option also reads Edge's environment variable; relay's RELAY_*"
         " variables win over Edge's. Relay's own commands: relay --help.",
@@ -228,7 +230,9 @@ def _parser(json_errors: bool) -> argparse.ArgumentParser:
         "ready": "exit 0 when a running instance is ready (/internal-backstage/ready)",
     }
     for command in COMMANDS:
-        sub = commands.add_parser(command, help=helps[command], description=helps[command])
+        sub = commands.add_parser(
+            command, help=helps[command], description=helps[command], allow_abbrev=False
+        )
         _add(sub, options_of(command))
     return parser
 
