@@ -306,3 +306,10 @@ def test_a_shortened_option_is_refused_as_edge_refuses_it() -> None:
         # "--inter" not known: "127.0.0.1" is taken for the subcommand, an invalid choice
         assert "unrecognized arguments" in done.stderr or "invalid choice" in done.stderr, argv
 
+
+def test_health_never_prints_a_password_of_its_url() -> None:
+    url = f"http://probe:hunter2-secret@127.0.0.1:{free_port()}"
+    done = relay("health", "-e", url)
+    assert done.returncode == 1
+    assert "hunter2" not in done.stderr + done.stdout, done.stderr
+    assert "127.0.0.1" in done.stderr
