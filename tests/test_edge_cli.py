@@ -313,3 +313,14 @@ def test_health_never_prints_a_password_of_its_url() -> None:
     assert done.returncode == 1
     assert "hunter2" not in done.stderr + done.stdout, done.stderr
     assert "127.0.0.1" in done.stderr
+
+
+def test_a_value_option_given_twice_is_refused_as_edge_refuses_it() -> None:
+    """clap refuses ``-u A -u B`` (argparse would keep B): the error names the option, not
+    the values; a list option (``-t``) may be repeated, as in Edge."""
+    done = relay("edge", "-u", "http://a", "--upstream-url", "http://b", "-t", DEV)
+    assert done.returncode == 2
+    assert "--upstream-url: cannot be used multiple times" in done.stderr
+    assert "http://b" not in done.stderr
+    parsed = parse(["edge", "-u", "http://up", "-t", DEV, "-t", PROD], {})
+    assert isinstance(parsed, Serve) and parsed.overrides["client_tokens"] == [DEV, PROD]

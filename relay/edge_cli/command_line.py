@@ -242,7 +242,9 @@ def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None
         if option.kind is Kind.NOT_READ or option.flagless:
             continue
         flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
-        action = {Takes.VALUE: "store", Takes.LIST: "append", Takes.FLAG: "store_true"}
+        action: dict[Takes, str | type[argparse.Action]] = {
+            Takes.VALUE: _Once, Takes.LIST: "append", Takes.FLAG: "store_true"
+        }
         parser.add_argument(
             *flags,
             dest=option.name,
@@ -250,6 +252,22 @@ def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None
             default=argparse.SUPPRESS,
             help=_help(option),
         )
+
+
+class _Once(argparse.Action):
+    """A value option given twice is an error, as clap makes it (Edge does not set
+    ``args_override_self``): argparse would keep the last one silently."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if hasattr(namespace, self.dest):
+            raise argparse.ArgumentError(self, "cannot be used multiple times")
+        setattr(namespace, self.dest, values)
 
 
 def _help(option: EdgeOption) -> str:
