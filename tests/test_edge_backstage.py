@@ -160,3 +160,21 @@ async def test_offline_delta_and_stream_follow_a_reload(
     assert names == ["added"]
     delta = await client.get("/api/client/delta", headers={**auth(DEV_KEY), "If-None-Match": held})
     assert [e["feature"]["name"] for e in (await delta.json())["events"]] == ["added"]
+
+
+async def test_metricsbatch_counts_carry_their_own_variants(make_relay: MakeClient) -> None:
+    """A page of ``MAX_ROWS`` counts, each with its variants, read by their keys: not the
+    oldest variants of the whole buffer (a scan and sort of it on each anonymous request,
+    which cut off the variants of the page's later counts)."""
+    client = await make_relay(flush_interval=3600)
+    variants = {f"v{i:02d}": i + 1 for i in range(11)}
+    metrics = [metric(feature=f"f{i:04d}", yes=1, no=0, variants=variants) for i in range(1000)]
+    for start in range(0, 1000, 250):
+        body = bulk(metrics[start : start + 250])
+        posted = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+        assert posted.status == 202, await posted.text()
+    status, batch = await get(client, "metricsbatch")
+    assert status == 200 and len(batch["metrics"]) == 1000
+    for row in batch["metrics"]:
+        [toggle] = row["bucket"]["toggles"].values()
+        assert toggle["variants"] == variants, row["key"]

@@ -291,3 +291,36 @@ def test_every_relay_setting_in_the_table_exists() -> None:
     """The table maps Edge's options onto settings by name: each must be one of relay's."""
     named = {name for o in OPTIONS if o.kind is Kind.SETTING for name in o.ours}
     assert named - set(Settings.model_fields) == set()
+
+
+def test_a_shortened_option_is_refused_as_edge_refuses_it() -> None:
+    """clap takes an option only by its whole name: ``--backup`` is not ``--backup-folder``
+    in Edge, so it is not in relay either (argparse would take any unambiguous prefix)."""
+    for argv in (
+        ["edge", "-u", "http://up", "-t", DEV, "--backup", "/tmp/backup"],
+        ["edge", "--upstream", "http://up", "-t", DEV],
+        ["--inter", "127.0.0.1", "edge", "-u", "http://up", "-t", DEV],
+    ):
+        done = relay(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        # "--inter" not known: "127.0.0.1" is taken for the subcommand, an invalid choice
+        assert "unrecognized arguments" in done.stderr or "invalid choice" in done.stderr, argv
+
+
+def test_health_never_prints_a_password_of_its_url() -> None:
+    url = f"http://probe:hunter2-secret@127.0.0.1:{free_port()}"
+    done = relay("health", "-e", url)
+    assert done.returncode == 1
+    assert "hunter2" not in done.stderr + done.stdout, done.stderr
+    assert "127.0.0.1" in done.stderr
+
+
+def test_a_value_option_given_twice_is_refused_as_edge_refuses_it() -> None:
+    """clap refuses ``-u A -u B`` (argparse would keep B): the error names the option, not
+    the values; a list option (``-t``) may be repeated, as in Edge."""
+    done = relay("edge", "-u", "http://a", "--upstream-url", "http://b", "-t", DEV)
+    assert done.returncode == 2
+    assert "--upstream-url: cannot be used multiple times" in done.stderr
+    assert "http://b" not in done.stderr
+    parsed = parse(["edge", "-u", "http://up", "-t", DEV, "-t", PROD], {})
+    assert isinstance(parsed, Serve) and parsed.overrides["client_tokens"] == [DEV, PROD]

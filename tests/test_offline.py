@@ -106,6 +106,90 @@ def test_reload_picks_up_a_change_and_keeps_the_copy_past_a_broken_file(tmp_path
         assert relay.logs().count("bootstrap file not reloaded") == 1
 
 
+def test_a_file_swapped_for_a_fifo_is_not_read_and_the_service_answers(tmp_path: Path) -> None:
+    """A named pipe (or a device) in the file's place has no end: reading it would block the
+    process for good. It is refused like a broken file, the copy held is served."""
+    import contextlib
+    import os
+
+    file = tmp_path / "simple.json"
+    file.write_text(json.dumps(SIMPLE))
+    env = offline_env(file, RELAY_RELOAD_INTERVAL="0.2", RELAY_LOG_FORMAT="text")
+    with running(tmp_path, env=env) as relay:
+        file.unlink()
+        os.mkfifo(file)
+        try:
+            wait_until(lambda: "not a regular file" in relay.logs(), "the FIFO refused")
+            assert names(relay.url) == ["simple-off", "simple-on"]
+        finally:  # a reader blocked on the FIFO (the bug) sees its end, so the test can stop
+            with contextlib.suppress(OSError):  # ENXIO: no reader, nothing to unblock
+                os.close(os.open(file, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_large_file_is_reloaded_while_requests_are_answered(tmp_path: Path) -> None:
+    """Reading a changed file of some MB, and rendering and comparing each scope's answer, is
+    seconds of work: done in a thread, requests that come meanwhile are answered, not held
+    until it ends. Shown by the answers' gaps: the longest is a part of the reload's time
+    (one parse held by the thread), never all of it (the event loop blocked throughout)."""
+    import itertools
+    import threading
+    import time
+
+    file = tmp_path / "features.json"
+    file.write_text(json.dumps(SIMPLE))
+    scopes = [DEV_KEY, *(f"p{i}:development.offline-reload-key-{i}-0123456789" for i in range(3))]
+    big = {
+        "version": 2,
+        "features": [
+            {
+                "name": f"flag-{i:05d}",
+                "enabled": True,
+                "project": f"p{i % 3}",
+                "strategies": [
+                    {
+                        "name": "default",
+                        "constraints": [
+                            {"contextName": "userId", "operator": "IN", "values": [str(i)] * 40}
+                        ],
+                    }
+                ],
+            }
+            for i in range(12_000)
+        ],
+    }
+    env = offline_env(
+        file,
+        RELAY_RELOAD_INTERVAL="0.2",
+        RELAY_LOG_FORMAT="text",
+        RELAY_CLIENT_TOKENS=",".join(scopes),
+    )
+    with running(tmp_path, env=env) as relay:
+        answered: list[float] = []
+        stop = threading.Event()
+
+        def probe() -> None:
+            while not stop.is_set():
+                get_json(f"{relay.url}/health")
+                answered.append(time.monotonic())
+
+        thread = threading.Thread(target=probe)
+        thread.start()
+        try:
+            wait_until(lambda: len(answered) > 10, "health answered")
+            changed = time.monotonic()
+            file.write_text(json.dumps(big))
+            wait_until(lambda: "bootstrap file reloaded" in relay.logs(), "the file reloaded")
+            reloaded = time.monotonic()
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            thread.join()
+        assert len(names(relay.url, scopes[1])) == 4000
+    times = [changed, *(t for t in answered if t > changed)]
+    longest = max(b - a for a, b in itertools.pairwise(times))
+    assert longest < (reloaded - changed) / 2, (longest, reloaded - changed)
+
+
 def _post_metrics(url: str, key: str) -> int:
     import urllib.error
     import urllib.request

@@ -14,7 +14,6 @@ buffer file (worker 0's: the others' are merged into it before each flush), at m
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -119,18 +118,18 @@ async def metrics_batch(request: web.Request) -> web.Response:
     buffer = request.app[SOURCES].buffer
     if buffer is None:  # offline mode dropping its counts
         return web.json_response({"applications": [], "metrics": []})
-    counts = await buffer.fetch_all(
-        "SELECT feature_name, app_name, environment, hour, yes, no FROM metrics"
-        " ORDER BY hour LIMIT ?",
+    # one read: the oldest counts, each with its own variants found by their key (the
+    # primary key of metric_variants), so the work is bounded by the page, not the buffer
+    counts: dict[tuple[str, str, str, int], tuple[int, int, dict[str, int]]] = {}
+    for feature, app, env, hour, yes, no, variant, count in await buffer.fetch_all(
+        "SELECT m.feature_name, m.app_name, m.environment, m.hour, m.yes, m.no, v.variant,"
+        " v.count FROM (SELECT * FROM metrics ORDER BY hour LIMIT ?) m"
+        " LEFT JOIN metric_variants v USING (feature_name, app_name, environment, hour)",
         (MAX_ROWS,),
-    )
-    variants: dict[tuple[str, str, str, int], dict[str, int]] = defaultdict(dict)
-    for feature, app, env, hour, variant, count in await buffer.fetch_all(
-        "SELECT feature_name, app_name, environment, hour, variant, count FROM metric_variants"
-        " WHERE hour <= ? ORDER BY hour LIMIT ?",
-        (counts[-1][3] if counts else 0, MAX_ROWS * 10),
     ):
-        variants[(feature, app, env, hour)][variant] = count
+        _, _, variants = counts.setdefault((feature, app, env, hour), (yes, no, {}))
+        if variant is not None:
+            variants[variant] = count
     metrics = [
         {
             "key": {
@@ -146,12 +145,14 @@ async def metrics_batch(request: web.Request) -> web.Response:
                     feature: {
                         "yes": yes,
                         "no": no,
-                        "variants": variants.get((feature, app, env, hour), {}),
+                        "variants": variants,
                     }
                 },
             },
         }
-        for feature, app, env, hour, yes, no in counts
+        for (feature, app, env, hour), (yes, no, variants) in sorted(
+            counts.items(), key=lambda item: item[0][3]
+        )
     ]
     applications = [
         {

@@ -163,12 +163,9 @@ def build(settings: Settings, worker: int) -> web.Application:
             await store.stop()
             await db.close()
 
-    async def reload() -> None:
-        flags.reload()
-
     app.cleanup_ctx.append(started)
     if settings.reload_interval > 0:
-        app.cleanup_ctx.append(every(settings.reload_interval, reload, "bootstrap-reload"))
+        app.cleanup_ctx.append(every(settings.reload_interval, flags.reload, "bootstrap-reload"))
     if keep and leader:
         app.cleanup_ctx.append(
             every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)

@@ -235,8 +235,10 @@ _CONVERT: dict[str, Callable[[EdgeOption, Any], dict[str, Any]]] = {
 
 def _parser(json_errors: bool) -> argparse.ArgumentParser:
     RedactingParser.json_errors = json_errors
+    # allow_abbrev off: clap takes an option only by its whole name, so must we
     parser = RedactingParser(
         prog="relay",
+        allow_abbrev=False,
         description="Unleash Edge's command line (its open-source release 20.4.1), for moving"
         " from Edge: each option also reads Edge's environment variable; relay's RELAY_*"
         " variables win over Edge's. Relay's own commands: relay --help.",
@@ -250,7 +252,9 @@ def _parser(json_errors: bool) -> argparse.ArgumentParser:
         "ready": "exit 0 when a running instance is ready (/internal-backstage/ready)",
     }
     for command in COMMANDS:
-        sub = commands.add_parser(command, help=helps[command], description=helps[command])
+        sub = commands.add_parser(
+            command, help=helps[command], description=helps[command], allow_abbrev=False
+        )
         _add(sub, options_of(command))
     return parser
 
@@ -260,7 +264,9 @@ def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None
         if option.kind is Kind.NOT_READ or option.flagless:
             continue
         flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
-        action = {Takes.VALUE: "store", Takes.LIST: "append", Takes.FLAG: "store_true"}
+        action: dict[Takes, str | type[argparse.Action]] = {
+            Takes.VALUE: _Once, Takes.LIST: "append", Takes.FLAG: "store_true"
+        }
         parser.add_argument(
             *flags,
             dest=option.name,
@@ -268,6 +274,22 @@ def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None
             default=argparse.SUPPRESS,
             help=_help(option),
         )
+
+
+class _Once(argparse.Action):
+    """A value option given twice is an error, as clap makes it (Edge does not set
+    ``args_override_self``): argparse would keep the last one silently."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if hasattr(namespace, self.dest):
+            raise argparse.ArgumentError(self, "cannot be used multiple times")
+        setattr(namespace, self.dest, values)
 
 
 def _help(option: EdgeOption) -> str:

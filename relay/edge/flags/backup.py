@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from relay.core.client_features import read
 from relay.core.keys import InvalidKey, Principal, hash_key, parse_key
+from relay.edge.flags.files import read_bounded
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, KeySeen, Saved, Write
 from relay.wire.common import KeyType
 from relay.wire.edges import EdgeFeatures, EdgeToken, EdgeTokens
@@ -52,26 +53,31 @@ async def restore(folder: Path, store: FlagStore, interval: float) -> None:
     if tokens is None:
         return
     dated = _modified(folder / FEATURES)
-    writes: list[Write] = []
-    skipped = 0
+    # each copy in the file checked and encoded once, each scope saved once, however many
+    # keys share them (an Edge with hundreds of keys of one environment)
+    bodies: dict[str, bytes | None] = {}
+    saved: dict[FlagScope, bytes] = {}
+    seen: list[Write] = []
     for token in tokens:
         principal = _trusted(token)
+        if principal is None:
+            continue
         # Edge names a copy by its keys' environment, or by the key when it has none
-        held = None if principal is None else features.get(principal.environment)
-        body = _flags(held if held is not None else features.get(token.token))
-        if principal is None or body is None:
-            skipped += 1
+        name = principal.environment if principal.environment in features else token.token
+        if name not in bodies:
+            bodies[name] = _flags(features.get(name))
+        body = bodies[name]
+        if body is None:
             continue
         scope = FlagScope(principal.environment, principal.projects)
-        writes += [
-            Saved(scope, Copy(body, "", dated)),
-            KeySeen(hash_key(token.token), scope, principal.display, time.time()),
-        ]
-    await store.write(writes, (), time.time(), interval)
+        saved.setdefault(scope, body)
+        seen.append(KeySeen(hash_key(token.token), scope, principal.display, time.time()))
+    copies: list[Write] = [Saved(scope, Copy(body, "", dated)) for scope, body in saved.items()]
+    await store.write([*copies, *seen], (), time.time(), interval)
     log.info(
         "Unleash Edge backup restored: its keys are known and their flags served until the"
         " upstream answers",
-        extra={"folder": str(folder), "keys": len(writes) // 2, "left_out": skipped},
+        extra={"folder": str(folder), "keys": len(seen), "left_out": len(tokens) - len(seen)},
     )
 
 
@@ -103,12 +109,8 @@ def _flags(answer: dict[str, object] | None) -> bytes | None:
 
 def _load(path: Path, parse: Any) -> Any:
     try:
-        with path.open("rb") as file:
-            content = file.read(MAX_FILE_BYTES + 1)
-        if len(content) > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        return parse(content)
-    except (OSError, ValueError, ValidationError) as exc:
+        return parse(read_bounded(path, MAX_FILE_BYTES))
+    except (ValueError, ValidationError) as exc:  # NotReadable is a ValueError
         log.warning(
             "Unleash Edge backup file not read",
             extra={"path": str(path), "error": str(exc).splitlines()[0][:300]},

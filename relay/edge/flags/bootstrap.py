@@ -17,6 +17,7 @@ is nothing to serve.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -25,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from relay.api.broadcast import Broadcast
-from relay.core.client_features import Rendered, Scope, projects_of, read
+from relay.core.client_features import Answer, Rendered, Scope, from_answer, projects_of, read
+from relay.core.delta import Changes
 from relay.core.keys import Principal
 from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.files import NotReadable, read_bounded
 from relay.edge.flags.store import FlagScope
 
 log = logging.getLogger(__name__)
@@ -39,9 +42,9 @@ class BootstrapError(ValueError):
     """The file cannot be served; the message names the file and why, never its content."""
 
 
-def parse(content: bytes) -> bytes:
-    """The file's flags as a client features answer, in either format (``BootstrapError``
-    when it is neither)."""
+def parse(content: bytes) -> Answer:
+    """The file's flags as a client features answer, read, in either format
+    (``BootstrapError`` when it is neither)."""
     try:
         document = json.loads(content)
     except (ValueError, RecursionError) as exc:
@@ -56,10 +59,9 @@ def parse(content: bytes) -> bytes:
             ' {"flag": {"enabled": true}}'
         )
     try:
-        read(body)
+        return read(body)
     except (ValueError, RecursionError) as exc:
         raise BootstrapError(f"not flags: {exc}") from None
-    return body
 
 
 def _simple(value: object) -> bool:
@@ -114,16 +116,18 @@ class FileFlags:
     def load(self) -> None:
         """The file read at start: ``BootstrapError`` when it cannot be served."""
         stat = self._stat()
-        self._take(self._read(), stat)
+        self._adopt(self._following(), stat)
 
-    def reload(self) -> None:
+    async def reload(self) -> None:
         """The file read again when it changed; a file that cannot be read is logged (once
-        per change) and the copy held stays."""
+        per change) and the copy held stays. Read, and each scope's answer rendered and
+        compared, in a thread: the event loop only swaps the copies (a file of tens of MB
+        takes seconds of that work, during which requests are served meanwhile)."""
         try:
             stat = self._stat()
             if stat in (self._seen, self._failed):
                 return
-            self._take(self._read(), stat)
+            self._adopt(await asyncio.to_thread(self._following), stat)
         except BootstrapError as exc:
             failed = self._failed_stat()
             if failed != self._failed:
@@ -148,22 +152,23 @@ class FileFlags:
             raise BootstrapError(f"{self.path}: {exc.strerror}") from None
         return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    def _read(self) -> bytes:
+    def _following(self) -> list[tuple[Entry, Changes, Rendered]]:
+        """The file read once, and what each scope would hold with it; changes nothing (only
+        ``reload`` runs it, one at a time, so the entries it reads stay as they are)."""
         try:
-            with self.path.open("rb") as file:
-                content = file.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise BootstrapError(f"{self.path}: {exc.strerror}") from None
-        if len(content) > MAX_FILE_BYTES:
-            raise BootstrapError(f"{self.path}: larger than {MAX_FILE_BYTES} bytes")
-        return parse(content)
+            answer = parse(read_bounded(self.path, MAX_FILE_BYTES))
+        except NotReadable as exc:
+            raise BootstrapError(str(exc)) from None
+        catalog = from_answer(answer, inline=False)
+        return [(entry, *entry.following(catalog)) for entry in self._entries.values()]
 
-    def _take(self, body: bytes, stat: tuple[int, int, int]) -> None:
+    def _adopt(
+        self, following: list[tuple[Entry, Changes, Rendered]], stat: tuple[int, int, int]
+    ) -> None:
         moved = False
-        for entry in self._entries.values():
-            before = entry.changes.revision
-            entry.take(body)
-            moved |= entry.changes.revision != before
+        for entry, changes, rendered in following:
+            moved |= changes.revision != entry.changes.revision
+            entry.adopt(changes, rendered)
         self._seen, self._failed = stat, None
         if moved:
             self.moved.wake()

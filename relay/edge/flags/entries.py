@@ -101,9 +101,17 @@ class Entry:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
         is none), segments as ids: the upstream chose its flags for the key. Fetched here
         (``stored`` None) or loaded at revision ``stored``."""
-        rendered = built(from_answer(read(body), inline=False)).answer(self.base)
-        self.changes = moved(self.changes, self.rendered, rendered, stored)
-        self.rendered = rendered
+        return self.adopt(*self.following(from_answer(read(body), inline=False), stored))
+
+    def following(self, catalog: Catalog, stored: int | None = None) -> tuple[Changes, Rendered]:
+        """What this scope would hold with the answer read as ``catalog``, changing nothing:
+        apart from ``adopt`` so that offline mode reads its file once for every scope, and
+        does this work off the event loop (``relay.edge.flags.bootstrap``)."""
+        rendered = built(catalog).answer(self.base)
+        return moved(self.changes, self.rendered, rendered, stored), rendered
+
+    def adopt(self, changes: Changes, rendered: Rendered) -> Rendered:
+        self.changes, self.rendered = changes, rendered
         return rendered
 
     def fail(self, error: str) -> None:
