@@ -74,6 +74,19 @@ async def test_relay_backstage_in_edges_shapes(
     assert instance["connected_instances"] == []
 
 
+async def test_instancedata_is_made_at_most_every_few_seconds(make_relay: MakeClient) -> None:
+    """No key is needed for it and it reads the whole buffer: callers within ``SHOWN_FOR``
+    get the report made for the first of them (counts posted in between not yet in it)."""
+    client = await make_relay(flush_interval=3600)
+    await eventually(lambda: ready(client), "ready")
+    first = (await get(client, "instancedata"))[1]["this_instance"]
+    body = bulk([metric(feature=f"later-{i}", yes=1) for i in range(5)])
+    posted = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    assert posted.status == 202
+    again = (await get(client, "instancedata"))[1]["this_instance"]
+    assert again == first
+
+
 async def test_each_endpoint_switched_off(make_relay: MakeClient) -> None:
     client = await make_relay(
         **{f"disable_{n}_endpoint": True for n in ("features", "tokens", "instance_data")},

@@ -13,6 +13,7 @@ they go through the pass-through's connections, not the flusher's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -47,6 +48,8 @@ from relay.wire.edges import (
 log = logging.getLogger(__name__)
 
 REFUSED_RETRY = 3600.0
+SHOWN_FOR = 5.0
+"""Seconds the backstage's ``instancedata`` answers the same report (it reads the buffer)."""
 REPORT_BOUNDS = ReportBounds(per_scope=50, total=200, direct_for=STALE_AFTER * 60.0)
 """Downstream relays' reports kept, of at most ``MAX_REPORT_BYTES`` each: 12.5 MiB at most;
 a relay's own report outranks one carried for it for three default report intervals."""
@@ -80,6 +83,8 @@ class Reporter:
         self._refused = False
         self._latency_before: Buckets = {}
         self._latency_last: dict[str, LatencyMetrics] = {}
+        self._shown: tuple[float, EdgeInstanceData] | None = None
+        self._showing = asyncio.Lock()
 
     async def tick(self) -> None:
         """One report, unless the upstream refused the path less than an hour ago."""
@@ -109,7 +114,18 @@ class Reporter:
             log.debug("relay report refused", extra={"status": answer.status})
         await self._downstream.prune(time.time() - STALE_AFTER * self._interval)
 
-    async def report(self) -> EdgeInstanceData:
+    async def shown(self) -> EdgeInstanceData:
+        """The report as the backstage shows it (``instancedata``, no key needed): made at
+        most every ``SHOWN_FOR`` seconds whoever asks, since it reads the whole buffer, and
+        without moving the window the next report's upstream latency covers."""
+        async with self._showing:
+            if self._shown is None or time.monotonic() >= self._shown[0] + SHOWN_FOR:
+                self._shown = (time.monotonic(), await self.report(advance=False))
+            return self._shown[1]
+
+    async def report(self, advance: bool = True) -> EdgeInstanceData:
+        """This relay's report; ``advance`` (the report sent upstream) starts the next
+        window of upstream latency."""
         stats = await self._space.stats()
         written = await self._space.oldest_write()
         last = self._flusher.last_result
@@ -119,7 +135,7 @@ class Reporter:
             appName=self._hop.app_name,
             edgeVersion=version("relay"),
             started=self._started,
-            latencyUpstream=self._latency(),
+            latencyUpstream=self._latency(advance),
             bufferedEntries=stats.entries,
             oldestBufferedAgeSeconds=0.0 if written is None else max(0.0, now - written),
             outboxBatches=stats.outbox_batches,
@@ -153,7 +169,7 @@ class Reporter:
             carried, room = carried + size, room - taken
         return below
 
-    def _latency(self) -> UpstreamLatency:
+    def _latency(self, advance: bool) -> UpstreamLatency:
         """Per kind of call, the calls made since the last report (or, if none, those of
         the last report that had some): milliseconds on average and at the 99th percentile
         (the upper bound of its histogram bucket)."""
@@ -177,7 +193,8 @@ class Reporter:
                 count=calls,
                 p99=round(min(p99, 3600.0) * 1000, 3),
             )
-        self._latency_before, self._latency_last = now, fields
+        if advance:
+            self._latency_before, self._latency_last = now, fields
         return UpstreamLatency(**fields)
 
 

@@ -175,7 +175,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
     reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
-    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.report)
+    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.shown)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
