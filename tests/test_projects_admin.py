@@ -4,10 +4,11 @@ listed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from conftest import DEV_KEY, assert_error, auth
-from flagkit import call, client_features, create_flag, feature_path, ok, turn
+from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth
+from flagkit import add_strategy, call, client_features, create_flag, feature_path, ok, turn
 
 PROJECTS = "/api/admin/projects"
 ENVIRONMENTS = "/api/admin/environments"
@@ -177,3 +178,23 @@ async def test_archived_flags_are_listed_and_deleted_for_good(client: Any) -> No
     ]
     assert deleted[1]["preData"]["name"] == "old" and deleted[1]["data"] is None
     assert (await client.get(f"{ARCHIVE}/features", headers=auth(DEV_KEY))).status == 403
+
+
+async def test_the_archive_lists_flags_without_their_strategies(client: Any) -> None:
+    """As Unleash's archive answers: names and dates, not what the flags held. A page of
+    1,000 archived flags with 256 KB of strategies each would otherwise be read whole (and
+    answered: 256 MB and more) to show their names."""
+    values = [f"v{i}-{'a' * 4000}" for i in range(50)]  # 200 KB a flag
+    constraint = {"contextName": "userId", "operator": "IN", "values": values}
+    for i in range(6):
+        await create_flag(client, f"old-{i}")
+        strategy = {"name": "default", "constraints": [constraint]}
+        await add_strategy(client, f"old-{i}", strategy)
+        await ok(client, "DELETE", feature_path(f"old-{i}"), status=202)
+    response = await client.get(f"{ARCHIVE}/features?limit=1000", headers=auth(ADMIN_KEY))
+    body = await response.read()
+    assert response.status == 200, body[:300]
+    assert len(body) < 10_000
+    listed = json.loads(body)["features"]
+    assert [f["name"] for f in listed] == [f"old-{i}" for i in range(5, -1, -1)]
+    assert all(f["archived"] and f["environments"] == [] for f in listed)
