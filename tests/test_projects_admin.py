@@ -4,11 +4,15 @@ listed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
-from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth
+import asyncpg
+import pytest
+from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth
 from flagkit import add_strategy, call, client_features, create_flag, feature_path, ok, turn
+from service import eventually
 
 PROJECTS = "/api/admin/projects"
 ENVIRONMENTS = "/api/admin/environments"
@@ -198,3 +202,38 @@ async def test_the_archive_lists_flags_without_their_strategies(client: Any) -> 
     listed = json.loads(body)["features"]
     assert [f["name"] for f in listed] == [f"old-{i}" for i in range(5, -1, -1)]
     assert all(f["archived"] and f["environments"] == [] for f in listed)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
+async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """A deletion of the project in flight (here held open, as an instance's deletion would
+    be) when an environment is enabled in it: the enabling waits for it, as every project
+    and flag write does, and answers that the project is gone (404), not a storage error
+    from the foreign key it would otherwise hit (503)."""
+    client = await make_client()
+    await project(client, "shop")
+    conn = await asyncpg.connect(database_url)
+    try:
+        deletion = conn.transaction()
+        await deletion.start()
+        await conn.execute("UPDATE flag_revision SET revision = revision + 1 WHERE id = 1")
+        await conn.execute("DELETE FROM projects WHERE id = 'shop'")
+        body = {"environment": "development"}
+        enabling = asyncio.create_task(call(client, "POST", f"{PROJECTS}/shop/environments", body))
+
+        async def waits() -> bool:
+            found = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            return bool(found)
+
+        await eventually(waits, "the enabling to wait for the deletion's locks")
+        await deletion.commit()
+        status, error = await enabling
+    finally:
+        await conn.close()
+    assert status == 404, error
+    assert_error(error, "NotFoundError")
