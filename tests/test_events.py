@@ -14,7 +14,7 @@ from flagkit import FEATURES, add_strategy, call, create_flag, env_path, feature
 from test_cli import relay
 from test_web import csrf, page, sign_in
 
-from relay.central.events import EventFilter, EventLog
+from relay.central.events import MAX_PAGE_CHARS, EventFilter, EventLog
 from relay.central.flags.writes import Writer
 from relay.core.audit import MAX_DATA_BYTES, Actor, EventType
 from relay.store.sql import CENTRAL_SCHEMA
@@ -305,3 +305,31 @@ async def test_dependencies_variants_and_tags_are_logged(client: Any) -> None:
     assert variants["environment"] == "development" and variants["preData"] == []
     assert [v["name"] for v in variants["data"]] == ["blue"]
     assert tagged["data"] == untagged["preData"] == {"value": "team-a", "type": "simple"}
+
+
+async def test_a_page_of_large_events_is_bounded_in_bytes_and_pages_on(client: Any) -> None:
+    """A thousand events of 64 KB each would be a 64 MB answer (and several times that in
+    memory): a read stops at ``MAX_PAGE_CHARS`` of before and after, and the rest is the
+    next page, by offset, on the API and the page alike."""
+    await create_flag(client, "big")
+    values = [f"v{i}-{'a' * 4000}" for i in range(7)]  # ~28 KB: kept whole, before and after
+    constraint = {"contextName": "userId", "operator": "IN", "values": values}
+    strategy = {"name": "flexibleRollout", "parameters": {"rollout": "0"}}
+    added = await add_strategy(client, "big", {**strategy, "constraints": [constraint]})
+    updates = MAX_PAGE_CHARS // (2 * len(json.dumps(values))) + 10
+    for rollout in range(1, updates + 1):
+        changed = {**strategy, "parameters": {"rollout": str(rollout)}, "constraints": [constraint]}
+        await ok(client, "PUT", f"{env_path('big')}/strategies/{added['id']}", changed)
+
+    first = await events(client, "?limit=1000")
+    assert first["totalEvents"] == updates + 2
+    assert 1 <= len(first["events"]) < updates
+    assert len(json.dumps(first)) < MAX_PAGE_CHARS + 100_000
+    rest = await events(client, f"?limit=1000&offset={len(first['events'])}")
+    ids = [e["id"] for e in first["events"] + rest["events"]]
+    assert ids == list(range(ids[0], ids[0] - len(ids), -1))  # no gap, no overlap
+
+    assert (await sign_in(client)).status == 303
+    html = await page(client, "/events?limit=1000")
+    assert html.count('class="event"') == len(first["events"])
+    assert f"offset={len(first['events'])}&amp;limit=1000" in html

@@ -4,10 +4,15 @@ listed."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
-from conftest import DEV_KEY, assert_error, auth
-from flagkit import call, client_features, create_flag, feature_path, ok, turn
+import asyncpg
+import pytest
+from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth
+from flagkit import add_strategy, call, client_features, create_flag, feature_path, ok, turn
+from service import eventually
 
 PROJECTS = "/api/admin/projects"
 ENVIRONMENTS = "/api/admin/environments"
@@ -177,3 +182,58 @@ async def test_archived_flags_are_listed_and_deleted_for_good(client: Any) -> No
     ]
     assert deleted[1]["preData"]["name"] == "old" and deleted[1]["data"] is None
     assert (await client.get(f"{ARCHIVE}/features", headers=auth(DEV_KEY))).status == 403
+
+
+async def test_the_archive_lists_flags_without_their_strategies(client: Any) -> None:
+    """As Unleash's archive answers: names and dates, not what the flags held. A page of
+    1,000 archived flags with 256 KB of strategies each would otherwise be read whole (and
+    answered: 256 MB and more) to show their names."""
+    values = [f"v{i}-{'a' * 4000}" for i in range(50)]  # 200 KB a flag
+    constraint = {"contextName": "userId", "operator": "IN", "values": values}
+    for i in range(6):
+        await create_flag(client, f"old-{i}")
+        strategy = {"name": "default", "constraints": [constraint]}
+        await add_strategy(client, f"old-{i}", strategy)
+        await ok(client, "DELETE", feature_path(f"old-{i}"), status=202)
+    response = await client.get(f"{ARCHIVE}/features?limit=1000", headers=auth(ADMIN_KEY))
+    body = await response.read()
+    assert response.status == 200, body[:300]
+    assert len(body) < 10_000
+    listed = json.loads(body)["features"]
+    assert [f["name"] for f in listed] == [f"old-{i}" for i in range(5, -1, -1)]
+    assert all(f["archived"] and f["environments"] == [] for f in listed)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
+async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """A deletion of the project in flight (here held open, as an instance's deletion would
+    be) when an environment is enabled in it: the enabling waits for it, as every project
+    and flag write does, and answers that the project is gone (404), not a storage error
+    from the foreign key it would otherwise hit (503)."""
+    client = await make_client()
+    await project(client, "shop")
+    conn = await asyncpg.connect(database_url)
+    try:
+        deletion = conn.transaction()
+        await deletion.start()
+        await conn.execute("UPDATE flag_revision SET revision = revision + 1 WHERE id = 1")
+        await conn.execute("DELETE FROM projects WHERE id = 'shop'")
+        body = {"environment": "development"}
+        enabling = asyncio.create_task(call(client, "POST", f"{PROJECTS}/shop/environments", body))
+
+        async def waits() -> bool:
+            found = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            return bool(found)
+
+        await eventually(waits, "the enabling to wait for the deletion's locks")
+        await deletion.commit()
+        status, error = await enabling
+    finally:
+        await conn.close()
+    assert status == 404, error
+    assert_error(error, "NotFoundError")

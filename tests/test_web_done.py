@@ -30,6 +30,17 @@ async def test_the_line_cannot_be_put_in_an_address(client: Any) -> None:
         assert "Deleted everything" not in await page(client, path)
 
 
+async def test_the_line_cannot_be_put_in_a_cookie_by_anyone_else(client: Any) -> None:
+    """A cookie set from elsewhere (a sibling subdomain can set one for the parent domain,
+    a page served over plain HTTP can too) is not a line this site wrote: not shown."""
+    await sign_in(client)
+    forged = "Revoked%20every%20key%3A%20sign%20in%20at%20evil.example"
+    client.session.cookie_jar.update_cookies({"relay_done": forged})
+    assert "evil.example" not in await page(client, "/")
+    client.session.cookie_jar.update_cookies({"relay_done": f"{'0' * 32}.{forged}"})
+    assert "evil.example" not in await page(client, "/")
+
+
 async def test_an_unknown_page_path_is_an_html_page_and_an_api_path_stays_json(
     client: Any,
 ) -> None:

@@ -25,6 +25,14 @@ EVENTS_KEPT = 50_000
 MAX_PAGE = 1000
 """Most events one read answers (Unleash's event search allows as many)."""
 
+MAX_PAGE_CHARS = 512 * 1024
+"""Most characters of before and after one read answers (always at least one event): a page
+of ``MAX_PAGE`` events at ``MAX_DATA_BYTES`` twice each would be a 64 MB answer and several
+times that in memory; this keeps a page under a megabyte, which aiohttp sends without
+holding the event loop (it warns past 1 MiB). A page cut short says so only by holding fewer
+than ``limit`` events: the next is at ``offset`` plus the events it held, up to
+``totalEvents``."""
+
 
 @dataclass(frozen=True, slots=True)
 class EventFilter:
@@ -73,14 +81,31 @@ class EventLog:
 
     async def page(self, where: EventFilter, offset: int, limit: int) -> tuple[list[EventOut], int]:
         """Up to ``limit`` events after the newest ``offset`` that ``where`` selects, newest
-        first, and how many it selects in all."""
+        first, as many as fit in ``MAX_PAGE_CHARS``, and how many it selects in all.
+
+        The sizes are read first, so an event past the budget is never loaded; the events
+        are then read by the range of ids chosen, which later events do not shift."""
         clauses, params = _where(where)
-        rows = await self._db.fetch_all(
-            "SELECT id, created_at, type, created_by, project, feature_name, environment,"
-            f" data, pre_data FROM events{clauses} ORDER BY id DESC LIMIT ? OFFSET ?",
+        sizes = await self._db.fetch_all(
+            "SELECT id, COALESCE(length(data), 0) + COALESCE(length(pre_data), 0)"
+            f" FROM events{clauses} ORDER BY id DESC LIMIT ? OFFSET ?",
             [*params, limit, offset],
         )
         [total] = await self._db.fetch_all(f"SELECT count(*) FROM events{clauses}", params)
+        kept, chars = 0, 0
+        for row in sizes:
+            chars += int(row[1])
+            if kept and chars > MAX_PAGE_CHARS:
+                break
+            kept += 1
+        if not kept:
+            return [], int(total[0])
+        ranged = f"{clauses} AND" if clauses else " WHERE"
+        rows = await self._db.fetch_all(
+            "SELECT id, created_at, type, created_by, project, feature_name, environment,"
+            f" data, pre_data FROM events{ranged} id <= ? AND id >= ? ORDER BY id DESC",
+            [*params, int(sizes[0][0]), int(sizes[kept - 1][0])],
+        )
         return [_out(row) for row in rows], int(total[0])
 
 

@@ -119,7 +119,8 @@ class ProjectStore:
             if body.defaultStrategy is not None
             else None
         )
-        async with self._db.transaction() as tx:
+        async with self._write(actor) as w:  # waits for a deletion of either in flight
+            tx = w.tx
             if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
             if not await _exists(tx, "SELECT 1 FROM environments WHERE name = ?", body.environment):
@@ -140,13 +141,11 @@ class ProjectStore:
                 raise Conflict(
                     f"{project_id} already has the environment {body.environment} enabled"
                 )
-            await self._event(
-                tx,
-                actor,
+            await w.event(
                 EventType.PROJECT_ENVIRONMENT_ADDED,
-                project_id,
-                after=body.model_dump(mode="json", exclude_none=True),
+                project=project_id,
                 environment=body.environment,
+                after=body.model_dump(mode="json", exclude_none=True),
             )
 
     async def remove_environment(self, actor: Actor, project_id: str, environment: str) -> None:
@@ -183,7 +182,8 @@ class ProjectStore:
                 'Only "flexibleRollout" strategy can be used as a default strategy for an'
                 " environment"
             )
-        async with self._db.transaction() as tx:
+        async with self._write(actor) as w:  # waits for a deletion of the project in flight
+            tx = w.tx
             if not await _exists(tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
             rows = await tx.fetch_all(
@@ -200,14 +200,12 @@ class ProjectStore:
                 (saved, project_id, environment),
             )
             before = json.loads(rows[0][0]) if rows[0][0] else None
-            await self._event(
-                tx,
-                actor,
+            await w.event(
                 EventType.DEFAULT_STRATEGY_UPDATED,
-                project_id,
-                before,
-                json.loads(saved),
-                environment,
+                project=project_id,
+                environment=environment,
+                before=before,
+                after=json.loads(saved),
             )
         return saved
 

@@ -206,7 +206,8 @@ class FlagService:
 
     async def archived(self, project: str | None, offset: int, limit: int) -> list[wire.FlagOut]:
         """Up to ``limit`` archived flags (of ``project``, else of every project) after the
-        first ``offset``, the most recently archived first."""
+        first ``offset``, the most recently archived first; as Unleash's archive answers
+        them, without environments or strategies (never read: up to 256 KB each)."""
         where, params = "archived_at IS NOT NULL", list[object]()
         if project is not None:
             if not await self._db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
@@ -216,10 +217,9 @@ class FlagService:
             f"name IN (SELECT name FROM features WHERE {where}"
             " ORDER BY archived_at DESC, name LIMIT ? OFFSET ?)"
         )
-        flags = await load_flags(self._db, chosen, [*params, limit, offset])
+        flags = await load_flags(self._db, chosen, [*params, limit, offset], whole=False)
         flags.sort(key=lambda f: (-(f.archived_at or 0.0), f.name))
-        environments = {p: await _environments(self._db, p) for p in {f.project for f in flags}}
-        return [_flag_out(flag, environments[flag.project]) for flag in flags]
+        return [_flag_out(flag, []) for flag in flags]
 
     async def delete(self, actor: Actor, name: str) -> None:
         """Delete an archived flag for good (Unleash's ``DELETE /api/admin/archive/{name}``):

@@ -76,14 +76,19 @@ async def load_served(db: Reads) -> tuple[FlagState, Changes]:
     return FlagState(before, tuple(flags), {s.id: s for s in segments}), changes
 
 
-async def load_flags(db: Reads, where: str = "", params: Sequence[Any] = ()) -> list[FlagRecord]:
-    """Flags selected by ``where`` (a condition on ``features``), with their environments
-    and strategies, sorted by name."""
+async def load_flags(
+    db: Reads, where: str = "", params: Sequence[Any] = (), whole: bool = True
+) -> list[FlagRecord]:
+    """Flags selected by ``where`` (a condition on ``features``), with their environments,
+    strategies and dependencies, sorted by name; without ``whole``, their own columns only
+    (a listing of names: a flag may hold 256 KB in each environment)."""
     clause = f"WHERE {where}" if where else ""
     names = f"(SELECT name FROM features {clause})"
     rows = await db.fetch_all(
         f"SELECT {_FLAG_COLUMNS} FROM features {clause} ORDER BY name", params
     )
+    if not whole:
+        return [_flag(row, {}, {}, {}) for row in rows]
     states = await db.fetch_all(
         "SELECT feature_name, environment, enabled, variants FROM feature_environments"
         f" WHERE feature_name IN {names}",

@@ -79,8 +79,9 @@ async def events(request: web.Request) -> web.Response:
     now = datetime.now(UTC)
     chosen = {k: v for k, v in (("feature", feature), ("project", project)) if v}
     following = None
-    if skip + limit < total:
-        following = "/events?" + urlencode(chosen | {"offset": skip + limit, "limit": limit})
+    if found and skip + len(found) < total:  # a page may hold fewer (``MAX_PAGE_CHARS``)
+        shown = skip + len(found)
+        following = "/events?" + urlencode(chosen | {"offset": shown, "limit": limit})
     return render(
         request,
         "events.html",

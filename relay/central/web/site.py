@@ -10,6 +10,7 @@ injected markup could neither run a script nor send a form elsewhere.
 from __future__ import annotations
 
 import functools
+import hashlib
 import hmac
 import logging
 import re
@@ -67,7 +68,7 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
     """The page; with the confirmation line of the action that led here (``redirect``'s
     ``done``), shown by ``base.html`` this once."""
     session = request.get(SESSION)
-    done = unquote(request.cookies.get(DONE, ""))[:MAX_DONE] if session else ""
+    done = _opened(request.cookies.get(DONE, ""), session.csrf) if session else ""
     html = _TEMPLATES.get_template(template).render(
         session=session,
         csrf=session.csrf if session else "",
@@ -95,7 +96,8 @@ def redirect(location: str, done: str = "") -> web.Response:
     """303: after a form, the browser asks for the page again (no repost on reload).
     ``done`` says what the form did ("turned off checkout in production"): the next page
     shows it once. It travels in a short-lived cookie rather than the address, so a link
-    cannot make the page claim something was done."""
+    cannot make the page claim something was done; ``page`` signs it with the session's
+    secret, so neither can a cookie set from elsewhere (a sibling subdomain)."""
     response = web.Response(status=303, headers={**HEADERS, "Location": location})
     if done:
         response.set_cookie(
@@ -127,7 +129,9 @@ def page(handler: PageHandler) -> PageHandler:
             for name, value in request.query.items():  # no store can keep NUL
                 if "\x00" in value:
                     raise errors.BadDataError(f"`{name[:40]}` must not contain NUL characters")
-            return await handler(request)
+            response = await handler(request)
+            _sign_done(response, session.csrf)
+            return response
         except DomainError as exc:
             error = errors.from_domain(exc)
             return render(request, "error.html", error.status, message=error.message)
@@ -139,6 +143,27 @@ def page(handler: PageHandler) -> PageHandler:
             return render(request, "error.html", 503, message=message)
 
     return wrapped
+
+
+def _mac(quoted: str, key: str) -> str:
+    return hmac.new(key.encode(), quoted.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _sign_done(response: web.StreamResponse, key: str) -> None:
+    """The confirmation line ``redirect`` set, signed with ``key`` (the session's CSRF
+    token: secret, and this session's only)."""
+    morsel = response.cookies.get(DONE)
+    if morsel is not None and morsel.value:
+        signed = f"{_mac(morsel.value, key)}.{morsel.value}"
+        morsel.set(DONE, signed, signed)
+
+
+def _opened(value: str, key: str) -> str:
+    """The line of a cookie ``_sign_done`` signed with ``key``; nothing for any other."""
+    mac, _, quoted = value.partition(".")
+    if not hmac.compare_digest(mac.encode(), _mac(quoted, key).encode()):
+        return ""
+    return unquote(quoted)[:MAX_DONE]
 
 
 API_PREFIXES = ("/api/", "/internal-backstage/", "/edge/")
