@@ -21,6 +21,7 @@ from flagkit import (
     turn,
 )
 
+from relay.central.flags.dependencies import MAX_PARENTS
 from relay.central.wiring import central_database
 from relay.wire.client_features import ClientFeatures
 
@@ -117,6 +118,20 @@ async def test_parent_options_and_parent_variants(client: Any) -> None:
     assert await ok(client, "GET", f"{feature_path('a')}/parent-variants") == ["b", "d", "e"]
     status, _ = await call(client, "GET", f"{feature_path('nothing')}/parent-variants")
     assert status == 404
+
+
+async def test_parent_options_are_bounded(make_client: MakeClient) -> None:
+    """A project of many flags: the parents listed (the API's, the page's select) are the
+    first ``MAX_PARENTS`` by name; one further on is still accepted by name."""
+    client = await make_client()
+    names = [f"p{i:04d}" for i in range(MAX_PARENTS + 1)]
+    for name in names:
+        await create_flag(client, name)
+    parents = await ok(client, "GET", f"{feature_path(names[0])}/parents")
+    assert parents == names[1:]
+    await create_flag(client, "child")
+    assert len(await ok(client, "GET", f"{feature_path('child')}/parents")) == MAX_PARENTS
+    assert (await depend(client, "child", {"feature": names[-1]}))[0] == 200
 
 
 async def test_environment_variants_as_unleash_8_keeps_them(client: Any) -> None:

@@ -22,6 +22,9 @@ from relay.core.flags import Dependency
 from relay.wire import flags as wire
 
 
+MAX_PARENTS = 1_000
+
+
 class DependencyService:
     def __init__(self, writer: Writer) -> None:
         self._write = writer
@@ -90,15 +93,17 @@ class DependencyService:
 
     async def possible_parents(self, project: str, child: str) -> list[str]:
         """The flags ``child`` may depend on: the project's other flags that are not
-        archived and have no parent, by name (an unknown child has none)."""
+        archived and have no parent, by name (an unknown child has none), the first
+        ``MAX_PARENTS`` of them: what one page or answer lists stays bounded however large
+        the project (a parent past them is still accepted by name)."""
         rows = await self._db.fetch_all(
             "SELECT f.name FROM features f"
             " LEFT JOIN feature_dependencies d ON d.child = f.name"
             " WHERE f.project_id = ? AND f.name <> ? AND d.child IS NULL"
             " AND f.archived_at IS NULL"
             " AND EXISTS (SELECT 1 FROM features c WHERE c.name = ? AND c.project_id = ?)"
-            " ORDER BY f.name",
-            (project, child, child, project),
+            " ORDER BY f.name LIMIT ?",
+            (project, child, child, project, MAX_PARENTS),
         )
         return [str(row[0]) for row in rows]
 
