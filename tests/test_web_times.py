@@ -99,3 +99,35 @@ async def test_an_application_is_seen_again_when_its_metrics_arrive(client: Any)
         await client.post("/api/client/metrics", json=other, headers=auth(DEV_KEY))
     ).status == 202
     assert (await last_seen()) > registered  # and no instance made up from metrics alone
+
+
+async def test_an_application_fed_through_a_relay_is_seen_when_its_counts_arrive(
+    client: Any,
+) -> None:
+    """A relay's bulk names applications, not instances: the applications page says when
+    each application's counts last arrived, per environment, whatever its instances."""
+    registration = {
+        "appName": "shop",
+        "instanceId": "shop-1",
+        "sdkVersion": "unleash-client-python:6.9.1",
+        "strategies": ["default"],
+        "started": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+        "interval": 15,
+    }
+    body = bulk(applications=[registration | {"environment": "development"}])
+    posted = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
+    assert posted.status == 202
+    await sign_in(client)
+    assert "Counts last arrived" not in await page(client, "/applications")
+    window = datetime.now(UTC) - timedelta(hours=2)
+    before = seconds(datetime.now(UTC))
+    entries = [metric("checkout", app="shop", yes=2, no=0, timestamp=window.isoformat())]
+    posted = await client.post(
+        "/api/client/metrics/bulk", json=bulk(entries), headers=auth(DEV_KEY)
+    )
+    after = datetime.now(UTC)
+    assert posted.status == 202
+    html = await page(client, "/applications")
+    found = re.search(r'Counts last arrived: development <time datetime="([^"]+)">', html)
+    assert found, html
+    assert before <= datetime.fromisoformat(found.group(1)) <= after

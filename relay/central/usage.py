@@ -135,6 +135,23 @@ class UsageReader:
         )
         return [Instance(row["app_name"], _instance(row)) for row in rows]
 
+    async def counts_arrived(self, apps: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+        """When each of ``apps``' counts last arrived, per environment (environment order):
+        an application fed through a relay is seen by its counts, which name no instance.
+        Read by primary key for the applications of one page."""
+        if not apps:
+            return {}
+        marks = ", ".join("?" * len(apps))
+        rows = await self._db.fetch_all(
+            "SELECT app_name, environment, arrived FROM application_counts"
+            f" WHERE app_name IN ({marks}) ORDER BY app_name, environment",
+            list(apps),
+        )
+        found: dict[str, list[tuple[str, float]]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append((row[1], float(row[2])))
+        return found
+
     async def relayed(
         self, scanned: int, limit: int
     ) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -111,6 +111,8 @@ class MetricsStore:
         Rows written before the bound existed go with their age."""
         async with self._db.transaction() as tx:
             old = self._clock() - INSTANCE_MAX_AGE
+            if self._stamp == "arrived":
+                await tx.execute("DELETE FROM application_counts WHERE arrived < ?", (old,))
             return await tx.execute("DELETE FROM registrations WHERE last_seen < ?", (old,))
 
 
@@ -143,6 +145,8 @@ class _Planned(NamedTuple):
     stamp: str
     """The column stamped with the time of the write ("touched", "arrived"), if any."""
     seen: list[tuple[Any, ...]]
+    applications: list[tuple[Any, ...]]
+    """(application, environment, now) of the counts, when their arrival is kept."""
 
     @classmethod
     def of(
@@ -166,6 +170,11 @@ class _Planned(NamedTuple):
             outcomes=outcomes,
             stamp=stamp,
             seen=[(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())],
+            applications=(
+                sorted({(k.app_name, k.environment, now) for k in batch.counts})
+                if stamp == "arrived"
+                else []
+            ),
         )
 
     @property
@@ -213,6 +222,12 @@ class _Planned(NamedTuple):
             " last_seen = excluded.last_seen",
             self.registrations,
         )
+        await upsert(
+            tx,
+            "INSERT INTO application_counts (app_name, environment, arrived)",
+            "ON CONFLICT (app_name, environment) DO UPDATE SET arrived = excluded.arrived",
+            self.applications,
+        )
         for row in self.seen:  # few: one per instance posting metrics in this group
             await tx.execute(
                 "UPDATE registrations SET last_seen = ? WHERE app_name = ?"
@@ -232,7 +247,8 @@ INSTANCE_MAX_AGE = 7 * 24 * 3600.0
 """Seconds after which an instance not seen is forgotten (by the leader's hourly prune).
 Unleash forgets after one day; here as there an instance is seen again by its metrics posts
 (``IngestBatch.seen``), but counts through a relay arrive in bulk, naming no instance: those
-instances are refreshed by their registrations only, and SDKs register when they start."""
+instances are refreshed by their registrations only, and SDKs register when they start;
+their application is seen by its counts (``application_counts``, forgotten as they are)."""
 _RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
 
 

@@ -21,7 +21,6 @@ from relay.core.errors import InvalidOperation, NotFound
 from relay.core.flags import Dependency
 from relay.wire import flags as wire
 
-
 MAX_PARENTS = 1_000
 
 

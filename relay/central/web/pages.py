@@ -219,10 +219,14 @@ async def applications(request: web.Request) -> web.Response:
             apps.append((row.app_name, []))
         apps[-1][1].append(row.instance)
     following = next_url(request, limit, list(shown[-1].place)) if more else None
+    arrived = await request.app[USAGE].counts_arrived([name for name, _ in apps])
     return render(
         request,
         "applications.html",
         apps=apps,
+        arrived={
+            app: [(env, from_epoch(at)) for env, at in found] for app, found in arrived.items()
+        },
         first=after is None,
         next=following,
         hops_shown=HOPS_SHOWN,
