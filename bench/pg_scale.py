@@ -109,14 +109,19 @@ def instances(workdir: Path, url: str, count: int) -> list[Server]:
 
 
 def load_all(servers: list[Server], args: argparse.Namespace, workdir: Path) -> list[Load]:
-    """The reference bulk body posted to every server at once, the connections split evenly."""
-    body = bulk_body()
+    """The reference bulk body posted to every server at once, the connections split evenly.
+    ``--keys distinct``: each server gets its own application names, so no two instances
+    upsert the same rows; ``shared``: all post the same ones, as sidecars of one fleet do."""
+    bodies = [
+        bulk_body(app="web-service" if args.keys == "shared" else f"web-service-{index}")
+        for index in range(len(servers))
+    ]
     connections = max(1, args.connections // len(servers))
 
     def one(index: int) -> Load:
         own = workdir / f"load-{index}"
         own.mkdir(parents=True, exist_ok=True)
-        return drive(f"{servers[index].url}{BULK}", body, connections, args.duration, own)
+        return drive(f"{servers[index].url}{BULK}", bodies[index], connections, args.duration, own)
 
     with ThreadPoolExecutor(len(servers)) as pool:
         return list(pool.map(one, range(len(servers))))
@@ -142,11 +147,12 @@ def measure(count: int, args: argparse.Namespace, workdir: Path) -> dict[str, An
     finally:
         asyncio.run(pg.drop_database(database))
     idle_wal = (before.wal_bytes - idle.wal_bytes) / (before.at - idle.at)
-    return figures(count, loads, before, after, cpu, idle_wal)
+    return figures(count, args.keys, loads, before, after, cpu, idle_wal)
 
 
 def figures(
     count: int,
+    keys: str,
     loads: list[Load],
     before: PgSample,
     after: PgSample,
@@ -161,6 +167,7 @@ def figures(
     row = {
         "scenario": "standalone instances on one PostgreSQL",
         "instances": count,
+        "keys": keys,
         "requests_per_s": round(rps),
         "entries_per_s": round(entries),
         "p50_ms": round(statistics.median(load.p50_ms for load in loads), 2),
@@ -190,6 +197,12 @@ def main() -> None:
     )
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument(
+        "--keys",
+        choices=["shared", "distinct"],
+        default="shared",
+        help="the instances upsert the same rows, or each its own",
+    )
     parser.add_argument("--connections", type=int, default=16, help="in all, split evenly")
     parser.add_argument(
         "--idle", type=float, default=3.0, help="seconds the cluster's WAL is read without load"
