@@ -34,15 +34,18 @@ BULK = "/api/client/metrics/bulk"
 # --- bodies ---
 
 
-def bulk_body(features: int = 20, apps: int = 5, entries: int = 100) -> bytes:
+def bulk_body(
+    features: int = 20, apps: int = 5, entries: int = 100, app: str = "web-service"
+) -> bytes:
     """The reference body of issue 5: 100 entries over 20 flags and 5 apps, plus 5
     registrations, about 17 KB. Compact JSON with millisecond ``Z`` timestamps, as Node's
-    ``JSON.stringify`` and Unleash Edge write them; one flag in four carries two variants."""
+    ``JSON.stringify`` and Unleash Edge write them; one flag in four carries two variants.
+    ``app``: the applications' name prefix (another one, other rows in the central store)."""
     now = _now()
     metrics = [
         {
             "featureName": f"new-checkout-{i % features:02d}",
-            "appName": f"web-service-{i % apps}",
+            "appName": f"{app}-{i % apps}",
             "environment": "development",
             "timestamp": now,
             "yes": 17 + i,
@@ -53,7 +56,7 @@ def bulk_body(features: int = 20, apps: int = 5, entries: int = 100) -> bytes:
     ]
     applications = [
         {
-            "appName": f"web-service-{i}",
+            "appName": f"{app}-{i}",
             "environment": "development",
             "instanceId": f"pod-{i}-7f9c8d6b5-x2k4m",
             "sdkVersion": "unleash-client-node:6.12.0",

@@ -13,8 +13,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# the tests' helpers (tests/service.py): free ports, services as subprocesses, waiting
+# the tests' helpers (tests/service.py): free ports, services as subprocesses, waiting; and
+# their PostgreSQL (tests/pg.py: a throwaway database on the local cluster), for pg_scale.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import pg
 from service import RELAY, Service, free_port, scrape, wait_until
 from service import start as start_service
 
@@ -22,6 +24,7 @@ __all__ = [
     "ADMIN",
     "CLIENT",
     "Server",
+    "pg",
     "relay",
     "scrape",
     "standalone",
