@@ -237,3 +237,97 @@ async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
         await conn.close()
     assert status == 404, error
     assert_error(error, "NotFoundError")
+
+
+async def _lock_waiter(conn: Any) -> bool:
+    """Whether another connection of this database waits for a lock (the request's)."""
+    found = await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    return bool(found)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
+async def test_a_key_made_during_its_projects_deletion_waits_and_is_refused(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """The deletion holds the project's row (as ``ProjectStore.delete`` does, before it
+    looks for keys): a key asked for in it meanwhile waits, then finds it gone (400), and
+    no key outlives its project."""
+    client = await make_client()
+    await project(client, "shop")
+    conn = await asyncpg.connect(database_url)
+    try:
+        deletion = conn.transaction()
+        await deletion.start()
+        await conn.execute("UPDATE projects SET name = name WHERE id = 'shop'")
+        await conn.execute("DELETE FROM projects WHERE id = 'shop'")
+        body = {"type": "client", "environment": "development", "projects": ["shop"]}
+        asking = asyncio.create_task(call(client, "POST", "/api/admin/api-tokens", body))
+        await eventually(lambda: _lock_waiter(conn), "the key to wait for the deletion")
+        await deletion.commit()
+        status, error = await asking
+        left = await conn.fetchval("SELECT count(*) FROM api_tokens WHERE projects LIKE '%shop%'")
+    finally:
+        await conn.close()
+    assert status == 400, error
+    assert "shop" in error["message"]
+    assert left == 0
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
+async def test_a_project_deleted_while_a_key_is_made_for_it_revokes_that_key(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """A key being stored holds its project's row (``KeyStore.add``, here held open on
+    another connection): the deletion waits for it, then sees the key and revokes it."""
+    client = await make_client()
+    await project(client, "shop")
+    conn = await asyncpg.connect(database_url)
+    try:
+        making = conn.transaction()
+        await making.start()
+        await conn.execute("UPDATE environments SET type = type WHERE name = 'development'")
+        await conn.execute("UPDATE projects SET name = name WHERE id = 'shop'")
+        await conn.execute(
+            "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
+            " created_at) VALUES ('k-race', 'hash-race', 'shop:development.****', 'client',"
+            " 'development', '[\"shop\"]', 0)"
+        )
+        deleting = asyncio.create_task(call(client, "DELETE", f"{PROJECTS}/shop"))
+        await eventually(lambda: _lock_waiter(conn), "the deletion to wait for the key")
+        await making.commit()
+        status, error = await deleting
+        left = await conn.fetchval("SELECT count(*) FROM api_tokens WHERE id = 'k-race'")
+    finally:
+        await conn.close()
+    assert status == 200, error
+    assert left == 0
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
+async def test_an_environment_deleted_while_a_key_is_made_for_it_is_refused(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """A key being stored holds its environment's row: the deletion waits for it, then
+    counts the key and refuses (409), rather than leave a key of no environment."""
+    client = await make_client()
+    await ok(client, "POST", "/api/admin/environments", {"name": "qa", "type": "test"}, 201)
+    conn = await asyncpg.connect(database_url)
+    try:
+        making = conn.transaction()
+        await making.start()
+        await conn.execute("UPDATE environments SET type = type WHERE name = 'qa'")
+        await conn.execute(
+            "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
+            " created_at) VALUES ('k-qa', 'hash-qa', 'default:qa.****', 'client', 'qa',"
+            " '[\"default\"]', 0)"
+        )
+        deleting = asyncio.create_task(call(client, "DELETE", "/api/admin/environments/qa"))
+        await eventually(lambda: _lock_waiter(conn), "the deletion to wait for the key")
+        await making.commit()
+        status, error = await deleting
+    finally:
+        await conn.close()
+    assert status == 409, error

@@ -87,6 +87,8 @@ class EnvironmentStore:
     async def delete(self, actor: Actor, name: str) -> None:
         async with self._write(actor) as w:
             before = await _environment(w.tx, name)
+            # held before its keys are counted: a key being made for it waits, or is seen
+            await w.tx.execute("UPDATE environments SET type = type WHERE name = ?", (name,))
             [keys] = await w.tx.fetch_all(
                 "SELECT count(*) FROM api_tokens WHERE environment = ?", (name,)
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 from relay.central.events import EventLog
 from relay.core.audit import Actor, EventType
-from relay.core.errors import Conflict, NotFound
+from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.keys import KeySpec, Principal, hash_key
 from relay.store.sql import Database, Row, Transaction
 from relay.wire.common import KeyType
@@ -102,11 +102,14 @@ class KeyStore:
         self, spec: KeySpec, key_id: str | None = None, actor: Actor | None = None
     ) -> bool:
         """Store a key unless it exists; True when it was created. A key issued by an
-        ``actor`` (not from the configuration) is logged, never its secret."""
+        ``actor`` (not from the configuration) is logged, never its secret, and its
+        environment and projects must exist (``_hold_scope``)."""
         p = spec.principal
         digest = hash_key(spec.secret)
         key_id = key_id or new_key_id()
         async with self._db.transaction() as tx:
+            if actor is not None and p.type is not KeyType.ADMIN:
+                await _hold_scope(tx, p)
             created = await tx.execute(
                 "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
                 " token_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -232,3 +235,17 @@ def principal_of(row: Row) -> Principal:
         display=row["display"],
         token_name=row["token_name"],
     )
+
+
+async def _hold_scope(tx: Transaction, principal: Principal) -> None:
+    """The key's environment and projects exist, their rows held (an update that changes
+    nothing locks them on PostgreSQL) until the key is in: a deletion of either, which
+    holds the same row before it looks for keys, then waits and sees the key, or went
+    first and the key is refused. Without it a key made during its project's deletion
+    outlived it, and applied to a later project of the same id."""
+    environment = principal.environment
+    if not await tx.execute("UPDATE environments SET type = type WHERE name = ?", (environment,)):
+        raise InvalidInput(f"Environment {environment} does not exist")
+    for project in sorted(set(principal.projects) - {"*"}):
+        if not await tx.execute("UPDATE projects SET name = name WHERE id = ?", (project,)):
+            raise InvalidInput(f"Project {project} does not exist")

@@ -40,11 +40,7 @@ class KeyService:
                 environment = request.environment or ""
                 if environment in ("", "*"):
                     raise InvalidInput(f"A {request.type} key needs an environment")
-                if not await self._environments.environment_exists(environment):
-                    raise InvalidInput(f"Environment {environment} does not exist")
-                for project in projects:
-                    if project != "*" and not await self._environments.project_exists(project):
-                        raise InvalidInput(f"Project {project} does not exist")
+                # that they exist is checked as the key is stored (KeyStore.add)
         spec = new_key(request.type, environment, projects)
         if request.tokenName is not None:
             spec = KeySpec(spec.secret, replace(spec.principal, token_name=request.tokenName))

@@ -87,6 +87,8 @@ class ProjectStore:
             raise InvalidOperation("You can not delete the default project!")
         async with self._write(actor) as w:
             before = await _project(w.tx, project_id)
+            # held before its keys are looked for: a key being made for it waits, or is seen
+            await w.tx.execute("UPDATE projects SET name = name WHERE id = ?", (project_id,))
             active = await w.tx.fetch_all(
                 "SELECT 1 FROM features WHERE project_id = ? AND archived_at IS NULL LIMIT 1",
                 (project_id,),
