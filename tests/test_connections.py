@@ -94,6 +94,28 @@ def test_slow_readers_pin_bounded_memory_and_are_closed_after_the_write_timeout(
         assert answers(f"{service.url}/health")
 
 
+def test_a_reader_slower_than_the_server_gets_every_pipelined_answer_whole(
+    tmp_path: Path,
+) -> None:
+    """The slices after the transport's high-water mark wait for it to drain (the only
+    writes timed): a client that reads, slowly, gets every byte, in order."""
+    with running(tmp_path) as service:
+        body = _get(service.port, LARGE)
+        request = f"GET {LARGE} HTTP/1.1\r\nHost: relay\r\n\r\n".encode()
+        with connections(service.port, 1, request * PIPELINED) as (sock,):
+            sock.settimeout(30)
+            raw = bytearray()
+            while len(raw) < PIPELINED * len(body) or raw.count(body) < PIPELINED:
+                chunk = sock.recv(16384)
+                assert chunk, "the server closed the connection"
+                raw += chunk
+                time.sleep(0.001)  # slower than the server writes: its transport fills
+        parts = raw.split(b"HTTP/1.1 200 OK\r\n")[1:]
+        assert len(parts) == PIPELINED
+        assert all(part.split(b"\r\n\r\n", 1)[1] == body for part in parts)
+        assert scrape(service.url, "relay_http_write_timeouts_total") == 0
+
+
 def _get(port: int, path: str) -> bytes:
     """The body of a GET, read whole, on a connection of its own."""
     with socket.create_connection(("127.0.0.1", port)) as sock:

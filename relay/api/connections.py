@@ -32,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_writer import StreamWriter
 from aiohttp.payload import Payload
 from prometheus_client import Counter
 
@@ -78,8 +79,7 @@ class _SharedBody(Payload):
     ) -> None:
         body = memoryview(self._value)[:content_length]
         for start in range(0, len(body), SLICE):
-            # the write waits until the transport is under its high-water mark again
-            await _within(self._timeout, self._transport, writer.write(body[start : start + SLICE]))
+            await _slice(writer, body[start : start + SLICE], self._timeout, self._transport)
 
 
 async def write_in_slices(request: web.Request, response: web.StreamResponse) -> None:
@@ -104,6 +104,24 @@ async def write_part(request: web.Request, response: web.StreamResponse, *parts:
         view = memoryview(part)
         for start in range(0, len(view), SLICE):
             await _within(seconds, request.transport, response.write(view[start : start + SLICE]))
+
+
+async def _slice(
+    writer: AbstractStreamWriter,
+    chunk: memoryview,
+    seconds: float,
+    transport: asyncio.Transport | None,
+) -> None:
+    """One slice handed to the transport, then, only if that put the transport over its
+    high-water mark, the wait for it to drain, within ``seconds``. Almost every answer
+    fits the socket's buffer: timing each slice (a timer armed and cancelled per write)
+    was a measurable share of a small answer's CPU (bench/README.md, Flags per request)."""
+    if not isinstance(writer, StreamWriter):  # another writer: its own write waits
+        await _within(seconds, transport, writer.write(chunk))
+        return
+    await writer.write(chunk, drain=False)
+    if writer.protocol.writing_paused:
+        await _within(seconds, transport, writer.drain())
 
 
 async def _within(
