@@ -10,14 +10,29 @@ import enum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relay import cores
 from relay.logs import LogFormat
 from relay.settings_usage import CommaList, Mode, NetworkList, UpstreamUrl, Usage
 
+MAX_WORKERS = 64
+# "auto" or a number: the chart's schema carries it over (a pattern applies to strings only)
+WORKERS_SCHEMA = {
+    "type": ["integer", "string"], "minimum": 1, "maximum": MAX_WORKERS, "pattern": "^auto$"
+}
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063, "offline": 3063}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _workers(value: object) -> object:
+    """``auto`` is decided once, here: the workers get the number in the settings' JSON."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return cores.available().workers(MAX_WORKERS)
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ValueError("must be a number or auto")
+    return value
 
 
 class SqliteSynchronous(enum.StrEnum):
@@ -46,11 +61,17 @@ class SettingsFields(BaseSettings):
     port: Annotated[int | None, Usage(example=DEFAULT_PORTS)] = Field(
         None, ge=1, le=65535, description="Port to listen on (default 4242 standalone, 3063 relay)"
     )
-    workers: Annotated[int, Usage(note="A sidecar needs one (docs/operations.md)")] = Field(
-        1,
+    workers: Annotated[
+        int,
+        BeforeValidator(_workers),
+        WithJsonSchema(WORKERS_SCHEMA),
+        Usage(note="auto: a sidecar limited to 1 CPU or less gets one (docs/operations.md)"),
+    ] = Field(  # type: ignore[assignment]  # "auto": made a number by _workers
+        "auto",
         ge=1,
-        le=64,
-        description="Server processes sharing the port and the database (about one per core)",
+        le=MAX_WORKERS,
+        description="Server processes sharing the port and the database: a number, or auto"
+        " (one per core the process may use, cgroup CPU quota included)",
     )
     data_dir: Annotated[
         Path, Usage(note="Its files: relay.db (standalone) or buffer.db and cache.db (relay)")

@@ -39,6 +39,7 @@ def standalone_settings(data_dir: Path, **overrides: Any) -> Settings:
         "init_admin_api_tokens": [ADMIN_KEY],
         "init_client_api_tokens": [DEV_KEY, PROD_KEY],
         "sqlite_synchronous": "NORMAL",
+        "workers": 1,  # not auto: the wiring would act as one of several workers
     }
     values.update(overrides)
     return load_settings(values)
@@ -57,6 +58,7 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
         "upstream_timeout": 2,
         "instance_id": "relay-under-test",
         "sqlite_synchronous": "NORMAL",
+        "workers": 1,  # not auto: the wiring would act as one of several workers
     }
     values.update(overrides)
     return load_settings(values)

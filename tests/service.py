@@ -189,6 +189,7 @@ def start(
     clean.setdefault("RELAY_PORT", str(port))
     clean.setdefault("RELAY_HOST", "127.0.0.1")
     clean.setdefault("RELAY_SQLITE_SYNCHRONOUS", "NORMAL")
+    clean.setdefault("RELAY_WORKERS", "1")  # tests count on one process unless they ask
     workdir.mkdir(parents=True, exist_ok=True)
     log_path, out_path = workdir / f"{name}.log", workdir / f"{name}.out"
     with out_path.open("a") as out, log_path.open("a") as err:

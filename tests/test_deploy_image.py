@@ -191,6 +191,10 @@ def run_image(tmp_path: Path) -> None:
                 "TMPDIR": str(data),
                 "HOME": str(data),
                 "RELAY_PORT": str(port),
+                # one process: this venv's python3.11 links into a /root (0700) the image's
+                # user cannot enter, so starting a worker from it is refused (the image's
+                # interpreter is /usr/local/bin's); workers = auto would start 2 here
+                "RELAY_WORKERS": "1",
                 **extra,
             }
             log = tmp_path / f"{name}.log"

@@ -117,6 +117,7 @@ async def test_offline_backstage(aiohttp_client: Any, tmp_path: Path) -> None:
     settings = load_settings(
         {
             "mode": "offline",
+            "workers": 1,
             "data_dir": tmp_path / "data",
             "bootstrap_file": file,
             "client_tokens": [DEV_KEY],
@@ -151,6 +152,7 @@ async def test_offline_delta_and_stream_follow_a_reload(
     settings = load_settings(
         {
             "mode": "offline",
+            "workers": 1,
             "data_dir": tmp_path / "data",
             "bootstrap_file": file,
             "reload_interval": 0.05,

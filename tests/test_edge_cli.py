@@ -65,7 +65,8 @@ def edge(workdir: Path, *args: str, env: dict[str, str] | None = None) -> Iterat
         process = subprocess.Popen(
             [*RELAY, *argv],
             cwd=workdir,
-            env={**clean, "RELAY_SQLITE_SYNCHRONOUS": "NORMAL", **(env or {})},
+            env={**clean, "RELAY_SQLITE_SYNCHRONOUS": "NORMAL", "RELAY_WORKERS": "1"}
+            | (env or {}),
             stdout=out,
             stderr=err,
             text=True,

@@ -123,6 +123,7 @@ async def test_frontend_and_unknown_key_types_are_refused(
         settings = load_settings(
             {
                 "mode": "relay",
+                "workers": 1,
                 "data_dir": tmp_path,
                 "upstream_url": url,
                 "upstream_tokens": [DEV_KEY],

@@ -40,9 +40,10 @@ import signal
 import socket
 import sys
 
-from relay import logs
+from relay import cores, logs
 from relay.process import supervisor
 from relay.settings import Settings
+from relay.settings_fields import MAX_WORKERS
 
 log = logging.getLogger("relay.process.server")
 
@@ -86,6 +87,12 @@ def serve(
     supervisor.start(settings, sockets)
 
 
+def _why(workers: int) -> str:
+    """What the process may use: the reason for ``auto``'s number, a check of a set one."""
+    found = cores.available()
+    return str(found) if workers == found.workers(MAX_WORKERS) else f"set; {found}"
+
+
 def _run(settings: Settings, worker: int, sock: socket.socket, name: str) -> None:
     from aiohttp import web
 
@@ -101,11 +108,18 @@ def _run(settings: Settings, worker: int, sock: socket.socket, name: str) -> Non
         shutdown_timeout=settings.shutdown_timeout,
         keepalive_timeout=settings.idle_timeout,
         access_log=None,
-        print=lambda _: log.info(
-            f"relay{name} listening on {settings.host}:{settings.listen_port}"
-            f" ({settings.mode.value} mode)"
-        ),
+        print=lambda _: _listening(settings, worker, name),
     )
+
+
+def _listening(settings: Settings, worker: int, name: str) -> None:
+    """Said once started, so that a start-up error stays the one line on stderr."""
+    log.info(
+        f"relay{name} listening on {settings.host}:{settings.listen_port}"
+        f" ({settings.mode.value} mode)"
+    )
+    if worker == 0:
+        log.info(f"workers: {settings.workers} ({_why(settings.workers)})")
 
 
 def _child_main(argv: list[str]) -> int:
