@@ -307,13 +307,18 @@ async def test_a_flag_archived_here_is_left_out(client: Any) -> None:
 
 
 async def test_a_failure_half_way_rolls_back_every_change_and_event(client: Any) -> None:
-    """The checks pass; the dependency's own rule (no second level) refuses it last, after
-    flags, variants, tags and strategies were written in the same transaction."""
+    """The plan's checks pass; the dependency's own rule (no second level) refuses it last,
+    after flags, variants, tags and strategies were written in the same transaction."""
     await ok(client, "POST", "/api/admin/segments", {"name": "beta-users", "constraints": []}, 201)
     await create_flag(client, "root")
     data = unleash_file()
     data["dependencies"].append({"feature": "new-checkout", "dependencies": [{"feature": "root"}]})
     before = (await events(client), await served(client))
+    # validate tries the import and undoes it, so it refuses what the import refuses
+    body = {"project": "default", "environment": "development", "data": data}
+    validation = await ok(client, "POST", f"{BATCH}/validate", body)
+    assert "Transitive dependency detected" in validation["errors"][0]["message"], validation
+    assert (await events(client), await served(client)) == before
     status, answer = await importing(client, data)
     assert status == 403, answer
     assert_error(answer, "InvalidOperationError")

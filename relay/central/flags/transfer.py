@@ -14,7 +14,8 @@ file's (segments matched by name); flags turned on or off; dependencies set; the
 ``features-imported`` event. Flags archived here are left out (a warning); it refuses
 (400) a flag that exists in another project, a name twice, a segment or a parent flag
 that does not exist here, items naming flags the file does not list, and an environment
-the project does not have. ``validate`` answers the same checks without writing.
+the project does not have. ``validate`` runs the same import and rolls it back, so it
+refuses exactly what the import refuses (a dependency the rules forbid too), changing nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from relay.central.flags.tags import TagService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import FlagWrite, Joined, Writer
 from relay.core.audit import Actor, EventType
-from relay.core.errors import InvalidInput, NotFound
+from relay.core.errors import DomainError, InvalidInput, NotFound
 from relay.core.flags import FlagRecord
 from relay.wire import flags as wire
 from relay.wire import transfer as t
@@ -68,9 +69,25 @@ class TransferService:
             )
         return result
 
-    async def validate(self, body: t.ImportBody) -> t.ValidationOut:
-        """What an import of ``body`` would refuse (errors) and do (warnings)."""
-        return (await _plan(self._db, body)).answer
+    async def validate(self, actor: Actor, body: t.ImportBody) -> t.ValidationOut:
+        """What an import of ``body`` would refuse (errors) and do (warnings): the import
+        tried and undone, so the services' own rules (dependencies one level deep, in one
+        project...) are answered too, not only the plan's checks."""
+        try:
+            async with self._write(actor) as w:
+                plan = await _plan(w.tx, body)
+                answer = plan.answer
+                if not answer.errors:
+                    try:
+                        await _import(
+                            w, Joined(w, self._db), actor, body.project, body.environment, plan
+                        )
+                    except DomainError as refused:
+                        item = t.ValidationItem(message=refused.message, affectedItems=[])
+                        answer = answer.model_copy(update={"errors": [item]})
+                raise _Undone(answer)
+        except _Undone as undone:
+            return undone.answer
 
     async def import_(self, actor: Actor, body: t.ImportBody) -> None:
         """All of ``body`` imported in one transaction, or a 400 and nothing changed."""
@@ -86,6 +103,14 @@ class TransferService:
             await w.event(
                 EventType.FEATURES_IMPORTED, project=body.project, environment=body.environment
             )
+
+
+class _Undone(Exception):
+    """Rolls back a validation's tried import, carrying its answer out."""
+
+    def __init__(self, answer: t.ValidationOut) -> None:
+        super().__init__("validation undone")
+        self.answer = answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ async def export_features(request: web.Request) -> web.Response:
 
 async def validate_import(request: web.Request) -> web.Response:
     body = await read_json(request, t.ImportBody)
-    return model_response(await request.app[TRANSFER].validate(body))
+    return model_response(await request.app[TRANSFER].validate(actor(request), body))
 
 
 async def import_features(request: web.Request) -> web.Response:
