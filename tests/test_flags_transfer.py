@@ -289,6 +289,12 @@ async def test_refusals_leave_everything_as_it_was(client: Any) -> None:
     assert_error(answer, "BadDataError")
 
 
+async def test_a_tag_the_admin_api_refuses_is_refused_as_it_is_read(client: Any) -> None:
+    tag = {"featureName": "a", "tagType": "pay ments", "tagValue": "v1"}
+    data = {"features": [{"name": "a"}], "featureStrategies": [], "featureTags": [tag]}
+    await refused_import(client, data, "/body/data/featureTags/0/tagType")
+
+
 async def test_a_flag_archived_here_is_left_out(client: Any) -> None:
     await ok(client, "POST", "/api/admin/segments", {"name": "beta-users", "constraints": []}, 201)
     await create_flag(client, "checkout-banner")

@@ -15,7 +15,15 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from relay.wire.common import Name, Strict
-from relay.wire.flags import CreateDependency, Description, FlagName, FlagType, TagPart, TagType
+from relay.wire.flags import (
+    CreateDependency,
+    Description,
+    FlagName,
+    FlagType,
+    TagPart,
+    TagType,
+    TagTypeName,
+)
 from relay.wire.strategies import Strategy, Variant
 
 MAX_IMPORT_FLAGS = 250
@@ -69,8 +77,10 @@ class ExportedEnvironment(_Item):
 
 
 class ExportedTag(_Item):
+    """A flag's tag, its parts checked as ``wire.flags.Tag`` checks them."""
+
     featureName: FlagName
-    tagType: TagPart
+    tagType: TagTypeName
     tagValue: TagPart
 
 
