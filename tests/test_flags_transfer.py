@@ -15,7 +15,7 @@ from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok,
 from test_delta import delta, names
 
 from relay.app import build_app
-from relay.wire.transfer import MAX_IMPORT_FLAGS
+from relay.wire.transfer import MAX_FLAG_STRATEGIES, MAX_IMPORT_FLAGS
 
 BATCH = "/api/admin/features-batch"
 FIXTURE = Path(__file__).parent / "data" / "unleash_export.json"
@@ -293,6 +293,14 @@ async def test_a_tag_the_admin_api_refuses_is_refused_as_it_is_read(client: Any)
     tag = {"featureName": "a", "tagType": "pay ments", "tagValue": "v1"}
     data = {"features": [{"name": "a"}], "featureStrategies": [], "featureTags": [tag]}
     await refused_import(client, data, "/body/data/featureTags/0/tagType")
+
+
+async def test_a_flag_with_more_strategies_than_unleash_allows_is_refused(client: Any) -> None:
+    """Each strategy added re-reads its flag's: 5,000 on one flag held the write 299 s."""
+    strategies = [{"name": "default", "featureName": "a"}] * (MAX_FLAG_STRATEGIES + 1)
+    data = {"features": [{"name": "a"}], "featureStrategies": strategies}
+    await refused_import(client, data, "more than 30 strategies: a")
+    assert await importing(client, {**data, "featureStrategies": strategies[1:]}) == (200, None)
 
 
 async def test_a_flag_archived_here_is_left_out(client: Any) -> None:

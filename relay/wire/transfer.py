@@ -10,9 +10,10 @@ what we keep is checked as the admin API checks it (strategies, variants, tags).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from relay.wire.common import Name, Strict
 from relay.wire.flags import (
@@ -31,6 +32,12 @@ MAX_IMPORT_FLAGS = 250
 request body limit (``max_body_bytes``) it bounds one import's transaction, which other
 writes wait for (about 6 ms a flag: 250 hold SQLite's metric posts some 1.5 s, 1,000 held
 them 6 s). A larger project moves in parts, chosen by name or tag, parents first."""
+
+MAX_FLAG_STRATEGIES = 30
+"""Strategies one flag may carry in a file (Unleash's own default limit per flag and
+environment, so no file of a default Unleash passes it): each strategy imported re-reads
+its flag's, so the work grows with their square: on one flag 1,000 (a 41 KB body) held the
+store's write 13 s and 5,000 (205 KB, within ``max_body_bytes``) 299 s."""
 
 MAX_IMPORT_ITEMS = 20 * MAX_IMPORT_FLAGS
 """Strategies, environments, tags... one import may carry, in each list."""
@@ -128,6 +135,16 @@ class ExportResult(_Item):
     tagTypes: Annotated[list[ExportedTagType], _MANY] = []
     dependencies: Annotated[list[ExportedDependency], _MANY] = []
     links: Annotated[list[ExportedLinks], _MANY] = []
+
+    @model_validator(mode="after")
+    def _strategies_bounded(self) -> ExportResult:
+        crowded = Counter(s.featureName for s in self.featureStrategies)
+        over = sorted(name for name, count in crowded.items() if count > MAX_FLAG_STRATEGIES)
+        if over:
+            raise ValueError(
+                f"flags with more than {MAX_FLAG_STRATEGIES} strategies: {', '.join(over)}"
+            )
+        return self
 
 
 class ExportQuery(Strict):
