@@ -301,6 +301,9 @@ async def test_a_flag_with_more_strategies_than_unleash_allows_is_refused(client
     data = {"features": [{"name": "a"}], "featureStrategies": strategies}
     await refused_import(client, data, "more than 30 strategies: a")
     assert await importing(client, {**data, "featureStrategies": strategies[1:]}) == (200, None)
+    twice = [{"name": "a", "enabled": True}] * 2  # each one more write of the same flag
+    data = {"features": [{"name": "a"}], "featureStrategies": [], "featureEnvironments": twice}
+    await refused_import(client, data, "named twice in featureEnvironments: a")
 
 
 async def test_a_flag_archived_here_is_left_out(client: Any) -> None:

@@ -138,12 +138,18 @@ class ExportResult(_Item):
 
     @model_validator(mode="after")
     def _strategies_bounded(self) -> ExportResult:
+        """A flag's strategies at most ``MAX_FLAG_STRATEGIES``, its state once (the file is
+        one environment's: each repeat was one more write of the flag, 5,000 took 5.7 s)."""
         crowded = Counter(s.featureName for s in self.featureStrategies)
         over = sorted(name for name, count in crowded.items() if count > MAX_FLAG_STRATEGIES)
         if over:
             raise ValueError(
                 f"flags with more than {MAX_FLAG_STRATEGIES} strategies: {', '.join(over)}"
             )
+        states = Counter(e.name for e in self.featureEnvironments)
+        twice = sorted(name for name, count in states.items() if count > 1)
+        if twice:
+            raise ValueError(f"flags named twice in featureEnvironments: {', '.join(twice)}")
         return self
 
 
