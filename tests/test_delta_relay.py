@@ -35,14 +35,22 @@ def relay_in_front(upstream: Service, workdir: Path, port: int | None = None) ->
     return start(workdir, env=env, port=port, name="relay")
 
 
-def watchers(url: str, node_sdk: Path, tmp_path: Path) -> list[tuple[Watcher, str]]:
+def watchers(
+    url: str, node_sdk: Path, tmp_path: Path, polling: bool = True
+) -> list[tuple[Watcher, str]]:
+    """The streaming SDKs, and with ``polling`` the Node SDK polling the delta. Only those
+    asked for are started: one started and dropped was a Node process left running, whose
+    pipes and process warnings failed later tests."""
     quiet_sdk_logs()
-    delta = {"type": "polling", "format": "delta"}
-    return [
+    started = [
         (PythonWatcher(url, DEV_KEY, TOGGLES, tmp_path), "python, streaming"),
         (NodeWatcher(node_sdk, url, DEV_KEY, TOGGLES, {"type": "streaming"}), "node, streaming"),
-        (NodeWatcher(node_sdk, url, DEV_KEY, TOGGLES, delta, refreshInterval=200), "node, delta"),
     ]
+    if polling:
+        delta = {"type": "polling", "format": "delta"}
+        node = NodeWatcher(node_sdk, url, DEV_KEY, TOGGLES, delta, refreshInterval=200)
+        started.append((node, "node, delta"))
+    return started
 
 
 def follow_changes(sdks: list[tuple[Watcher, str]], url: str) -> None:
@@ -104,7 +112,7 @@ def test_sdks_resume_at_the_revision_a_restarted_relay_kept(
     ``Last-Event-ID`` and are brought up to date with events, not a hydration."""
     with with_flags(tmp_path) as standalone:
         relay = relay_in_front(standalone, tmp_path / "relay")
-        sdks = watchers(relay.url, node_sdk, tmp_path)[:2]
+        sdks = watchers(relay.url, node_sdk, tmp_path, polling=False)
         try:
             for watcher, _ in sdks:
                 watcher.arrival({"checkout": True, "search": False}, 0.0)
@@ -140,7 +148,7 @@ def test_a_chain_of_relays_follows_the_upstreams_stream(tmp_path: Path, node_sdk
         second = stack.enter_context(
             running(tmp_path / "second", env=relay_env(first.url, DEV_KEY), name="second")
         )
-        sdks = watchers(second.url, node_sdk, tmp_path)[:2]
+        sdks = watchers(second.url, node_sdk, tmp_path, polling=False)
         stack.callback(lambda: [watcher.close() for watcher, _ in sdks])
         for watcher, _ in sdks:
             watcher.arrival({"checkout": True, "search": False}, 0.0)
@@ -170,8 +178,8 @@ def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sd
             standalone.url, DEV_KEY, RELAY_WORKERS="2", RELAY_FEATURES_REFRESH_INTERVAL=INTERVAL
         )
         relay = stack.enter_context(running(tmp_path / "relay", env=env, name="relay"))
-        sdks = watchers(relay.url, node_sdk, tmp_path)[:2]
-        sdks += watchers(relay.url, node_sdk, tmp_path / "more")[:2]
+        sdks = watchers(relay.url, node_sdk, tmp_path, polling=False)
+        sdks += watchers(relay.url, node_sdk, tmp_path / "more", polling=False)
         stack.callback(lambda: [watcher.close() for watcher, _ in sdks])
         for watcher, _ in sdks:
             watcher.arrival({"checkout": True, "search": False}, 0.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from service import running
+from service import running, wait_until
 from test_workers import workers
 
 from relay import cores
@@ -105,4 +105,5 @@ def test_serve_starts_auto_workers_and_says_why(tmp_path: Path) -> None:
     with running(tmp_path, env={"RELAY_WORKERS": "auto"}) as service:
         # one worker runs in the process started; more are a supervisor's children
         assert len(workers(service)) == (0 if expected == 1 else expected)
-        assert f"workers: {expected} ({found})" in service.logs()
+        said = f"workers: {expected} ({found})"  # by worker 0 once it listens, maybe last
+        wait_until(lambda: said in service.logs(), "the workers' number said")
