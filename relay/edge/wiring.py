@@ -76,13 +76,15 @@ async def initialise(settings: Settings) -> None:
     """Each worker's buffer file migrated, and the instance id kept, once before several
     workers start."""
     await _check_buffers(settings, ran_before=_ran_before(settings))
+    # on a full disk the files open with the room the reserve hands back, as in a worker
+    reserve = Reserve(settings.data_dir / "buffer.reserve", _reserve_bytes(settings))
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
-    await open_cache(cache, settings.buffer_path)
+    await open_cache(cache, settings.buffer_path, reserve)
     await _restore(settings, FlagStore(cache))
     await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
-        await buffer.open()
+        await open_with_room(buffer, reserve)
         await buffer.close()
     if settings.instance_id is None:
         instance_id(settings.data_dir)
@@ -99,7 +101,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     # the leader's file: the flusher's, and where requests with an Idempotency-Key go
     db = _buffer_file(settings, settings.buffer_path)
-    wal_bytes = reserve_size(settings.buffer_max_bytes, settings.data_dir)
+    wal_bytes = _reserve_bytes(settings)
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     monitor = BufferMonitor(
@@ -269,7 +271,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:
-    wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
+    wal = wal_bound(_reserve_bytes(settings))
     return await check_buffers(settings.buffer_path, settings.sqlite_synchronous, wal, ran_before)
 
 
@@ -280,13 +282,17 @@ async def _restore(settings: Settings, store: FlagStore) -> None:
         await restore(settings.backup_folder, store, settings.features_refresh_interval)
 
 
+def _reserve_bytes(settings: Settings) -> int:
+    return reserve_size(settings.buffer_max_bytes, settings.data_dir)
+
+
 def _ran_before(settings: Settings) -> bool:
     """A relay ran in the data directory before: the instance id it generated is there."""
     return settings.instance_id is None and (settings.data_dir / INSTANCE_ID).is_file()
 
 
 def _buffer_file(settings: Settings, path: Path) -> SqliteDatabase:
-    wal = wal_bound(reserve_size(settings.buffer_max_bytes, settings.data_dir))
+    wal = wal_bound(_reserve_bytes(settings))
     return SqliteDatabase(path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal)
 
 
