@@ -197,7 +197,10 @@ async def test_a_full_buffer_evicts_the_oldest_hour(
     # no flush until the close: batches the flusher cuts meanwhile would take counts of any
     # hour out of the order the counts table keeps (docs/relays.md: outbox batches)
     client = await make_relay(
-        buffer_max_bytes=3 * 1024 * 1024, backoff_max=60, flush_interval=3600
+        buffer_max_bytes=3 * 1024 * 1024,
+        backoff_max=60,
+        flush_interval=3600,
+        final_flush_timeout=120,  # what is kept (two hours' worth) sent whole however loaded
     )
     before = REGISTRY.get_sample_value("relay_evicted_entries_total") or 0
     hours = ("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z")
