@@ -7,6 +7,7 @@ tests are skipped).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -33,7 +34,11 @@ from service import (
 )
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
 
+from relay.core.errors import StorageError
+from relay.edge.metrics.reserve import Reserve, open_with_room
 from relay.edge.metrics.salvage import damaged_files
+from relay.store.sql import BUFFER_SCHEMA
+from relay.store.sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -269,3 +274,25 @@ def test_a_shard_that_cannot_be_merged_is_said_once(tmp_path: Path) -> None:
                 assert relay.logs().count("cannot merge a buffer shard") == 0
             finally:
                 assert relay.stop() == 0
+
+
+async def test_a_file_opened_at_start_waits_for_room_on_a_full_disk(tmp_path: Path) -> None:
+    """Several workers share one reserve for the files they open at start, and the leader
+    may take the room it left (merging another worker's shard): a file that cannot be
+    opened then is tried again while the drain frees room, rather than stopping the relay
+    (a two-worker relay restarted on its full disk sometimes did not start)."""
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        path = disk / "buffer-1.db"
+        with closing(sqlite3.connect(path)) as conn:  # closed cleanly: no WAL index left
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE t (x)")
+        reserve = Reserve(disk / "buffer.reserve", 64 * 1024)  # already handed back
+        fill(disk / "ballast")
+        refused = SqliteDatabase(path, BUFFER_SCHEMA)
+        with pytest.raises(StorageError):
+            await open_with_room(refused, reserve)
+        loop = asyncio.get_running_loop()
+        loop.call_later(1.0, (disk / "ballast").unlink)  # the drain frees room meanwhile
+        waited = SqliteDatabase(path, BUFFER_SCHEMA)
+        await open_with_room(waited, reserve, patience=30.0)
+        await waited.close()

@@ -20,7 +20,7 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
-from relay.edge.metrics.reserve import Reserve, open_with_room
+from relay.edge.metrics.reserve import START_PATIENCE, Reserve, open_with_room
 from relay.edge.metrics.salvage import damage, move_aside
 from relay.store.sql import CACHE_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -50,7 +50,7 @@ async def open_cache(cache: SqliteDatabase, buffer: Path, reserve: Reserve | Non
             "cache file damaged: moved aside, flags are fetched again",
             extra={"path": str(cache.path), "moved_to": str(aside), "problem": problem[:500]},
         )
-    await open_with_room(cache, reserve)
+    await open_with_room(cache, reserve, START_PATIENCE)
     await adopt(cache, buffer)
 
 

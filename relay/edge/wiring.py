@@ -44,6 +44,7 @@ from relay.edge.metrics.flusher import Flusher
 from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.reserve import (
+    START_PATIENCE,
     IngestGate,
     Reserve,
     make_room,
@@ -84,7 +85,7 @@ async def initialise(settings: Settings) -> None:
     await cache.close()
     for worker in range(settings.workers):
         buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
-        await open_with_room(buffer, reserve)
+        await open_with_room(buffer, reserve, START_PATIENCE)
         await buffer.close()
     if settings.instance_id is None:
         instance_id(settings.data_dir)
@@ -190,10 +191,10 @@ def build(settings: Settings, worker: int) -> web.Application:
                 await open_cache(cache, settings.buffer_path, reserve)
                 await _restore(settings, flag_store)
             for database, store in opened:
-                await open_with_room(database, reserve)
+                await open_with_room(database, reserve, START_PATIENCE)
                 store.start()
             if settings.workers > 1:
-                await open_with_room(cache, reserve)
+                await open_with_room(cache, reserve, START_PATIENCE)
             for path in unchecked:
                 log.warning(
                     "buffer file not checked for damage at start: it could not be opened"

@@ -23,6 +23,7 @@ could not drain from (the WAL holding everything, no checkpoint possible).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -41,6 +42,9 @@ RELEASED = Counter(
     "Times the disk was full and the space set aside for draining was handed back",
 )
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
+OPEN_RETRY = 0.5
+START_PATIENCE = 30.0
+"""Seconds a file opened at start waits for room on a full disk (``open_with_room``)."""
 MIN_BYTES = 64 * 1024
 WAL_SHARE = 4
 
@@ -177,12 +181,30 @@ def _wal_bytes(db: SqliteDatabase) -> int:
         return 0
 
 
-async def open_with_room(db: SqliteDatabase, reserve: Reserve | None) -> None:
+async def open_with_room(
+    db: SqliteDatabase, reserve: Reserve | None, patience: float = 0.0
+) -> None:
     """Open a file beside the buffer; on a disk too full for the WAL index SQLite needs to
-    open it (a file closed cleanly has none), with the room the reserve hands back."""
-    try:
-        await db.open()
-    except StorageError:
-        if reserve is None or reserve.room() >= reserve.size or not reserve.release():
-            raise
-        await db.open()
+    open it (a file closed cleanly has none), with the room the reserve hands back. With
+    several workers there is one reserve for every file they open at start, and the leader
+    may take the room it left (merging another worker's shard): while the disk stays full
+    the open is tried again every ``OPEN_RETRY`` seconds for ``patience`` seconds, as the
+    leader's drain frees room, rather than one worker's file stopping the relay (it did,
+    now and then, in a full run of the tests)."""
+    deadline = time.monotonic() + patience
+    waiting = False
+    while True:
+        try:
+            await db.open()
+            return
+        except StorageError:
+            if reserve is None or reserve.room() >= reserve.size:
+                raise  # not a full disk
+            if reserve.release():
+                continue
+            if time.monotonic() >= deadline:
+                raise
+            if not waiting:
+                log.warning("disk full: waiting for room to open", extra={"path": str(db.path)})
+                waiting = True
+            await asyncio.sleep(OPEN_RETRY)
