@@ -169,7 +169,14 @@ class _Planned(NamedTuple):
             impact=impact.rows(batch.impact),
             outcomes=outcomes,
             stamp=stamp,
-            seen=[(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())],
+            # the central service's page only: a relay's registrations leave its buffer at
+            # the next flush, so an update there per instance and group would be hot-path
+            # work for nothing
+            seen=(
+                [(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())]
+                if stamp == "arrived"
+                else []
+            ),
             applications=(
                 sorted({(k.app_name, k.environment, now) for k in batch.counts})
                 if stamp == "arrived"
