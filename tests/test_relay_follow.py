@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
-from test_relay_delta import FLAGS, delta
+from test_relay_delta import FLAGS, delta, with_checkout
 
-from relay.edge.upstream import MAX_ANSWER_BYTES
+from relay.edge.cache_file import cache_file
+from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
+from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient
 
 MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
 
@@ -168,3 +173,79 @@ async def test_streams_followed_leave_the_upstream_connections_to_fetches(
         assert response.status == 200
     finally:
         held.set()
+
+
+class SlowFile(FlagStore):
+    """``cache.db`` slow to answer (a loaded machine): a copy loaded is handed over only
+    once ``handed`` is set, ``loading`` set meanwhile."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(cache_file(path, "NORMAL"))
+        self.loading, self.handed = asyncio.Event(), asyncio.Event()
+        self.handed.set()
+
+    async def copy(self, scope: FlagScope) -> Copy | None:
+        found = await super().copy(scope)
+        self.loading.set()
+        await self.handed.wait()
+        return found
+
+
+async def test_a_stored_copy_loaded_as_the_stream_changes_never_takes_the_flags_back(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A worker following the stream loads another worker's copy of the flags as they were
+    (checkout on); while it loads, the stream turns checkout off. The copy loaded is then
+    older than the one held: not taken (before, it was a clash "moved past" with the stored
+    flags: the worker's SDKs got checkout on again, and nothing corrected it). Then the
+    worker's copy is written, and the other worker's replaced."""
+    events: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        while True:
+            yield await events.get()
+
+    upstream.features = FLAGS
+    headers = {"Content-Type": "text/event-stream"}
+    upstream.by_path[STREAM] = Answer(200, headers, chunks=chunks)
+    store = SlowFile(tmp_path)
+    client = UpstreamClient(str(upstream.server.make_url("")).rstrip("/"), 10.0)  # type: ignore[union-attr]
+    other = FlagStore(cache_file(tmp_path, "NORMAL"))  # another worker's connection
+    await store._db.open()
+    await other._db.open()
+    await client.open()
+    cache = FlagCache(store, client, 60.0, [DEV_KEY], {}, lambda: None)
+    try:
+        await cache.start()
+        [entry] = cache.copies()
+        hydration = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}
+        events.put_nowait(sse(("unleash-connected", [hydration])))
+        await eventually(lambda: entry.streamed, "the stream followed")
+        await cache.tick()  # the worker's copy written
+        held = entry.changes.revision
+        on = json.dumps(FLAGS).encode()
+        await other.write([Saved(entry.scope, Copy(on, '"other"', time.time(), held))], (), 0, 60)
+
+        store.handed.clear()
+        store.loading.clear()
+        tick = asyncio.create_task(cache.tick())
+        await store.loading.wait()  # the other worker's copy, being loaded
+        off = with_checkout(False)["features"][0]
+        update = {"eventId": 2, "type": "feature-updated", "feature": off}
+        events.put_nowait(sse(("unleash-updated", [update])))
+        await eventually(lambda: entry.changes.revision == held + 1, "checkout off, streamed")
+        store.handed.set()
+        await tick
+
+        assert entry.changes.revision == held + 1  # no clash moved past
+        assert entry.rendered is not None
+        assert json.loads(entry.rendered.body)["features"][0]["enabled"] is False
+        await cache.tick()  # written: the other worker takes it
+        stored = await other.copy(entry.scope)
+        assert stored is not None and stored.revision == held + 1
+        assert json.loads(stored.body)["features"][0]["enabled"] is False
+    finally:
+        await cache.stop()
+        await client.close()
+        await store._db.close()
+        await other._db.close()

@@ -322,14 +322,22 @@ class FlagCache:
                     continue
                 entry = self._add(head.scope)
             entry.due_at = head.due_at
-            if head.fetched_at is None or entry.task is not None or head.scope in self._pending:
+            if head.fetched_at is None or self._ahead(entry):
                 continue  # no copy there yet, or this worker's is newer (and written soon)
-            if (head.etag, head.revision) != (entry.upstream_etag, entry.changes.revision):
+            held = (entry.upstream_etag, entry.changes.revision)
+            if (head.etag, head.revision) != held:
                 copy = await self._store.copy(head.scope)
+                if self._ahead(entry) or held != (entry.upstream_etag, entry.changes.revision):
+                    continue  # took a newer one meanwhile (its stream's): no clash, written next
                 if copy is not None:
                     self._take(entry, copy)
             entry.fetched_at = head.fetched_at
         self._check_ready()
+
+    def _ahead(self, entry: Entry) -> bool:
+        """Fetching, or holding a copy not yet written: newer than any stored (asked again
+        once one is loaded, as a copy taken then is newer than the loaded one)."""
+        return entry.task is not None or entry.scope in self._pending
 
     async def _stored(self, scope: FlagScope) -> Copy | None:
         try:
