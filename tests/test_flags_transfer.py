@@ -391,3 +391,14 @@ def test_the_commands_export_and_import_a_file(tmp_path: Path) -> None:
     file.write_text('{"features": [{"name": "bad name"}], "featureStrategies": []}')
     refused = relay("flags", "import", str(file), cwd=target)
     assert refused.returncode != 0 and "/features/0/name" in refused.stderr, refused.stderr
+
+
+async def test_an_export_past_the_import_bounds_is_refused_in_parts(client: Any) -> None:
+    """A flag with more strategies than an import takes, or more flags than one import
+    takes, answer a 400 naming the bound (they were a 500: the file model refused them)."""
+    await create_flag(client, "crowded")
+    for _ in range(MAX_FLAG_STRATEGIES + 1):
+        await add_strategy(client, "crowded", {"name": "default"})
+    status, answer = await call(client, "POST", f"{BATCH}/export", {"environment": "development"})
+    assert status == 400 and "more than 30 strategies: crowded" in answer["message"], answer
+    assert (await export(client, environment="production"))["features"][0]["name"] == "crowded"

@@ -186,3 +186,15 @@ async def test_projects_environments_and_archived_flags_are_renamed_changed_dele
     assert keyed.status == 409 and "revoke them first" in await keyed.text()
     environments = await api(client, "/api/admin/environments")
     assert [e["name"] for e in environments["environments"]].count("staging") == 0
+
+
+async def test_a_rollout_of_other_digits_is_refused_not_a_500(client: Any) -> None:
+    """``str.isdigit`` takes ``²`` and a string of thousands of digits, which ``int``
+    refuses with a ValueError: the default strategy's form was a 500 for them."""
+    await sign_in(client)
+    token = csrf(await page(client, "/projects"))
+    action = "/projects/default/environments/development/default-strategy"
+    for rollout in ("²", "9" * 5000, "٣"):
+        response = await client.post(action, data={"csrf": token, "rollout": rollout})
+        assert response.status == 400, (rollout[:5], response.status)
+        assert "whole percentage from 0 to 100" in await response.text()

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from relay.central.key_store import KeyRecord, KeyStore, new_key_id
-from relay.central.projects import ProjectStore
 from relay.core.audit import Actor
 from relay.core.errors import InvalidInput
 from relay.core.keys import KeySpec, new_key, parse_key
@@ -20,9 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class KeyService:
-    def __init__(self, store: KeyStore, environments: ProjectStore) -> None:
+    def __init__(self, store: KeyStore) -> None:
         self._store = store
-        self._environments = environments
 
     async def issue(self, actor: Actor, request: CreateApiKey) -> tuple[str, KeyRecord]:
         """A new random key: its secret (which exists only in the returned value) and its

@@ -243,10 +243,6 @@ class ProjectStore:
         row = await self._db.fetch_one("SELECT 1 FROM environments WHERE name = ?", (name,))
         return row is not None
 
-    async def project_exists(self, project_id: str) -> bool:
-        row = await self._db.fetch_one("SELECT 1 FROM projects WHERE id = ?", (project_id,))
-        return row is not None
-
     async def _event(
         self,
         tx: Transaction,

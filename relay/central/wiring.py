@@ -90,8 +90,7 @@ def central_database(settings: Settings) -> Database:
 
 def key_service(db: Database, settings: Settings) -> KeyService:
     """The key service of the command line and of start-up (its changes logged)."""
-    events = EventLog(db, settings.event_log_kept)
-    return KeyService(KeyStore(db, events), ProjectStore(db, Writer(db, events=events)))
+    return KeyService(KeyStore(db, EventLog(db, settings.event_log_kept)))
 
 
 async def initialise(settings: Settings) -> None:
@@ -128,7 +127,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         arrived=True,
         instances_kept=INSTANCES_KEPT,
     )
-    keys = KeyService(key_store, projects)
+    keys = KeyService(key_store)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
     app[ENVIRONMENTS] = EnvironmentStore(db, writer)

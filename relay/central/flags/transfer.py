@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService, strategy_out
 from relay.central.flags.records import Reads, load_flags
@@ -46,7 +48,9 @@ class TransferService:
 
     async def export(self, actor: Actor, query: t.ExportQuery) -> t.ExportResult:
         """The flags that are not archived chosen by ``query`` (a tag value, names, a
-        project, else all), as Unleash exports them from ``query.environment``."""
+        project, else all), as Unleash exports them from ``query.environment``. A choice
+        past what one import takes (``wire.transfer``'s bounds) is refused (400), so every
+        file written is a file taken: a larger project is exported in parts."""
         where, params = "archived_at IS NULL", list[object]()
         if query.tag is not None:
             where += " AND name IN (SELECT feature_name FROM feature_tags WHERE tag_value = ?)"
@@ -57,7 +61,16 @@ class TransferService:
         elif query.project is not None:
             where, params = f"{where} AND project_id = ?", [query.project]
         flags = await load_flags(self._db, where, params)
-        result = await _exported(self._db, flags, query.environment)
+        try:
+            result = await _exported(self._db, flags, query.environment)
+        except ValidationError as exc:
+            said = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(part) for part in said["loc"])
+            problem = str(said["msg"]).removeprefix("Value error, ")
+            raise InvalidInput(
+                f"The export is more than one import takes ({where + ': ' if where else ''}"
+                f"{problem}); export fewer flags at a time, by name or by tag"
+            ) from None
         async with self._db.transaction() as tx:
             await self._write.events.record(
                 tx,

@@ -12,6 +12,7 @@ from aiohttp import web
 from relay.central.state import ENVIRONMENTS, PROJECTS
 from relay.central.web.forms import act, confirmed
 from relay.central.web.site import actor, form, page, render
+from relay.core.domain import whole_number
 from relay.core.errors import InvalidInput
 from relay.core.flags import FLEXIBLE_ROLLOUT
 from relay.wire.admin import (
@@ -122,11 +123,12 @@ async def default_strategy(request: web.Request) -> web.Response:
 
     async def work() -> str:
         rollout = values.get("rollout", "").strip()
-        if not rollout.isdigit() or int(rollout) > 100:
+        percent = whole_number(rollout, 100)
+        if percent is None:
             shown = repr(rollout[:20])
             raise InvalidInput(f"The rollout is a whole percentage from 0 to 100, not {shown}")
         parameters = {
-            "rollout": str(int(rollout)),
+            "rollout": str(percent),
             "stickiness": values.get("stickiness") or "default",
             "groupId": values.get("groupId", "").strip(),
         }
