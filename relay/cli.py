@@ -34,7 +34,7 @@ from relay.core.audit import Actor
 from relay.core.errors import DomainError
 from relay.edge_cli.command_line import asked_log_format, is_edge_command
 from relay.edge_cli.run import main as edge_main
-from relay.process.server import serve
+from relay.process.server import noted_port, serve
 from relay.settings import Settings, SettingsError, load_settings
 from relay.starting import EXIT_CONFIG, start
 from relay.store.sql import Database
@@ -131,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     health = commands.add_parser(
         "healthcheck", help="exit 0 when the local service answers /health (for containers)"
     )
-    _settings_flags(health, only=("mode", "port"))
+    _settings_flags(health, only=("mode", "port", "data_dir"))
     health.set_defaults(run=_healthcheck)
 
     # For developers, so not in --help: the commands listed are fixed before it is added
@@ -360,7 +360,10 @@ def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) ->
 
 
 def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
-    url = f"http://127.0.0.1:{settings.listen_port}/health"
+    """The port set, else the one the service started in the data dir noted (whichever
+    command line started it), else the mode's default."""
+    port = settings.port or noted_port(settings.data_dir) or settings.listen_port
+    url = f"http://127.0.0.1:{port}/health"
     try:
         with urllib.request.urlopen(url, timeout=3) as response:
             return 0 if response.status == 200 else 1

@@ -325,3 +325,21 @@ def test_a_value_option_given_twice_is_refused_as_edge_refuses_it() -> None:
     assert "http://b" not in done.stderr
     parsed = parse(["edge", "-u", "http://up", "-t", DEV, "-t", PROD], {})
     assert isinstance(parsed, Serve) and parsed.overrides["client_tokens"] == [DEV, PROD]
+
+
+def test_the_images_healthcheck_finds_a_relay_started_by_edges_command_line(
+    tmp_path: Path,
+) -> None:
+    """The image's HEALTHCHECK is ``relay healthcheck``, with only the image's variables
+    (RELAY_DATA_DIR): it asks the port the service listens on, whichever command line set it
+    (here Edge's ``-p``; relay's default port would be standalone's 4242)."""
+    workdir = tmp_path / "offline"
+    workdir.mkdir()
+    (workdir / "flags.json").write_text(json.dumps({"edgeflag": {"enabled": True}}))
+    env = {"BOOTSTRAP_FILE": "flags.json", "CLIENT_TOKENS": DEV}
+    image = {"RELAY_DATA_DIR": str(workdir / "data")}
+    (workdir / "data").mkdir()  # as the image's /data (offline mode writes nothing there)
+    with edge(workdir, "-i", "127.0.0.1", "offline", env=env | image):
+        done = relay("healthcheck", env=image)
+        assert done.returncode == 0, done.stderr
+    assert relay("healthcheck", env=image).returncode == 1  # stopped: nothing answers

@@ -39,6 +39,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from relay import cores, logs
 from relay.process import supervisor
@@ -120,6 +121,32 @@ def _listening(settings: Settings, worker: int, name: str) -> None:
     )
     if worker == 0:
         log.info(f"workers: {settings.workers} ({_why(settings.workers)})")
+        _note_port(settings)
+
+
+LISTENING = "listening"
+"""The file in ``data_dir`` holding the port the service listens on."""
+
+
+def _note_port(settings: Settings) -> None:
+    """The port written down for ``relay healthcheck`` (the image's HEALTHCHECK), which does
+    not see the command line the service was started with: Edge's ``relay edge -p N`` sets
+    the port no variable says. A data dir that cannot take it (standalone on PostgreSQL may
+    have none) leaves the check to the settings' port."""
+    path = settings.data_dir / LISTENING
+    try:
+        path.with_suffix(".tmp").write_text(f"{settings.listen_port}\n")
+        path.with_suffix(".tmp").replace(path)
+    except OSError:
+        pass
+
+
+def noted_port(data_dir: Path) -> int | None:
+    """The port the service last started in ``data_dir`` listens on, if it wrote it down."""
+    try:
+        return int((data_dir / LISTENING).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _child_main(argv: list[str]) -> int:
