@@ -1,7 +1,8 @@
 """What an import of flags in Unleash's format costs a standalone (issue 23): one JSON line.
 
-    python bench/import_flags.py                 # 1,000 flags (the most one import takes)
+    python bench/import_flags.py                 # 250 flags (the most one import takes)
     python bench/import_flags.py --flags 100
+    python bench/import_flags.py --smoke         # tiny, for CI (no figure is asserted)
 
 A standalone (SQLite, one worker) imports ``--flags`` flags, each with a gradual rollout
 and a constraint, turned on, into an empty project, then the same file again (every flag
@@ -22,6 +23,8 @@ from typing import Any
 
 import aiohttp
 from servers import ADMIN, CLIENT, standalone
+
+from relay.wire.transfer import MAX_IMPORT_FLAGS
 
 
 def file(flags: int) -> dict[str, Any]:
@@ -94,8 +97,11 @@ async def measure(url: str, flags: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--flags", type=int, default=1000)
+    parser.add_argument("--flags", type=int, default=MAX_IMPORT_FLAGS)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.flags = 10
     with tempfile.TemporaryDirectory() as workdir:
         server = standalone(Path(workdir), workers=1)
         try:

@@ -198,10 +198,13 @@ def _flag_commands(commands: Any) -> None:
     transfers = transfer_cli.add_commands(flag_commands)
     for command in (create, *switches, listing, evaluate, *transfers):
         if command is not evaluate:
+            lookup = command in switches  # on/off find the flag in whichever project holds it
             command.add_argument(
                 "--project",
-                default=None if command in switches else "default",
-                help="the flag's project (default: the flag's own, or default)",
+                default=None if lookup else "default",
+                help="the flag's project (default: the flag's own)"
+                if lookup
+                else "the project (default: default)",
             )
         _settings_flags(command, only=_STORE_SETTINGS)
         command.set_defaults(run=_flags)

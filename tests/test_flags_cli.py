@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from flagkit import http
 from service import running
 from test_cli import ADMIN, CLIENT, relay
@@ -107,3 +108,23 @@ def test_flags_evaluate_prints_the_result_and_its_reason(tmp_path: Path) -> None
         assert result.returncode == 2 and result.stdout == "", args
         assert result.stderr.startswith("relay: error:") and message in result.stderr, args
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "default"),
+    [
+        ("list", "the project (default: default)"),
+        ("create", "the project (default: default)"),
+        ("export", "the project (default: default)"),
+        ("import", "the project (default: default)"),
+        ("on", "the flag's project (default: the flag's own)"),
+        ("off", "the flag's project (default: the flag's own)"),
+    ],
+)
+def test_project_help_says_each_commands_own_default(
+    tmp_path: Path, command: str, default: str
+) -> None:
+    """``list``, ``create``, ``export`` and ``import`` act on project ``default`` when none is
+    given; only ``on``/``off`` look the flag up in whichever project holds it."""
+    out = " ".join(relay("flags", command, "--help", cwd=tmp_path).stdout.split())
+    assert f"--project PROJECT {default} " in out
