@@ -31,6 +31,7 @@ DATES = [
 VERSIONS = [
     *("1.2.3", "v1.2.3", "=1.2.3", "1.2", "01.2.3", "1.2.3-beta.1+build.5", "1.2.3-0.a"),
     *("9007199254740991.0.0", "9007199254740992.0.0", "1.2.3-" + "a" * 300, " 1.2.3"),
+    *(f"1{ARABIC_FIVE}.2.3", f"1.2.3-1{ARABIC_FIVE}", "1.2.3\n"),
 ]
 
 # What the Node SDK makes of each value (lib/strategy/strategy.js): a number, a time in

@@ -64,7 +64,8 @@ _SAFE_INTEGER = 2**53 - 1  # node-semver refuses a larger major, minor or patch
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$",
+    re.ASCII,  # \d is [0-9]: "1\u0665.2.3" is no version to node-semver
 )
 
 
@@ -85,7 +86,7 @@ class SemVer(NamedTuple):
 
 def semver(value: str) -> SemVer | None:
     """The parts of a strict SemVer, else None (what node-semver's strict parser takes)."""
-    found = _SEMVER.match(value) if len(value) <= _SEMVER_LENGTH else None
+    found = _SEMVER.fullmatch(value) if len(value) <= _SEMVER_LENGTH else None
     if found is None or max(len(found[i]) for i in (1, 2, 3)) > len(str(_SAFE_INTEGER)):
         return None
     major, minor, patch = int(found[1]), int(found[2]), int(found[3])
