@@ -29,7 +29,7 @@ from relay.api.broadcast import Broadcast
 from relay.core.client_features import Answer, Rendered, Scope, from_answer, projects_of, read
 from relay.core.delta import Changes
 from relay.core.keys import Principal
-from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.entries import Entry, EntrySource, Views
 from relay.edge.flags.files import NotReadable, read_bounded
 from relay.edge.flags.store import FlagScope
 
@@ -95,7 +95,7 @@ def _from_simple(flags: Mapping[str, Any]) -> dict[str, Any]:
     return {"version": 2, "features": features}
 
 
-class FileFlags:
+class FileFlags(EntrySource):
     """The flags of offline mode: one entry per scope of the configured keys, all rendered
     from the file. The ``FlagSource`` of the client features routes, the ``Copies`` of the
     deltas and the ``FrontendSource`` of the Frontend API."""
@@ -178,16 +178,6 @@ class FileFlags:
         if entry.rendered is None:  # load() runs before the routes are served
             raise RuntimeError("bootstrap file not loaded")
         return entry, entry.rendered
-
-    async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
-        entry, rendered = await self.entry(key, principal)
-        return self.views.get(entry, rendered, scope)
-
-    async def feature(
-        self, key: str, principal: Principal, scope: Scope, name: str
-    ) -> bytes | None:
-        entry, rendered = await self.entry(key, principal)
-        return self.views.feature(entry, rendered, scope, name)
 
     async def document(self, principal: Principal) -> Rendered:
         scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)

@@ -32,7 +32,16 @@ from relay.api.broadcast import Broadcast
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
-from relay.edge.flags.entries import Entry, Readiness, Refusals, Views, forget, no_copy, report
+from relay.edge.flags.entries import (
+    Entry,
+    EntrySource,
+    Readiness,
+    Refusals,
+    Views,
+    forget,
+    no_copy,
+    report,
+)
 from relay.edge.flags.fetch import Fetch, Fetcher
 from relay.edge.flags.follow import Follower
 from relay.edge.flags.store import (
@@ -58,7 +67,7 @@ CONCURRENT_FETCHES = 8
 RETENTION = 7 * 86400.0  # a stored scope nobody refreshed for this long is deleted
 
 
-class FlagCache:
+class FlagCache(EntrySource):
     def __init__(
         self,
         store: FlagStore,
@@ -86,16 +95,6 @@ class FlagCache:
         self._storage_failing = False
         self.moved = Broadcast()  # streams waiting for a scope's revision to move
         self._follower = Follower(self._fetcher, self._take, self._pending, self._poll)
-
-    async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
-        entry, rendered = await self.entry(key, principal)
-        return self.views.get(entry, rendered, scope)
-
-    async def feature(
-        self, key: str, principal: Principal, scope: Scope, name: str
-    ) -> bytes | None:
-        entry, rendered = await self.entry(key, principal)
-        return self.views.feature(entry, rendered, scope, name)
 
     def copies(self) -> Iterable[Entry]:
         return self._entries.values()

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 
@@ -201,6 +202,27 @@ class Views:
         while len(self._catalogs) > 1 and self.catalog_bytes > self._catalog_bytes:
             self.catalog_bytes -= self._catalogs.popitem(last=False)[1][1].size
         return catalog
+
+
+class EntrySource(ABC):
+    """The client features answers of a source that holds one ``Entry`` per scope (the
+    relay's copies, offline mode's file): each key's entry, narrowed through ``views``."""
+
+    views: Views
+
+    @abstractmethod
+    async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+        """The entry ``key`` is served from, and its answer."""
+
+    async def answer(self, key: str, principal: Principal, scope: Scope) -> Rendered:
+        entry, rendered = await self.entry(key, principal)
+        return self.views.get(entry, rendered, scope)
+
+    async def feature(
+        self, key: str, principal: Principal, scope: Scope, name: str
+    ) -> bytes | None:
+        entry, rendered = await self.entry(key, principal)
+        return self.views.feature(entry, rendered, scope, name)
 
 
 class Refusals:
