@@ -1,4 +1,5 @@
-"""``relay flags create|on|off|list``: real processes on the store a running service uses."""
+"""``relay flags create|on|off|list|export|import``: real processes on the store a running
+service uses."""
 
 from __future__ import annotations
 
@@ -128,3 +129,32 @@ def test_project_help_says_each_commands_own_default(
     given; only ``on``/``off`` look the flag up in whichever project holds it."""
     out = " ".join(relay("flags", command, "--help", cwd=tmp_path).stdout.split())
     assert f"--project PROJECT {default} " in out
+
+
+def test_the_commands_export_and_import_a_file(tmp_path: Path) -> None:
+    source, target = tmp_path / "a", tmp_path / "b"
+    for where in (source, target):
+        where.mkdir()
+    assert relay("flags", "create", "checkout", cwd=source).returncode == 0
+    assert relay("flags", "on", "checkout", cwd=source).returncode == 0
+    exported = relay("flags", "export", "--project", "default", cwd=source)
+    assert exported.returncode == 0, exported.stderr
+    file = tmp_path / "flags.json"
+    file.write_text(exported.stdout)
+    loaded = relay("flags", "import", "--environment", "development", str(file), cwd=target)
+    assert (loaded.returncode, loaded.stdout.strip()) == (
+        0,
+        "imported 1 flags into default/development",
+    ), loaded.stderr
+    again = json.loads(relay("flags", "export", cwd=target).stdout)
+    first = json.loads(exported.stdout)
+    for strategy in [*again["featureStrategies"], *first["featureStrategies"]]:
+        strategy.pop("id")
+    assert again == first and first["featureEnvironments"][0]["enabled"] is True
+    listed = relay("flags", "list", cwd=target).stdout
+    assert listed.splitlines() == ["checkout\tdefault\trelease\tdevelopment=on production=off"]
+    missing = relay("flags", "import", str(tmp_path / "nothing.json"), cwd=target)
+    assert missing.returncode != 0 and "cannot read" in missing.stderr, missing.stderr
+    file.write_text('{"features": [{"name": "bad name"}], "featureStrategies": []}')
+    refused = relay("flags", "import", str(file), cwd=target)
+    assert refused.returncode != 0 and "/features/0/name" in refused.stderr, refused.stderr

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.exporting import exported
 from relay.central.flags.flags import FlagService, strategy_out
 from relay.central.flags.records import Reads, load_flags
 from relay.central.flags.strategies import StrategyService
@@ -35,10 +36,8 @@ from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import FlagWrite, Joined, Writer
 from relay.core.audit import Actor, EventType
 from relay.core.errors import DomainError, InvalidInput, NotFound
-from relay.core.flags import FlagRecord
 from relay.wire import flags as wire
 from relay.wire import transfer as t
-from relay.wire.strategies import SAVED
 
 
 class TransferService:
@@ -62,7 +61,7 @@ class TransferService:
             where, params = f"{where} AND project_id = ?", [query.project]
         flags = await load_flags(self._db, where, params)
         try:
-            result = await _exported(self._db, flags, query.environment)
+            result = await exported(self._db, flags, query.environment)
         except ValidationError as exc:
             said = exc.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(part) for part in said["loc"])
@@ -321,92 +320,3 @@ async def _clear(w: FlagWrite, project: str, name: str, environment: str) -> Non
             environment=environment,
             before=strategy_out(name, strategy).model_dump(mode="json", exclude_none=True),
         )
-
-
-async def _exported(db: Reads, flags: Sequence[FlagRecord], environment: str) -> t.ExportResult:
-    """Unleash's export of ``flags`` from ``environment``."""
-    names = [f.name for f in flags]
-    marks = ", ".join("?" * len(names))
-    tags = (
-        await db.fetch_all(
-            "SELECT feature_name, tag_type, tag_value FROM feature_tags"
-            f" WHERE feature_name IN ({marks}) ORDER BY feature_name, tag_type, tag_value",
-            names,
-        )
-        if names
-        else []
-    )
-    strategies = [
-        t.ExportedStrategy.model_validate(
-            strategy_out(f.name, s).model_dump(mode="json", exclude_none=True), context=SAVED
-        )
-        for f in flags
-        for s in f.environment(environment).strategies
-    ]
-    used = sorted({i for s in strategies for i in s.segments})
-    segments = (
-        await db.fetch_all(
-            f"SELECT id, name FROM segments WHERE id IN ({', '.join('?' * len(used))}) ORDER BY id",
-            used,
-        )
-        if used
-        else []
-    )
-    kinds = sorted({str(row[1]) for row in tags})
-    types = (
-        await db.fetch_all(
-            "SELECT name, description, icon, color FROM tag_types"
-            f" WHERE name IN ({', '.join('?' * len(kinds))}) ORDER BY name",
-            kinds,
-        )
-        if kinds
-        else []
-    )
-    return t.ExportResult(
-        features=[
-            t.ExportedFeature(
-                name=f.name,
-                type=wire.FlagType(f.type),
-                description=f.description,
-                project=f.project,
-                stale=f.stale,
-                impressionData=f.impression_data,
-            )
-            for f in flags
-        ],
-        featureStrategies=strategies,
-        featureEnvironments=[
-            t.ExportedEnvironment.model_validate(
-                {
-                    "name": f.name,
-                    "featureName": f.name,
-                    "environment": environment,
-                    "enabled": f.environments[environment].enabled,
-                    "variants": list(f.environments[environment].variants),
-                },
-                context=SAVED,
-            )
-            for f in flags
-            if environment in f.environments
-        ],
-        featureTags=[
-            t.ExportedTag(featureName=row[0], tagType=row[1], tagValue=row[2]) for row in tags
-        ],
-        segments=[t.ExportedSegment(id=int(row[0]), name=row[1]) for row in segments],
-        tagTypes=[
-            t.ExportedTagType(name=r[0], description=r[1], icon=r[2], color=r[3]) for r in types
-        ],
-        dependencies=[
-            t.ExportedDependency(
-                feature=f.name,
-                dependencies=[
-                    wire.CreateDependency(
-                        feature=d.parent, enabled=d.enabled, variants=list(d.variants)
-                    )
-                    for d in f.dependencies
-                ],
-            )
-            for f in flags
-            if f.dependencies
-        ],
-    )
