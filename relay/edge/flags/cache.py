@@ -217,10 +217,16 @@ class FlagCache(EntrySource):
         return self._store.claim(entry.scope, time.time(), self._interval)
 
     async def _fetch_with(self, entry: Entry, key: str) -> bool:
-        """One fetch; False when ``key`` was refused (another may be tried)."""
-        fetched = await self._fetcher.fetch(key, entry.upstream_etag, entry.rendered, entry.poll)
+        """One fetch; False when ``key`` was refused (another may be tried). A new answer
+        arriving once the entry took another copy (its stream's, another worker's) is not
+        taken: put together before that copy, it may be older (the stream brings what is
+        newer; else the next refresh does)."""
+        asked = entry.rendered
+        fetched = await self._fetcher.fetch(key, entry.upstream_etag, asked, entry.poll)
         now = time.time()
         match fetched.outcome:
+            case Fetch.NEW if entry.rendered is not asked:
+                pass
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
                 if not self._take(entry, copy, fetched=True):

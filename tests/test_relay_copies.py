@@ -1,0 +1,112 @@
+"""A relay's copies of a scope's flags come from its stream, its polls and the other
+workers' writes in ``cache.db``, each after an ``await``: whatever order they arrive in, a
+relay's SDKs never get flags older than ones they already got, and every worker ends at the
+upstream's latest (``relay.edge.flags.cache``). The orders are driven with events, not by
+timing: the fake upstream holds an answer, the stream sends an event when told."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DEV_KEY
+from fake_upstream import DELTA, STREAM, Answer, FakeUpstream
+from service import eventually
+from test_relay_delta import FLAGS, with_checkout
+from test_relay_follow import delta_polls, sse
+
+from relay.edge.cache_file import cache_file
+from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.entries import Entry
+from relay.edge.flags.store import FlagStore
+from relay.edge.upstream import UpstreamClient
+
+HYDRATION = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}
+OFF = {"eventId": 2, "type": "feature-updated", "feature": with_checkout(False)["features"][0]}
+
+
+def checkout(entry: Entry) -> bool:
+    assert entry.rendered is not None
+    [flag] = [f for f in json.loads(entry.rendered.body)["features"] if f["name"] == "a.checkout"]
+    return bool(flag["enabled"])
+
+
+class Relay:
+    """One worker's flag cache over a real ``cache.db``, its upstream's stream sending what
+    ``events`` is given."""
+
+    def __init__(self, upstream: FakeUpstream, path: Path, interval: float) -> None:
+        self.events: asyncio.Queue[bytes] = asyncio.Queue()
+        self.store = FlagStore(cache_file(path, "NORMAL"))
+        url = str(upstream.server.make_url("")).rstrip("/")  # type: ignore[union-attr]
+        self.client = UpstreamClient(url, 10.0)
+        self.cache = FlagCache(self.store, self.client, interval, [DEV_KEY], {}, lambda: None)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            yield await self.events.get()
+
+    async def __aenter__(self) -> Relay:
+        await self.store._db.open()
+        await self.client.open()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.cache.stop()
+        await self.client.close()
+        await self.store._db.close()
+
+    async def following(self) -> Entry:
+        """Started, its first fetch done and its stream hydrated (checkout on)."""
+        await self.cache.start()
+        [entry] = self.cache.copies()
+        self.events.put_nowait(sse(("unleash-connected", [HYDRATION])))
+        await eventually(lambda: entry.streamed and entry.task is None, "the stream followed")
+        return entry
+
+
+@pytest.fixture
+def streaming(upstream: FakeUpstream) -> FakeUpstream:
+    upstream.features = FLAGS
+    upstream.by_path[DELTA] = Answer(200, {"ETag": '"1"'}, body=delta_body(HYDRATION))
+    return upstream
+
+
+def delta_body(*events: dict[str, Any]) -> bytes:
+    return json.dumps({"events": [*events]}).encode()
+
+
+async def test_a_poll_answered_after_a_streamed_change_never_takes_the_flags_back(
+    streaming: FakeUpstream, tmp_path: Path
+) -> None:
+    """A refresh is polled while the stream is followed (an interval under a tick: each
+    tick claims it; a refused key asked again polls too). The upstream puts its answer
+    together with checkout on; before it arrives, the stream turns checkout off. The
+    answer, older than the copy held, is not taken (before, it was a new copy: the SDKs
+    got checkout on again, stored for every worker, until the next change)."""
+    async with Relay(streaming, tmp_path, 0.0) as relay:
+        relay_stream = Answer(200, {"Content-Type": "text/event-stream"}, chunks=relay.chunks)
+        streaming.by_path[STREAM] = relay_stream
+        entry = await relay.following()
+        held = entry.changes.revision
+        answered = asyncio.Event()
+        old = delta_body(HYDRATION)  # checkout on, as the upstream had it when asked
+        streaming.by_path[DELTA] = Answer(200, {"ETag": '"1"'}, body=old, hold=answered)
+        polls = len(delta_polls(streaming))
+        await relay.cache.tick()  # claims the refresh: a poll in flight
+        await eventually(lambda: len(delta_polls(streaming)) > polls, "the poll asked")
+
+        relay.events.put_nowait(sse(("unleash-updated", [OFF])))
+        await eventually(lambda: entry.changes.revision == held + 1, "checkout off, streamed")
+        answered.set()
+        await eventually(lambda: entry.task is None, "the poll answered")
+
+        assert not checkout(entry)
+        assert entry.changes.revision == held + 1
+        await relay.cache.tick()  # written for the other workers
+        stored = await relay.store.copy(entry.scope)
+        assert stored is not None and stored.revision == held + 1
