@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from test_relay_follow import delta_polls, sse
 from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.entries import Entry
-from relay.edge.flags.store import FlagStore
+from relay.edge.flags.store import Copy, FlagStore, Saved
 from relay.edge.upstream import UpstreamClient
 
 HYDRATION = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}
@@ -110,3 +111,40 @@ async def test_a_poll_answered_after_a_streamed_change_never_takes_the_flags_bac
         await relay.cache.tick()  # written for the other workers
         stored = await relay.store.copy(entry.scope)
         assert stored is not None and stored.revision == held + 1
+
+
+async def test_an_older_copy_another_worker_stored_never_takes_the_flags_back(
+    streaming: FakeUpstream, tmp_path: Path
+) -> None:
+    """A worker follows the stream: checkout off (the upstream's revision 2). Another worker
+    then stores the flags of a poll the upstream answered before that change (checkout on,
+    revision 1) at the revision it held, one the follower is past: two copies at one
+    revision with other flags. The upstream put the stored one together first: the
+    follower keeps its own and writes it past both, so the other workers take checkout off
+    (before, the older copy won the clash: checkout on for every worker, until the next
+    change)."""
+    async with Relay(streaming, tmp_path, 60.0) as relay:
+        streaming.by_path[STREAM] = Answer(
+            200, {"Content-Type": "text/event-stream"}, chunks=relay.chunks
+        )
+        entry = await relay.following()
+        held = entry.changes.revision
+        relay.events.put_nowait(sse(("unleash-updated", [OFF])))
+        await eventually(lambda: entry.changes.revision == held + 1, "checkout off, streamed")
+        await relay.cache.tick()  # written
+        other = FlagStore(cache_file(tmp_path, "NORMAL"))  # another worker's connection
+        await other._db.open()
+        try:
+            polled = {**FLAGS, "segments": [], "meta": {"revisionId": 1}}  # checkout on
+            older = Copy(json.dumps(polled).encode(), '"1"', time.time(), held)
+            await other.write([Saved(entry.scope, older)], (), 0, 60)
+
+            await relay.cache.tick()  # loads it
+            assert not checkout(entry)
+            assert entry.changes.revision > held + 1  # past both: the others take it
+            await relay.cache.tick()  # written
+            stored = await other.copy(entry.scope)
+        finally:
+            await other._db.close()
+        assert stored is not None and stored.revision == entry.changes.revision
+        assert not json.loads(stored.body)["features"][0]["enabled"]

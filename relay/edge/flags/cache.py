@@ -260,8 +260,9 @@ class FlagCache(EntrySource):
 
     def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
         """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
-        waiting for a change are woken when its revision moved."""
-        before = entry.changes.revision
+        waiting for a change are woken when its revision moved. A loaded copy older than
+        the one held leaves it, past both: stored, for the other workers to take."""
+        before, held = entry.changes.revision, entry.rendered
         try:
             entry.take(copy.body, None if fetched else copy.revision)
         except (ValueError, RecursionError) as exc:
@@ -270,8 +271,11 @@ class FlagCache(EntrySource):
                 extra={"scope": entry.scope.label, "error": str(exc)},
             )
             return False
-        entry.upstream_etag = copy.etag
-        entry.fetched_at = copy.fetched_at
+        if held is not None and entry.rendered is held:  # the one held is newer: it stays
+            copy = Copy(held.body, entry.upstream_etag or "", entry.fetched_at or time.time())
+        else:
+            entry.upstream_etag = copy.etag
+            entry.fetched_at = copy.fetched_at
         if entry.changes.revision != before:
             self.moved.wake()
         if not fetched and entry.changes.revision > copy.revision:  # past a clash: stored
