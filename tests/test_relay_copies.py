@@ -20,11 +20,13 @@ from service import eventually
 from test_relay_delta import FLAGS, with_checkout
 from test_relay_follow import delta_polls, sse
 
+from relay.core.keys import parse_key
 from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.entries import Entry
-from relay.edge.flags.store import Copy, FlagStore, Saved
+from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
 from relay.edge.upstream import UpstreamClient
+from relay.wire.common import KeyType
 
 HYDRATION = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}
 OFF = {"eventId": 2, "type": "feature-updated", "feature": with_checkout(False)["features"][0]}
@@ -148,3 +150,37 @@ async def test_an_older_copy_another_worker_stored_never_takes_the_flags_back(
             await other._db.close()
         assert stored is not None and stored.revision == entry.changes.revision
         assert not json.loads(stored.body)["features"][0]["enabled"]
+
+
+async def test_a_newer_copy_stored_while_a_refresh_fails_is_taken(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A worker refreshing a scope skips the copies other workers store meanwhile (its
+    answer is newer); the refresh fails (the upstream is down). The copy another worker
+    stored while it was in flight, newer than the one held, is then taken at the next tick
+    (before, it was passed over for good: the worker served the older flags through the
+    whole outage, while the others served the newer)."""
+    principal = parse_key(DEV_KEY, KeyType.CLIENT).principal
+    scope = FlagScope(principal.environment, tuple(sorted(principal.projects)))
+    on, off = (json.dumps(with_checkout(e)).encode() for e in (True, False))
+    answered = asyncio.Event()
+    upstream.by_path[DELTA] = Answer(503, hold=answered)  # down, once it answers
+    async with Relay(upstream, tmp_path, 60.0) as relay:
+        other = FlagStore(cache_file(tmp_path, "NORMAL"))  # another worker's connection
+        await other._db.open()
+        try:
+            await other.write([Saved(scope, Copy(on, '"1"', time.time() - 120, 5))], (), 0, 60)
+            await relay.cache.start()  # the copy stored, then due: refreshed
+            [entry] = relay.cache.copies()
+            assert checkout(entry) and entry.task is not None
+            await eventually(lambda: delta_polls(upstream), "the refresh asked")
+            await other.write([Saved(scope, Copy(off, '"2"', time.time(), 6))], (), 0, 60)
+            await relay.cache.tick()  # skipped: the refresh is newer
+            answered.set()
+            await eventually(lambda: entry.task is None, "the refresh failed")
+        finally:
+            await other._db.close()
+
+        await relay.cache.tick()
+        assert not checkout(entry)
+        assert entry.changes.revision == 6
