@@ -23,6 +23,7 @@ from test_relay_follow import delta_polls, sse
 from relay.core.keys import parse_key
 from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
 from relay.edge.upstream import UpstreamClient
@@ -184,3 +185,37 @@ async def test_a_newer_copy_stored_while_a_refresh_fails_is_taken(
         await relay.cache.tick()
         assert not checkout(entry)
         assert entry.changes.revision == 6
+
+
+async def test_a_client_at_another_workers_revision_is_not_hydrated_with_older_flags(
+    streaming: FakeUpstream, tmp_path: Path
+) -> None:
+    """An SDK got checkout off at revision N+1 from another worker (which follows the
+    stream), and reconnects to this one, still at N (checkout on): it loads the other
+    worker's copy within two ticks. The SDK waits for it (``CATCH_UP`` at most) and is told
+    nothing changed; before, it was hydrated at once with checkout on, and got checkout off
+    again a tick later."""
+    async with Relay(streaming, tmp_path, 60.0) as relay:
+        await relay.cache.start()
+        [entry] = relay.cache.copies()
+        await eventually(lambda: entry.task is None, "the first fetch")
+        await relay.cache.tick()  # written
+        held = entry.changes.revision
+        principal = parse_key(DEV_KEY, KeyType.CLIENT).principal
+        asked = asyncio.create_task(
+            FlagDeltas(relay.cache).for_key(DEV_KEY, principal).delta(entry.base, held + 1)
+        )
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not asked.done()  # waits for the revision the SDK named
+
+        other = FlagStore(cache_file(tmp_path, "NORMAL"))  # the other worker's connection
+        await other._db.open()
+        try:
+            off = json.dumps({**with_checkout(False), "meta": {"revisionId": 2}}).encode()
+            await other.write([Saved(entry.scope, Copy(off, "", time.time(), held + 1))], (), 0, 60)
+        finally:
+            await other._db.close()
+        await relay.cache.tick()  # loads it
+        found = await asyncio.wait_for(asked, 10)
+        assert (found.events, found.revision) == (0, held + 1)  # nothing the SDK lacks
