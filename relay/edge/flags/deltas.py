@@ -69,6 +69,7 @@ class KeyFlags:
         return found
 
     async def _reached(self, revision: int) -> None:
+        """Returns once the scope's copy is at ``revision`` or past it."""
         while (await self.cache.entry(self.key, self.principal))[0].changes.revision < revision:
             await self.cache.moved.wait()
 
