@@ -83,7 +83,6 @@ class FlagCache(EntrySource):
         self._fetcher = Fetcher(upstream, identity)
         self._interval = interval
         self._configured = {k: parse_key(k, KeyType.CLIENT).principal for k in configured}
-        self._covering: dict[Scope, FlagScope] = {}  # the copy a narrower scope came from
         self._ready = Readiness(self._configured, on_ready)
         self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
         self._scopes: dict[str, FlagScope] = {}
@@ -99,20 +98,8 @@ class FlagCache(EntrySource):
     def copies(self) -> Iterable[Entry]:
         return self._entries.values()
 
-    def held(self, scope: Scope, covers: Callable[[FlagScope], bool]) -> Rendered | None:
-        """``scope``'s answer from a copy of a scope that ``covers`` it (the last found first)."""
-        last = self._covering.get(scope)
-        entry = None if last is None else self._entries.get(last)
-        if entry is None or entry.rendered is None:
-            entry = next(
-                (e for e in self._entries.values() if e.rendered and covers(e.scope)), None
-            )
-            if entry is None or entry.rendered is None:
-                return None
-            if len(self._covering) >= MAX_SCOPE_KEYS:
-                self._covering.clear()
-            self._covering[scope] = entry.scope
-        return self.views.get(entry, entry.rendered, scope)
+    def copy_of(self, scope: FlagScope) -> Entry | None:
+        return self._entries.get(scope)
 
     async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
         expired = self._refused.check(key)
@@ -217,10 +204,15 @@ class FlagCache(EntrySource):
         return self._store.claim(entry.scope, time.time(), self._interval)
 
     async def _fetch_with(self, entry: Entry, key: str) -> bool:
-        """One fetch; False when ``key`` was refused (another may be tried)."""
-        fetched = await self._fetcher.fetch(key, entry.upstream_etag, entry.rendered, entry.poll)
+        """One fetch; False when ``key`` was refused (another may be tried). A new answer
+        is not taken once the entry took another copy (its stream's, another worker's): it
+        may be older (the stream brings what is newer, else the next refresh)."""
+        asked = entry.rendered
+        fetched = await self._fetcher.fetch(key, entry.upstream_etag, asked, entry.poll)
         now = time.time()
         match fetched.outcome:
+            case Fetch.NEW if entry.rendered is not asked:
+                pass
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
                 if not self._take(entry, copy, fetched=True):
@@ -254,8 +246,9 @@ class FlagCache(EntrySource):
 
     def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
         """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
-        waiting for a change are woken when its revision moved."""
-        before = entry.changes.revision
+        waiting for a change are woken when its revision moved. A loaded copy older than
+        the one held leaves it, past both: stored, for the other workers to take."""
+        before, held = entry.changes.revision, entry.rendered
         try:
             entry.take(copy.body, None if fetched else copy.revision)
         except (ValueError, RecursionError) as exc:
@@ -264,8 +257,10 @@ class FlagCache(EntrySource):
                 extra={"scope": entry.scope.label, "error": str(exc)},
             )
             return False
-        entry.upstream_etag = copy.etag
-        entry.fetched_at = copy.fetched_at
+        if held is not None and entry.rendered is held:  # the one held is newer: it stays
+            copy = Copy(held.body, entry.upstream_etag or "", entry.fetched_at or time.time())
+        else:
+            entry.upstream_etag, entry.fetched_at = copy.etag, copy.fetched_at
         if entry.changes.revision != before:
             self.moved.wake()
         if not fetched and entry.changes.revision > copy.revision:  # past a clash: stored
@@ -313,6 +308,9 @@ class FlagCache(EntrySource):
         report(self._entries.values(), self.views)
 
     async def _sync(self) -> None:
+        """Rows written since the last look; one passed over (this worker's copy is newer)
+        is read again at the next: a refresh in flight may yet fail."""
+        passed: list[int] = []  # in the order written
         for head in await self._store.heads(self._changed):
             self._changed = max(self._changed, head.changed)
             entry = self._entries.get(head.scope)
@@ -321,22 +319,25 @@ class FlagCache(EntrySource):
                     continue
                 entry = self._add(head.scope)
             entry.due_at = head.due_at
-            if head.fetched_at is None or self._ahead(entry):
-                continue  # no copy there yet, or this worker's is newer (and written soon)
-            held = (entry.upstream_etag, entry.changes.revision)
-            if (head.etag, head.revision) != held:
+            held, copy = (entry.upstream_etag, entry.changes.revision), None
+            if head.fetched_at is None:
+                continue  # no copy there yet
+            if not self._ahead(entry, held) and (head.etag, head.revision) != held:
                 copy = await self._store.copy(head.scope)
-                if self._ahead(entry) or held != (entry.upstream_etag, entry.changes.revision):
-                    continue  # took a newer one meanwhile (its stream's): no clash, written next
-                if copy is not None:
-                    self._take(entry, copy)
+            if self._ahead(entry, held):
+                passed.append(head.changed)
+                continue
+            if copy is not None:
+                self._take(entry, copy)
             entry.fetched_at = head.fetched_at
+        self._changed = passed[0] - 1 if passed else self._changed
         self._check_ready()
 
-    def _ahead(self, entry: Entry) -> bool:
-        """Fetching, or holding a copy not yet written: newer than any stored (asked again
-        once one is loaded, as a copy taken then is newer than the loaded one)."""
-        return entry.task is not None or entry.scope in self._pending
+    def _ahead(self, entry: Entry, held: tuple[str | None, int]) -> bool:
+        """Fetching, holding a copy not yet written, or one taken since it was ``held`` (its
+        stream's, as one was loaded): newer than any stored."""
+        now = (entry.upstream_etag, entry.changes.revision)
+        return entry.task is not None or entry.scope in self._pending or held != now
 
     async def _stored(self, scope: FlagScope) -> Copy | None:
         try:

@@ -4,10 +4,17 @@ of the relay's flag cache. A key's events are those of its scope's copy
 stream and the client features answer agree. A key the upstream refused, or whose scope
 has no copy and an unreachable upstream, gets what its poll would (401/403, 503); through
 an outage, streams stay open on the copy held and new SDKs are hydrated from it.
+
+A client naming a revision past the copy held got it from another worker, which this one
+is behind (a relay's workers load each other's copies from ``cache.db`` within two ticks;
+offline mode's each reload the file on their own): it waits for that revision,
+``CATCH_UP`` seconds at most, rather than being hydrated with flags older than its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +26,7 @@ from relay.core.keys import Principal
 from relay.edge.flags.entries import Entry, Views
 from relay.edge.flags.store import FlagScope
 
+CATCH_UP = 3.0
 MAX_DELTAS = 1_000
 MAX_DELTA_BYTES = 64 * 1024 * 1024
 
@@ -46,6 +54,10 @@ class KeyFlags:
     async def delta(self, scope: Scope, since: int | None) -> Delta:
         """Put together once per scope, query and revision for every stream that asks."""
         entry, rendered = await self.cache.entry(self.key, self.principal)
+        if since is not None and since > entry.changes.revision:
+            with contextlib.suppress(TimeoutError):  # a revision of no worker's: hydrated
+                await asyncio.wait_for(self._reached(since), CATCH_UP)
+            entry, rendered = await self.cache.entry(self.key, self.principal)
         changes = entry.changes
         since = since if since is not None and changes.holds(since) else None
         key = (entry.scope, scope, since, changes.revision)
@@ -55,6 +67,11 @@ class KeyFlags:
             found = delta(catalog, scope, changes, since)
             self.held.put(key, found)
         return found
+
+    async def _reached(self, revision: int) -> None:
+        """Returns once the scope's copy is at ``revision`` or past it."""
+        while (await self.cache.entry(self.key, self.principal))[0].changes.revision < revision:
+            await self.cache.moved.wait()
 
     async def changed(self, revision: int) -> None:
         """Returns once the scope's copy is at another revision than ``revision``: a later

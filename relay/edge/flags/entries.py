@@ -27,7 +27,7 @@ from relay.core.delta import Changes
 from relay.core.errors import Forbidden, Unauthorized, Unavailable
 from relay.core.keys import Principal, hash_key
 from relay.edge.flags.fetch import DeltaPoll
-from relay.edge.flags.revisions import moved
+from relay.edge.flags.revisions import moved, outdated, past
 from relay.edge.flags.store import FlagScope
 
 log = logging.getLogger(__name__)
@@ -101,15 +101,18 @@ class Entry:
     def take(self, body: bytes, stored: int | None = None) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
         is none), segments as ids: the upstream chose its flags for the key. Fetched here
-        (``stored`` None) or loaded at revision ``stored``."""
+        (``stored`` None) or loaded at revision ``stored``; a loaded copy older than the
+        one held leaves that one (``relay.edge.flags.revisions.outdated``)."""
         return self.adopt(*self.following(from_answer(read(body), inline=False), stored))
 
     def following(self, catalog: Catalog, stored: int | None = None) -> tuple[Changes, Rendered]:
         """What this scope would hold with the answer read as ``catalog``, changing nothing:
         apart from ``adopt`` so that offline mode reads its file once for every scope, and
         does this work off the event loop (``relay.edge.flags.bootstrap``)."""
-        rendered = built(catalog).answer(self.base)
-        return moved(self.changes, self.rendered, rendered, stored), rendered
+        rendered, held = built(catalog).answer(self.base), self.rendered
+        if held is not None and outdated(self.changes, held, rendered, stored):
+            return past(self.changes), held
+        return moved(self.changes, held, rendered, stored), rendered
 
     def adopt(self, changes: Changes, rendered: Rendered) -> Rendered:
         self.changes, self.rendered = changes, rendered

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import InvalidKey, Principal, parse_key
-from relay.edge.flags.cache import FlagCache
+from relay.edge.flags.cache import MAX_SCOPE_KEYS, FlagCache
 from relay.edge.flags.store import FlagScope
 from relay.wire.common import KeyType
 
@@ -31,6 +31,7 @@ class FrontendFlags:
     def __init__(self, cache: FlagCache, keys: Sequence[str], frontend: Sequence[str]) -> None:
         """``keys``: client keys that may fetch; ``frontend``: the ``frontend_tokens``."""
         self._cache = cache
+        self._covering: dict[Scope, FlagScope] = {}  # the copy a scope was last served from
         self._keys = {
             k: parse_key(k, KeyType.CLIENT).principal for k in keys if not k.startswith("[]:")
         }
@@ -50,7 +51,7 @@ class FrontendFlags:
 
     async def document(self, principal: Principal) -> Rendered:
         scope = _scope(principal)
-        held = self._cache.held(scope, lambda s: s.own is None and covers(s, scope))
+        held = self._held(scope)
         if held is not None:
             return held
         for key, client in self._keys.items():
@@ -61,6 +62,28 @@ class FrontendFlags:
             f"No client key of environment {principal.environment} that sees this frontend"
             " key's projects has reached this relay: add one to client_tokens"
         )
+
+    def _held(self, scope: Scope) -> Rendered | None:
+        """``scope``'s answer from a copy held for client keys that cover it (the one last
+        found first: an SDK is served from one copy, not from whichever of two refreshed
+        last)."""
+        last = self._covering.get(scope)
+        entry = None if last is None else self._cache.copy_of(last)
+        if entry is None or entry.rendered is None:
+            entry = next(
+                (
+                    e
+                    for e in self._cache.copies()
+                    if e.rendered and e.scope.own is None and covers(e.scope, scope)
+                ),
+                None,
+            )
+            if entry is None or entry.rendered is None:
+                return None
+            if len(self._covering) >= MAX_SCOPE_KEYS:
+                self._covering.clear()
+            self._covering[scope] = entry.scope
+        return self._cache.views.get(entry, entry.rendered, scope)
 
 
 def _scope(principal: Principal) -> Scope:

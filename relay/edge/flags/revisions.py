@@ -12,7 +12,11 @@ gets a hydration, never a silent "nothing changed". The revision is stored with 
 other workers take it from there (comparing with the copy they hold), and a restarted relay
 resumes at it. Should two workers give one revision different flags (each took a first
 copy of its own), the one that sees it moves past both, hydrating its clients, and stores
-that revision, which the others then take (with the same flags, without events).
+that revision, which the others then take (with the same flags, without events). A copy
+loaded with other flags at a revision a worker is at or past, which the upstream put
+together before the worker's own (a lower ``meta.revisionId``: a poll answered after a
+change streamed elsewhere), is older: the worker's own stands, past both (``outdated``),
+and is stored for the others.
 What changed is kept per flag and segment, once each, at most ``MAX_CHANGES`` (the oldest
 dropped: a client from before them is hydrated).
 """
@@ -55,6 +59,24 @@ def moved(
     if len(kept) > most:
         floor = max(c.revision for c in kept[: len(kept) - most])
     return Changes.of(floor, revision, kept)
+
+
+def outdated(held: Changes, old: Rendered, new: Rendered, stored: int | None) -> bool:
+    """``new``, loaded at revision ``stored`` (at or behind ``held``), has other flags than
+    ``old`` and is older by the upstream's revisions (when both have one): ``old`` stands,
+    at ``past(held)``. Only a clash is judged so: a copy at a later revision is taken
+    whatever the upstream's (which go back when its own store is restored)."""
+    return (
+        stored is not None
+        and 0 < stored <= held.revision
+        and 0 < new.revision < old.revision
+        and bool(_compared(old, new, stored))
+    )
+
+
+def past(held: Changes) -> Changes:
+    """The flags held, at the next revision: a client at any revision held gets its events."""
+    return Changes.of(held.floor, held.revision + 1, held.changes)
 
 
 def _compared(old: Rendered, new: Rendered, revision: int) -> list[Change]:
