@@ -24,20 +24,18 @@ RSS, and the share of the bare handler's requests/s.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from evaluate import REGIONS, flag, typical
 from features import call, cpu_seconds, fetch, median
-from servers import ADMIN, CLIENT, Server, start, wait_until
+from servers import ADMIN, CLIENT, Server, real_unleash, start, wait_until
 from wrk import run_wrk
 
 EDGE_PER_CPU = {100: 6_900, 5: 39_000}
@@ -223,42 +221,6 @@ def run_state(
                 raise SystemExit(f"{name}: {row['errors']} answers were errors")
     finally:
         ceiling.stop()
-
-
-@contextmanager
-def real_unleash(modules: Path, workdir: Path) -> Iterator[Server]:
-    """A real Unleash server (``tests/unleash_server.js``) on a fresh database of the local
-    PostgreSQL (``tests/pg.py``, dropped after), with the same admin key. Open-source
-    Unleash makes no project: it gets the 100 flags only."""
-    import pg  # the tests' PostgreSQL helpers (on the path through servers.py)
-
-    problem = pg.ensure_server()
-    if problem is not None:
-        raise SystemExit(f"PostgreSQL unreachable: {problem}")
-    database = asyncio.run(pg.create_database())
-    try:
-        with _unleash_on(database, modules, workdir) as server:
-            yield server
-    finally:
-        asyncio.run(pg.drop_database(database))
-
-
-@contextmanager
-def _unleash_on(database: str, modules: Path, workdir: Path) -> Iterator[Server]:
-    import pg
-
-    env = {
-        **pg.unleash_env(database),
-        "INIT_ADMIN_API_TOKENS": ADMIN,
-        "NODE_PATH": str(modules),
-        "NODE_ENV": "production",
-    }
-    script = Path(__file__).resolve().parent.parent / "tests" / "unleash_server.js"
-    server = start("unleash", workdir / "unleash", env, ["node", str(script)], "/health")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def main() -> None:

@@ -3,6 +3,13 @@
     python bench/run.py                     # every scenario, 10 s each, 16 connections
     python bench/run.py --smoke             # tiny sizes, for CI (no figure is asserted)
     python bench/run.py relay standalone --duration 30
+    python bench/run.py baseline relay unleash --unleash /path/to/node_modules
+
+``--workers`` is the services' ``workers`` setting, ``auto`` (their default: the cores the
+process may use) unless given. ``unleash`` is a real Unleash (npm ``unleash-server`` 8.2.0
+installed in the ``node_modules`` given, on the local PostgreSQL) taking the same body with
+the 20 flags it names created first (Unleash drops counts of flags it does not know); it
+runs only when ``--unleash`` is given.
 
 This file holds the bodies and the scenarios; the services are started by ``servers.py``
 and driven by ``wrk.py`` (``wrk`` when installed, else a small aiohttp load generator whose
@@ -24,7 +31,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servers import CLIENT, Server, relay, scrape, standalone, start, wait_until
+from features import call
+from servers import (
+    CLIENT,
+    Server,
+    real_unleash,
+    relay,
+    scrape,
+    standalone,
+    start,
+    wait_until,
+)
 from wrk import Load, drive, report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,12 +248,31 @@ def scenario_drain(args: argparse.Namespace, workdir: Path) -> None:
         central.stop()
 
 
+def scenario_unleash(args: argparse.Namespace, workdir: Path) -> None:
+    """The same body posted to a real Unleash 8.2, whose 202 comes before its counts reach
+    its database (it keeps them in memory and writes them every few seconds)."""
+    if args.unleash is None:
+        print(json.dumps({"scenario": "unleash bulk ingest", "skipped": "no --unleash given"}))
+        return
+    # Unleash 8.2 answers 429 past 6,000 posts a minute to /api/client/metrics* (bulk
+    # included), set by this variable (its name and CLIENT_METRICS_...'s are swapped in
+    # its create-config.js): raised, so its speed is measured, not its limit
+    limit = {"REGISTER_CLIENT_RATE_LIMIT_PER_MINUTE": "100000000"}
+    with real_unleash(Path(args.unleash), workdir, limit) as unleash:
+        for i in range(20):  # bulk_body's flags
+            call(f"{unleash.url}/api/admin/projects/default/features", "POST", {
+                "name": f"new-checkout-{i:02d}"
+            })
+        report("unleash bulk ingest", drive_bulk(unleash, args, workdir), 100, unleash)
+
+
 SCENARIOS = {
     "baseline": scenario_baseline,
     "relay": scenario_relay,
     "standalone": scenario_standalone,
     "sdk": scenario_sdk,
     "drain": scenario_drain,
+    "unleash": scenario_unleash,
 }
 
 
@@ -247,7 +283,10 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=1, help="RELAY_WORKERS of the services")
+    parser.add_argument(
+        "--workers", default="auto", help="RELAY_WORKERS of the services (default: theirs)"
+    )
+    parser.add_argument("--unleash", help="node_modules holding unleash-server 8.2.0")
     parser.add_argument("--flush-interval", type=float, default=5.0)
     parser.add_argument("--drain-keys", type=int, default=1_000_000)
     parser.add_argument("--drain-timeout", type=float, default=600.0)

@@ -7,9 +7,12 @@ serve``, waiting, scraping), which this module puts on the import path and passe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,7 @@ __all__ = [
     "CLIENT",
     "Server",
     "pg",
+    "real_unleash",
     "relay",
     "scrape",
     "standalone",
@@ -109,7 +113,7 @@ def start(
     return Server(name, service)
 
 
-def standalone(workdir: Path, workers: int) -> Server:
+def standalone(workdir: Path, workers: int | str) -> Server:
     return start(
         "standalone",
         workdir / "standalone",
@@ -125,7 +129,7 @@ def standalone(workdir: Path, workers: int) -> Server:
 def relay(
     workdir: Path,
     upstream: Server,
-    workers: int,
+    workers: int | str,
     flush_interval: str = "10",
     extra: dict[str, str] | None = None,
 ) -> Server:
@@ -144,3 +148,33 @@ def relay(
             **(extra or {}),
         },
     )
+
+
+@contextmanager
+def real_unleash(
+    modules: Path, workdir: Path, extra: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """A real Unleash server (npm ``unleash-server`` in ``modules``, run by
+    ``tests/unleash_server.js``) on a throwaway database of the local PostgreSQL, dropped
+    after, with the benchmarks' admin and client keys; ``extra``: more of its variables."""
+    problem = pg.ensure_server()
+    if problem is not None:
+        raise SystemExit(f"PostgreSQL unreachable: {problem}")
+    database = asyncio.run(pg.create_database())
+    env = {
+        **pg.unleash_env(database),
+        "INIT_ADMIN_API_TOKENS": ADMIN,
+        "INIT_CLIENT_API_TOKENS": CLIENT,
+        "NODE_PATH": str(modules),
+        "NODE_ENV": "production",
+        **(extra or {}),
+    }
+    script = Path(__file__).resolve().parent.parent / "tests" / "unleash_server.js"
+    try:
+        server = start("unleash", workdir / "unleash", env, ["node", str(script)], "/health")
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        asyncio.run(pg.drop_database(database))
