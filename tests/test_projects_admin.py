@@ -204,6 +204,15 @@ async def test_the_archive_lists_flags_without_their_strategies(client: Any) -> 
     assert all(f["archived"] and f["environments"] == [] for f in listed)
 
 
+async def _lock_waiter(conn: Any) -> bool:
+    """Whether another connection of this database waits for a lock (the request's)."""
+    found = await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    return bool(found)
+
+
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
 async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
     make_client: MakeClient, database_url: str
@@ -222,30 +231,13 @@ async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
         await conn.execute("DELETE FROM projects WHERE id = 'shop'")
         body = {"environment": "development"}
         enabling = asyncio.create_task(call(client, "POST", f"{PROJECTS}/shop/environments", body))
-
-        async def waits() -> bool:
-            found = await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            return bool(found)
-
-        await eventually(waits, "the enabling to wait for the deletion's locks")
+        await eventually(lambda: _lock_waiter(conn), "the enabling to wait for the deletion")
         await deletion.commit()
         status, error = await enabling
     finally:
         await conn.close()
     assert status == 404, error
     assert_error(error, "NotFoundError")
-
-
-async def _lock_waiter(conn: Any) -> bool:
-    """Whether another connection of this database waits for a lock (the request's)."""
-    found = await conn.fetchval(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-    )
-    return bool(found)
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
