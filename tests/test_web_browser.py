@@ -42,6 +42,12 @@ class Visit:
     def go(self, path: str) -> None:
         self.driver.get(f"{self.base}{path}")
 
+    def sign_in(self, key: str) -> None:
+        """The sign-in form filled with ``key`` and sent."""
+        self.go("/login")
+        self.find("#key").send_keys(key)
+        self.click("form[action='/login'] button")
+
     def seen(self, name: str, width: int = 1280) -> str:
         self.urls.append(self.driver.current_url)
         source: str = self.driver.page_source

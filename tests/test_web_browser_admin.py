@@ -84,9 +84,7 @@ def test_an_operator_manages_segments_projects_and_the_archive(
 
 
 def manage(visit: Visit, central: Service) -> None:
-    visit.go("/login")
-    visit.find("#key").send_keys(ADMIN)
-    visit.click("form[action='/login'] button")
+    visit.sign_in(ADMIN)
 
     # a segment: a wrong value refused in the API's words, kept as typed, then made
     visit.click("nav a[href='/segments']")

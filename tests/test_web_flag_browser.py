@@ -56,9 +56,7 @@ def test_a_flag_is_made_rolled_out_reordered_and_archived_from_the_page(
     env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
     with running(tmp_path / "central", env=env, name="central") as central:
         visit = Visit(browser, central.url, tmp_path / "screenshots")
-        visit.go("/login")
-        visit.find("#key").send_keys(ADMIN)
-        visit.click("form[action='/login'] button")
+        visit.sign_in(ADMIN)
 
         # created through its form
         visit.click("a[href='/new-flag']")

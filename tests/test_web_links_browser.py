@@ -42,9 +42,7 @@ def test_a_dependency_made_on_the_page_is_respected_by_an_sdk_and_logged(
     env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
     with running(tmp_path / "central", env=env, name="central") as central:
         visit = Visit(browser, central.url, tmp_path / "screenshots")
-        visit.go("/login")
-        visit.find("#key").send_keys(ADMIN)
-        visit.click("form[action='/login'] button")
+        visit.sign_in(ADMIN)
         for name in ("parent", "child"):
             visit.go("/new-flag")
             fill(visit, "#name", name)
