@@ -116,6 +116,31 @@ def test_a_reader_slower_than_the_server_gets_every_pipelined_answer_whole(
         assert scrape(service.url, "relay_http_write_timeouts_total") == 0
 
 
+def test_a_reader_that_stops_is_closed_after_the_write_timeout_on_answers_without_body(
+    tmp_path: Path,
+) -> None:
+    """Pipelined HEADs (a 304 is the same: headers, no body) that the client never reads:
+    the transport goes over its high-water mark on an answer's headers, and aiohttp's end
+    of answer waited for it to drain without a limit, holding the connection for good."""
+    with running(tmp_path, env={"RELAY_WRITE_TIMEOUT": "2"}) as service:
+        with connections(service.port, 1, None) as (sock,):
+            sock.setblocking(False)
+            request = f"HEAD {LARGE} HTTP/1.1\r\nHost: relay\r\n\r\n".encode() * 1000
+
+            def closed_after_timeout() -> bool:
+                try:
+                    sock.send(request)  # until the server stops reading: it waits to write
+                except BlockingIOError:
+                    pass
+                except ConnectionError:  # reset by the server
+                    return True
+                return scrape(service.url, "relay_http_write_timeouts_total") == 1
+
+            wait_until(closed_after_timeout, "the server closed the reader", timeout=30)
+            assert drain(sock) < 1 << 22, "what the server held was sent after the timeout"
+        assert scrape(service.url, "relay_http_write_timeouts_total") == 1
+
+
 def _get(port: int, path: str) -> bytes:
     """The body of a GET, read whole, on a connection of its own."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
