@@ -108,8 +108,9 @@ def test_auto_is_the_default_and_a_number_still_wins() -> None:
     assert load_settings().workers == here
     assert load_settings({"workers": "auto"}).workers == here
     assert load_settings({"workers": "3"}).workers == 3
-    with pytest.raises(SettingsError, match="workers: must be a number or auto"):
-        load_settings({"workers": "many"})
+    for odd in ("many", "-1", "", "1.5"):  # -1 is "all cores" to some tools: not here
+        with pytest.raises(SettingsError, match=f"workers: must be 1 to {MAX_WORKERS}, or auto"):
+            load_settings({"workers": odd})
 
 
 @pytest.mark.process
