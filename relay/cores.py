@@ -53,7 +53,7 @@ def available(
 def _quota(proc_cgroup: Path, root: Path) -> float | None:
     try:
         lines = proc_cgroup.read_text().splitlines()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: bytes that are no UTF-8
         return None
     quotas: list[float] = []
     for line in lines:  # "hierarchy:controllers:path"; v2's controllers are empty
@@ -85,7 +85,7 @@ def _v2(directory: Path) -> float | None:
     try:
         quota, period = (directory / "cpu.max").read_text().split()
         return None if quota == "max" else _ratio(int(quota), int(period))
-    except (OSError, ValueError):
+    except (OSError, ValueError, OverflowError):
         return None
 
 
@@ -94,10 +94,12 @@ def _v1(directory: Path) -> float | None:
     try:
         quota = int((directory / "cpu.cfs_quota_us").read_text())
         period = int((directory / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
+        return _ratio(quota, period)
+    except (OSError, ValueError, OverflowError):
         return None
-    return _ratio(quota, period)
 
 
 def _ratio(quota: int, period: int) -> float | None:
+    """CPUs, or None for no limit; OverflowError for a quota too large for a float (the
+    readers take it as no limit, as any content they cannot use: a start never fails on it)."""
     return quota / period if quota > 0 and period > 0 else None

@@ -31,7 +31,7 @@ def _workers(value: object) -> object:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return cores.available().workers(MAX_WORKERS)
     if isinstance(value, str) and not value.strip().isdigit():
-        raise ValueError("must be a number or auto")
+        raise ValueError(f"must be 1 to {MAX_WORKERS}, or auto")  # -1 too: "all" elsewhere
     return value
 
 

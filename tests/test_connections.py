@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -114,6 +115,40 @@ def test_a_reader_slower_than_the_server_gets_every_pipelined_answer_whole(
         assert len(parts) == PIPELINED
         assert all(part.split(b"\r\n\r\n", 1)[1] == body for part in parts)
         assert scrape(service.url, "relay_http_write_timeouts_total") == 0
+
+
+RAW = "/api/admin/client-metrics/features/f/raw"
+"""A paged admin read: an answer streamed part by part (``relay.api.responses.streamed``)."""
+
+
+@pytest.mark.parametrize("path", [LARGE, RAW])
+def test_a_reader_that_stops_is_closed_after_the_write_timeout_on_answers_without_body(
+    tmp_path: Path, path: str
+) -> None:
+    """Pipelined HEADs (a 304 is the same: headers, no body) that the client never reads:
+    the transport goes over its high-water mark on an answer's headers, and aiohttp's end
+    of answer waited for it to drain without a limit, holding the connection for good."""
+    command = [sys.executable, "-m", "relay", "keys", "create", "--type", "admin"]
+    created = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=True)
+    key = created.stdout.strip()
+    with running(tmp_path, env={"RELAY_WRITE_TIMEOUT": "2"}) as service:
+        with connections(service.port, 1, None) as (sock,):
+            sock.setblocking(False)
+            head = f"HEAD {path} HTTP/1.1\r\nHost: relay\r\nAuthorization: {key}\r\n\r\n"
+            request = head.encode() * 1000
+
+            def closed_after_timeout() -> bool:
+                try:
+                    sock.send(request)  # until the server stops reading: it waits to write
+                except BlockingIOError:
+                    pass
+                except ConnectionError:  # reset by the server
+                    return True
+                return scrape(service.url, "relay_http_write_timeouts_total") == 1
+
+            wait_until(closed_after_timeout, "the server closed the reader", timeout=30)
+            assert drain(sock) < 1 << 22, "what the server held was sent after the timeout"
+        assert scrape(service.url, "relay_http_write_timeouts_total") == 1
 
 
 def _get(port: int, path: str) -> bytes:

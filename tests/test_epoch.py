@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from relay.core.domain import OutOfRange, epoch, from_epoch
+from relay.core.domain import OutOfRange, epoch, from_epoch, hour_start
 
 FIRST = datetime.min.replace(tzinfo=UTC)
 LAST = datetime.max.replace(tzinfo=UTC)
@@ -53,3 +53,20 @@ def test_the_last_microseconds_of_9999_are_read_back_in_9999() -> None:
 def test_a_time_outside_years_1_to_9999_in_utc_is_refused(moment: datetime) -> None:
     with pytest.raises(OutOfRange):
         epoch(moment)
+
+
+@pytest.mark.parametrize(
+    ("moment", "hour"),
+    [
+        (datetime(1969, 12, 31, 22, 59, 59, 500000, tzinfo=UTC), datetime(1969, 12, 31, 22)),
+        (FIRST + timedelta(minutes=59, seconds=59, microseconds=999000), FIRST),
+        (datetime(1969, 12, 31, 23, tzinfo=UTC) - MICRO, datetime(1969, 12, 31, 22)),
+        (datetime(2026, 11, 24, 8, 59, 59, 999999, tzinfo=UTC), datetime(2026, 11, 24, 8)),
+    ],
+)
+def test_a_time_counts_in_the_utc_hour_holding_it_before_1970_too(
+    moment: datetime, hour: datetime
+) -> None:
+    """Seconds before 1970 are negative: truncated towards zero, a fraction of a second
+    before an hour's end was counted in the next hour."""
+    assert from_epoch(hour_start(moment)) == hour.replace(tzinfo=UTC)

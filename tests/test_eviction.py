@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import os
+import sqlite3
 import time
 from functools import partial
 from pathlib import Path
@@ -335,3 +336,24 @@ async def test_registrations_are_evicted_before_counts(
     totals = upstream.totals()
     lost = [i for i in range(1_000) if totals.get((f"kept-{i:04}", "app")) != (2, 1)]
     assert not lost, f"{len(lost)} acknowledged counts evicted for registrations"
+
+
+async def test_an_instance_posting_metrics_is_evicted_after_one_that_only_registered(
+    make_relay: Any, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """Registrations are evicted by when their instance was last seen, its metrics posts
+    included: through an outage an SDK registers once and then only posts metrics. A
+    buffer that took no note of those posts evicted a running instance's registration
+    before that of one registered later and gone since."""
+    relay = await make_relay(flush_interval=3600)  # nothing is claimed meanwhile
+    for instance in ("running", "gone"):
+        body = {"appName": "app", "instanceId": instance, "interval": 15000}
+        posted = await relay.post("/api/client/register", json=body, headers=auth(DEV_KEY))
+        assert posted.status == 202
+    toggles = {"f": {"yes": 1, "no": 0}}
+    body = {"appName": "app", "instanceId": "running", "bucket": {"toggles": toggles}}
+    posted = await relay.post("/api/client/metrics", json=body, headers=auth(DEV_KEY))
+    assert posted.status == 202
+    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as buffer:
+        order = buffer.execute("SELECT instance_id FROM registrations ORDER BY last_seen")
+        assert [row[0] for row in order] == ["gone", "running"]  # evicted in this order

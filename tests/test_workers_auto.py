@@ -24,11 +24,11 @@ def layout(tmp_path: Path, proc_cgroup: str | None, files: dict[str, str]) -> co
     ``files`` under /sys/fs/cgroup, with 4 cores allowed unless the quota says fewer."""
     proc = tmp_path / "cgroup"
     if proc_cgroup is not None:
-        proc.write_text(proc_cgroup)
+        proc.write_text(proc_cgroup, errors="surrogateescape")
     root = tmp_path / "sys-fs-cgroup"
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+        (root / name).write_text(text, errors="surrogateescape")
     return cores.available(proc, root, allowed=4)
 
 
@@ -73,6 +73,20 @@ def layout(tmp_path: Path, proc_cgroup: str | None, files: dict[str, str]) -> co
         (V2, {}, 4, "no cgroup quota"),
         (V2, {"kubepods/pod1/relay/cpu.max": "lots\n"}, 4, "no cgroup quota"),
         (V1, {"cpu,cpuacct/cpu.cfs_quota_us": "50000"}, 4, "no cgroup quota"),
+        # odd contents: a quota too large for a float, bytes that are no text, a period of 0
+        (V2, {"kubepods/pod1/relay/cpu.max": f"1{'0' * 400} 100000"}, 4, "no cgroup quota"),
+        (V2, {"kubepods/pod1/relay/cpu.max": "\udcff\udcfe"}, 4, "no cgroup quota"),
+        (V2, {"kubepods/pod1/relay/cpu.max": "100000 0"}, 4, "no cgroup quota"),
+        (
+            V1,
+            {
+                "cpu,cpuacct/cpu.cfs_quota_us": "9" * 400,
+                "cpu,cpuacct/cpu.cfs_period_us": "100000",
+            },
+            4,
+            "no cgroup quota",
+        ),
+        ("\udcff\udcfe0::/\n", {"cpu.max": "100000 100000"}, 4, "no cgroup quota"),
     ],
 )
 def test_auto_is_one_worker_per_usable_core(
@@ -94,8 +108,9 @@ def test_auto_is_the_default_and_a_number_still_wins() -> None:
     assert load_settings().workers == here
     assert load_settings({"workers": "auto"}).workers == here
     assert load_settings({"workers": "3"}).workers == 3
-    with pytest.raises(SettingsError, match="workers: must be a number or auto"):
-        load_settings({"workers": "many"})
+    for odd in ("many", "-1", "", "1.5"):  # -1 is "all cores" to some tools: not here
+        with pytest.raises(SettingsError, match=f"workers: must be 1 to {MAX_WORKERS}, or auto"):
+            load_settings({"workers": odd})
 
 
 @pytest.mark.process

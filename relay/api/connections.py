@@ -32,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
+from aiohttp.helpers import must_be_empty_body
 from aiohttp.http_writer import StreamWriter
 from aiohttp.payload import Payload
 from prometheus_client import Counter
@@ -90,6 +91,31 @@ async def write_in_slices(request: web.Request, response: web.StreamResponse) ->
     body = response.body
     if isinstance(body, (bytes, bytearray)) and body:
         response.body = _SharedBody(bytes(body), request)
+
+
+async def send(request: web.Request, response: web.StreamResponse) -> None:
+    """The answer prepared and ended. A body in slices has its waits timed slice by slice
+    (``_slice``); an answer without one (HEAD, 304, 204) or a stream's end has its headers
+    handed to the transport here, and the wait for them to drain timed as a slice's:
+    aiohttp's end of an answer waits for that drain without a limit, so a client that
+    pipelined HEADs and read nothing held its connection, and its handler, for good."""
+    writer = await response.prepare(request)
+    if isinstance(writer, StreamWriter) and not _in_slices(request, response):
+        writer.send_headers()  # nothing if they are sent already (a stream)
+        if writer.protocol.writing_paused:
+            seconds = request.app[SETTINGS].write_timeout
+            await _within(seconds, request.transport, writer.drain())
+    await response.write_eof()
+
+
+def _in_slices(request: web.Request, response: web.StreamResponse) -> bool:
+    """Whether ``response``'s body is written by ``_SharedBody`` (whose last slice leaves
+    nothing for the end of the answer to wait for)."""
+    return (
+        isinstance(response, web.Response)
+        and isinstance(response.body, _SharedBody)
+        and not must_be_empty_body(request.method, response.status)
+    )
 
 
 async def write_part(request: web.Request, response: web.StreamResponse, *parts: bytes) -> None:

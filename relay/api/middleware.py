@@ -15,6 +15,7 @@ from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from relay.api import errors
+from relay.api.connections import send
 from relay.api.routing import Handler
 from relay.api.state import SETTINGS
 from relay.core.errors import DomainError, StorageError
@@ -130,8 +131,7 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
         # the latency and the access log count the bytes written; a client gone by then is
         # no error of ours, as aiohttp itself treats it
         with contextlib.suppress(ConnectionError):
-            await response.prepare(request)
-            await response.write_eof()
+            await send(request, response)
         return response
     finally:
         resource = request.match_info.route.resource

@@ -26,7 +26,9 @@ async def streamed(
     whole in memory. The first part is produced before anything is sent: an error until then
     is still an error answer. A failure later can only cut the connection, logged: the
     client sees an incomplete body (its chunked encoding never ends), never a whole one.
-    Each part waits for the client to read the previous ones (``write_timeout``).
+    Each part waits for the client to read the previous ones (``write_timeout``); the
+    answer is ended by the middleware, whose wait for the end is timed too
+    (``relay.api.connections.send``).
 
     To HEAD, the headers alone: aiohttp frames nothing written to a HEAD answer, so a
     part written would reach the connection as the start of the next answer."""
@@ -36,7 +38,6 @@ async def streamed(
     await response.prepare(request)
     if request.method == "HEAD":
         await parts.aclose()
-        await response.write_eof()
         return response
     try:
         await write_part(request, response, first)
@@ -48,6 +49,4 @@ async def streamed(
         log.error("answer cut short", extra={"path": request.path, "error": repr(exc)})
         if request.transport is not None:
             request.transport.close()
-    else:
-        await response.write_eof()
     return response

@@ -63,8 +63,10 @@ def epoch(moment: datetime) -> float:
 
 
 def hour_start(moment: datetime) -> int:
-    """Epoch seconds of the start of the UTC hour holding ``moment`` (the 1-hour window)."""
-    seconds = int(epoch(moment))
+    """Epoch seconds of the start of the UTC hour holding ``moment`` (the 1-hour window).
+    Rounded down, not truncated: before 1970 the seconds are negative, and a fraction of a
+    second before an hour's end would be counted in the next hour."""
+    seconds = math.floor(epoch(moment))
     return seconds - seconds % HOUR
 
 

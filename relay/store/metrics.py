@@ -169,14 +169,10 @@ class _Planned(NamedTuple):
             impact=impact.rows(batch.impact),
             outcomes=outcomes,
             stamp=stamp,
-            # the central service's page only: a relay's registrations leave its buffer at
-            # the next flush, so an update there per instance and group would be hot-path
-            # work for nothing
-            seen=(
-                [(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())]
-                if stamp == "arrived"
-                else []
-            ),
+            # instances heard from by their own metrics posts (never a bulk body's): the
+            # central service's page reads it, and a relay's buffer evicts registrations
+            # by it while they wait for the upstream
+            seen=[(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())],
             applications=(
                 sorted({(k.app_name, k.environment, now) for k in batch.counts})
                 if stamp == "arrived"
