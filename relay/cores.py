@@ -85,7 +85,7 @@ def _v2(directory: Path) -> float | None:
     try:
         quota, period = (directory / "cpu.max").read_text().split()
         return None if quota == "max" else _ratio(int(quota), int(period))
-    except (OSError, ValueError, OverflowError):
+    except (OSError, ValueError):
         return None
 
 
@@ -94,12 +94,17 @@ def _v1(directory: Path) -> float | None:
     try:
         quota = int((directory / "cpu.cfs_quota_us").read_text())
         period = int((directory / "cpu.cfs_period_us").read_text())
-        return _ratio(quota, period)
-    except (OSError, ValueError, OverflowError):
+    except (OSError, ValueError):
         return None
+    return _ratio(quota, period)
 
 
 def _ratio(quota: int, period: int) -> float | None:
-    """CPUs, or None for no limit; OverflowError for a quota too large for a float (the
-    readers take it as no limit, as any content they cannot use: a start never fails on it)."""
-    return quota / period if quota > 0 and period > 0 else None
+    """CPUs, or None for no limit: also for a quota too large for a float, as for any
+    content a reader cannot use (a start never fails on it)."""
+    if quota <= 0 or period <= 0:
+        return None
+    try:
+        return quota / period
+    except OverflowError:
+        return None
