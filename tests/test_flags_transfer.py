@@ -371,3 +371,11 @@ async def test_an_export_past_the_import_bounds_is_refused_in_parts(client: Any)
     status, answer = await call(client, "POST", f"{BATCH}/export", {"environment": "development"})
     assert status == 400 and "more than 30 strategies: crowded" in answer["message"], answer
     assert (await export(client, environment="production"))["features"][0]["name"] == "crowded"
+    for i in range(MAX_IMPORT_FLAGS):  # with "crowded": one flag more than an import takes
+        await create_flag(client, f"many-{i:03}")
+    status, answer = await call(client, "POST", f"{BATCH}/export", {"environment": "production"})
+    assert status == 400, answer
+    assert f"251 flags, at most {MAX_IMPORT_FLAGS}" in answer["message"], answer
+    named = {"environment": "production", "features": ["many-000", "crowded"]}
+    status, answer = await call(client, "POST", f"{BATCH}/export", named)
+    assert status == 200 and len(answer["features"]) == 2, answer

@@ -59,17 +59,18 @@ class TransferService:
             params += query.features
         elif query.project is not None:
             where, params = f"{where} AND project_id = ?", [query.project]
+        chosen = await self._db.fetch_one(f"SELECT COUNT(*) FROM features WHERE {where}", params)
+        count = 0 if chosen is None else int(chosen[0])
+        if count > t.MAX_IMPORT_FLAGS:  # refused before any flag is read whole
+            raise _past_import(f"features: {count} flags, at most {t.MAX_IMPORT_FLAGS}")
         flags = await load_flags(self._db, where, params)
         try:
             result = await exported(self._db, flags, query.environment)
         except ValidationError as exc:
             said = exc.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(part) for part in said["loc"])
+            at = ".".join(str(part) for part in said["loc"])
             problem = str(said["msg"]).removeprefix("Value error, ")
-            raise InvalidInput(
-                f"The export is more than one import takes ({where + ': ' if where else ''}"
-                f"{problem}); export fewer flags at a time, by name or by tag"
-            ) from None
+            raise _past_import(f"{at}: {problem}" if at else problem) from None
         async with self._db.transaction() as tx:
             await self._write.events.record(
                 tx,
@@ -305,6 +306,13 @@ async def _import(
     for entry in data.dependencies:
         for dependency in entry.dependencies:
             await dependencies.add(actor, project, entry.feature, dependency)
+
+
+def _past_import(problem: str) -> InvalidInput:
+    return InvalidInput(
+        f"The export is more than one import takes ({problem});"
+        " export fewer flags at a time, by name or by tag"
+    )
 
 
 async def _clear(w: FlagWrite, project: str, name: str, environment: str) -> None:
