@@ -10,22 +10,25 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from relay.api.shared import Shared, layout
 from relay.central import wiring as central
 from relay.edge import offline
 from relay.edge import wiring as edge
 from relay.settings import Mode, Settings
 
 
-def build_app(settings: Settings, worker: int = 0) -> web.Application:
-    """``worker``: this process's index when there are several (``relay.process.server``);
-    worker 0 is the leader, which runs the jobs there must be one of."""
+def build_app(settings: Settings, shared: Shared | None = None) -> web.Application:
+    """``shared``: the region this worker shares with the others, which knows its index
+    (``relay.process.server``; worker 0 is the leader, which runs the jobs there must be one
+    of); None for a service of one process."""
+    shared = shared or Shared.private(layout(settings))
     match settings.mode:
         case Mode.CENTRAL:
-            return central.build(settings, worker)
+            return central.build(settings, shared)
         case Mode.EDGE:
-            return edge.build(settings, worker)
+            return edge.build(settings, shared)
         case Mode.OFFLINE:
-            return offline.build(settings, worker)
+            return offline.build(settings, shared)
 
 
 async def initialise(settings: Settings) -> None:

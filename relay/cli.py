@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
 
 
-
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if is_edge_command(given):

@@ -54,8 +54,16 @@ CHART_RULES: dict[str, dict[str, Any]] = {
     },
 }
 # JSON schema keywords of the model carried over to the chart's schema, in this order.
-BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern", "enum",
-          "items")
+BOUNDS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "enum",
+    "items",
+)
 
 SUMMARY = {
     Mode.CENTRAL: "relay in standalone mode: the central feature-flag service on embedded SQLite.",

@@ -20,7 +20,10 @@ from relay.settings_usage import CommaList, Mode, NetworkList, UpstreamUrl, Usag
 MAX_WORKERS = 64
 # "auto" or a number: the chart's schema carries it over (a pattern applies to strings only)
 WORKERS_SCHEMA = {
-    "type": ["integer", "string"], "minimum": 1, "maximum": MAX_WORKERS, "pattern": "^auto$"
+    "type": ["integer", "string"],
+    "minimum": 1,
+    "maximum": MAX_WORKERS,
+    "pattern": "^auto$",
 }
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063, "offline": 3063}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -9,7 +9,6 @@ import json
 import os
 import sqlite3
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 from service import eventually
 
+from relay.api.shared import Layout, Shared
 from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
@@ -136,14 +136,14 @@ async def test_keys_written_during_an_eviction_are_bounded_apart_and_never_evict
     cap = 1024 * 1024
     db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
     await db.open()
-    nothing = partial(asyncio.sleep, 0)  # no other workers' files to gather
     reserve = Reserve(tmp_path / "r", 4096)
-    monitor = BufferMonitor(db, cap, 256 * 1024, nothing, reserve, frozenset())
+    shared = Shared.private(Layout.of(1, 10))
+    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), shared.written)
 
     def ahead() -> float:
         return time.time() + 60
 
-    store = MetricsStore(db, 512, 3600.0, ahead, touched=True, on_write=monitor.written)
+    store = MetricsStore(db, 512, 3600.0, ahead, touched=True, on_write=shared.wrote)
     store.start()
     keys_before = keys_evicted()
     entries_before = evicted()
@@ -159,6 +159,7 @@ async def test_keys_written_during_an_eviction_are_bounded_apart_and_never_evict
                 )
             )
         assert await key_pages(db) > cap  # the keys alone are over the whole bound
+        await monitor.listen()
         assert monitor.wake.is_set()  # their bytes written woke the check
         await monitor.check()
         rows = await db.fetch_all("SELECT feature_name, yes FROM metrics")
@@ -180,7 +181,7 @@ async def test_dead_letters_are_pruned_by_age_and_size(tmp_path: Path) -> None:
     await db.open()
     cap = 1024 * 1024
     reserve = Reserve(tmp_path / "r", 4096)
-    monitor = BufferMonitor(db, cap, 256 * 1024, asyncio.sleep, reserve, frozenset())
+    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), lambda: 0)
     old, now = time.time() - 8 * 24 * 3600, time.time()
     rows = [
         ("development", f"k{i}", b"x" * 2000, 1, 400, "refused", old if i < 10 else now)

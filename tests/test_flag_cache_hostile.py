@@ -20,36 +20,50 @@ from service import eventually
 from test_flag_cache import OTHER_DEV_KEY, fetches, get, stored_scopes
 
 from relay.app import build_app
+from relay.edge import key_resolver
 from relay.edge.flags import entries as flag_entries
 from relay.edge.flags.store import FlagScope
 from relay.edge.upstream import MAX_ANSWER_BYTES
 
 SCOPE = FlagScope("development", ("default",))
+SDK_METRICS = {
+    "appName": "shop",
+    "instanceId": "i-1",
+    "bucket": {"start": "2026-01-01T00:00:00Z", "stop": "2026-01-01T00:01:00Z", "toggles": {}},
+}
 
 
 async def test_a_refused_key_is_asked_upstream_again_before_it_is_served(
     make_relay: MakeClient, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once its refusal has run out, the key is served only if the upstream answers for it:
-    another key of its scope holding the copy does not vouch for it."""
+    """A key the upstream refused for flags is refused on every path of the relay; once its
+    refusal has run out, it is served only if the upstream answers for it: another key of
+    its scope holding the copy does not vouch for it."""
     monkeypatch.setattr(flag_entries, "REFUSED_TTL", 0.3)
+    monkeypatch.setattr(key_resolver, "NEGATIVE_TTL", 0.3)
     upstream.valid_keys[OTHER_DEV_KEY] = "development"
     relay = await make_relay(features_refresh_interval=0.1, client_tokens=[])
     assert (await get(relay, key=OTHER_DEV_KEY))[0] == 200  # fetched with it
     assert (await get(relay, key=DEV_KEY))[0] == 200
     upstream.refused = {OTHER_DEV_KEY: 401}
+    del upstream.valid_keys[OTHER_DEV_KEY]  # revoked
 
     async def refused() -> bool:
         return (await get(relay, key=OTHER_DEV_KEY))[0] == 401
 
     await eventually(refused, "the key refused at a refresh")
-    asked = len(fetches(upstream, OTHER_DEV_KEY))
+    posted = await relay.post(
+        "/api/client/metrics", json=SDK_METRICS, headers={"Authorization": OTHER_DEV_KEY}
+    )
+    assert posted.status == 401  # refused on every path, not only for flags
+    asked = upstream.validate_calls
     await asyncio.sleep(0.4)  # the refusal has run out
     assert (await get(relay, key=OTHER_DEV_KEY))[0] == 401
-    assert len(fetches(upstream, OTHER_DEV_KEY)) == asked + 1  # the upstream said so again
+    assert upstream.validate_calls == asked + 1  # the upstream said so again
     assert (await get(relay, key=DEV_KEY))[0] == 200
 
     upstream.refused = {}
+    upstream.valid_keys[OTHER_DEV_KEY] = "development"
     await asyncio.sleep(0.4)
     assert (await get(relay, key=OTHER_DEV_KEY))[0] == 200  # accepted upstream again
 

@@ -18,11 +18,10 @@ from conftest import DEV_KEY
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream
 from service import eventually
 from test_relay_delta import FLAGS, with_checkout
-from test_relay_follow import delta_polls, sse
+from test_relay_follow import delta_polls, sse, worker_cache
 
 from relay.core.keys import parse_key
 from relay.edge.cache_file import cache_file
-from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
@@ -48,7 +47,7 @@ class Relay:
         self.store = FlagStore(cache_file(path, "NORMAL"))
         url = str(upstream.server.make_url("")).rstrip("/")  # type: ignore[union-attr]
         self.client = UpstreamClient(url, 10.0)
-        self.cache = FlagCache(self.store, self.client, interval, [DEV_KEY], {}, lambda: None)
+        self.cache = worker_cache(self.store, self.client, interval)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         while True:
@@ -111,21 +110,18 @@ async def test_a_poll_answered_after_a_streamed_change_never_takes_the_flags_bac
 
         assert not checkout(entry)
         assert entry.changes.revision == held + 1
-        await relay.cache.tick()  # written for the other workers
-        stored = await relay.store.copy(entry.scope)
+        stored = await relay.store.copy(entry.scope)  # stored before it was served
         assert stored is not None and stored.revision == held + 1
 
 
-async def test_an_older_copy_another_worker_stored_never_takes_the_flags_back(
+async def test_an_older_copy_is_never_stored_over_a_newer_one(
     streaming: FakeUpstream, tmp_path: Path
 ) -> None:
-    """A worker follows the stream: checkout off (the upstream's revision 2). Another worker
-    then stores the flags of a poll the upstream answered before that change (checkout on,
-    revision 1) at the revision it held, one the follower is past: two copies at one
-    revision with other flags. The upstream put the stored one together first: the
-    follower keeps its own and writes it past both, so the other workers take checkout off
-    (before, the older copy won the clash: checkout on for every worker, until the next
-    change)."""
+    """A worker follows the stream: checkout off (the upstream's revision 2), stored at its
+    revision before any SDK got it. Another worker then tries to store the flags of a poll
+    the upstream answered before that change (checkout on) at the revision it held: the
+    file keeps the newer copy (``FlagStore.publish``: each revision one answer, never one
+    over a later one), so no worker loads checkout on again."""
     async with Relay(streaming, tmp_path, 60.0) as relay:
         streaming.by_path[STREAM] = Answer(
             200, {"Content-Type": "text/event-stream"}, chunks=relay.chunks
@@ -134,22 +130,55 @@ async def test_an_older_copy_another_worker_stored_never_takes_the_flags_back(
         held = entry.changes.revision
         relay.events.put_nowait(sse(("unleash-updated", [OFF])))
         await eventually(lambda: entry.changes.revision == held + 1, "checkout off, streamed")
-        await relay.cache.tick()  # written
+        await relay.cache.stored(entry)
         other = FlagStore(cache_file(tmp_path, "NORMAL"))  # another worker's connection
         await other._db.open()
         try:
             polled = {**FLAGS, "segments": [], "meta": {"revisionId": 1}}  # checkout on
             older = Copy(json.dumps(polled).encode(), '"1"', time.time(), held)
-            await other.write([Saved(entry.scope, older)], (), 0, 60)
+            assert not await other.publish(entry.scope, older, 60)
+            await other.write([Saved(entry.scope, older)], (), 0, 60)  # a tick's write alike
 
-            await relay.cache.tick()  # loads it
+            await relay.cache.tick()
             assert not checkout(entry)
-            assert entry.changes.revision > held + 1  # past both: the others take it
-            await relay.cache.tick()  # written
+            assert entry.changes.revision == held + 1
             stored = await other.copy(entry.scope)
         finally:
             await other._db.close()
-        assert stored is not None and stored.revision == entry.changes.revision
+        assert stored is not None and stored.revision == held + 1
+        assert not json.loads(stored.body)["features"][0]["enabled"]
+
+
+async def test_of_two_workers_storing_one_revision_the_upstreams_newer_flags_win(
+    streaming: FakeUpstream, tmp_path: Path
+) -> None:
+    """Two workers reach one revision with other flags: another worker stored a poll's
+    answer (checkout on, the upstream's revision 1) at it first; then this worker's stream
+    turns checkout off (the upstream's revision 2) at the same revision. Its store loses
+    (``publish``), it compares the two, keeps the upstream's newer flags and stores them
+    past both, before any of its SDKs got them: every worker ends at checkout off."""
+    async with Relay(streaming, tmp_path, 60.0) as relay:
+        streaming.by_path[STREAM] = Answer(
+            200, {"Content-Type": "text/event-stream"}, chunks=relay.chunks
+        )
+        entry = await relay.following()
+        held = entry.changes.revision
+        other = FlagStore(cache_file(tmp_path, "NORMAL"))  # another worker's connection
+        await other._db.open()
+        try:
+            polled = {**FLAGS, "segments": [], "meta": {"revisionId": 1}}  # checkout on
+            older = Copy(json.dumps(polled).encode(), '"1"', time.time(), held + 1)
+            assert await other.publish(entry.scope, older, 60)
+
+            relay.events.put_nowait(sse(("unleash-updated", [OFF])))
+            await eventually(lambda: entry.changes.revision > held, "checkout off, streamed")
+            await relay.cache.stored(entry)
+            assert not checkout(entry)
+            assert entry.changes.revision == held + 2  # past both
+            stored = await other.copy(entry.scope)
+        finally:
+            await other._db.close()
+        assert stored is not None and stored.revision == held + 2
         assert not json.loads(stored.body)["features"][0]["enabled"]
 
 

@@ -18,9 +18,11 @@ from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
 from service import eventually
 from test_relay_delta import FLAGS, delta, with_checkout
 
+from relay.api.shared import Layout, Shared
 from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
+from relay.edge.key_words import KeyWords
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient
 
 MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
@@ -175,6 +177,16 @@ async def test_streams_followed_leave_the_upstream_connections_to_fetches(
         held.set()
 
 
+def worker_cache(
+    store: FlagStore, client: UpstreamClient, interval: float, shared: Shared | None = None
+) -> FlagCache:
+    """One worker's flag cache over ``store`` (its ``cache.db``), alone or as one of the
+    workers sharing ``shared``."""
+    shared = shared or Shared.private(Layout.of(1, 10))
+    words = KeyWords(store._db, shared)
+    return FlagCache(store, client, interval, [DEV_KEY], {}, lambda: None, words, shared)
+
+
 class SlowFile(FlagStore):
     """``cache.db`` slow to answer (a loaded machine): a copy loaded is handed over only
     once ``handed`` is set, ``loading`` set meanwhile."""
@@ -194,11 +206,13 @@ class SlowFile(FlagStore):
 async def test_a_stored_copy_loaded_as_the_stream_changes_never_takes_the_flags_back(
     upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    """A worker following the stream loads another worker's copy of the flags as they were
-    (checkout on); while it loads, the stream turns checkout off. The copy loaded is then
-    older than the one held: not taken (before, it was a clash "moved past" with the stored
-    flags: the worker's SDKs got checkout on again, and nothing corrected it). Then the
-    worker's copy is written, and the other worker's replaced."""
+    """A worker following the stream loads the copy another worker stored from a poll the
+    upstream answered before a change (checkout on, its revision 1), at the next revision;
+    while it loads, the stream turns checkout off (the upstream's revision 2) at that same
+    revision. The worker's store of it loses to the other's (``FlagStore.publish``), it
+    compares the two and keeps the upstream's newer flags past both; the copy loaded
+    meanwhile, older, is not taken. No SDK of the worker got checkout on again, and the file
+    ends at checkout off for the other workers."""
     events: asyncio.Queue[bytes] = asyncio.Queue()
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -214,17 +228,17 @@ async def test_a_stored_copy_loaded_as_the_stream_changes_never_takes_the_flags_
     await store._db.open()
     await other._db.open()
     await client.open()
-    cache = FlagCache(store, client, 60.0, [DEV_KEY], {}, lambda: None)
+    cache = worker_cache(store, client, 60.0)
     try:
         await cache.start()
         [entry] = cache.copies()
         hydration = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}
         events.put_nowait(sse(("unleash-connected", [hydration])))
         await eventually(lambda: entry.streamed, "the stream followed")
-        await cache.tick()  # the worker's copy written
+        await cache.stored(entry)
         held = entry.changes.revision
-        on = json.dumps(FLAGS).encode()
-        await other.write([Saved(entry.scope, Copy(on, '"other"', time.time(), held))], (), 0, 60)
+        polled = json.dumps({**FLAGS, "meta": {"revisionId": 1}}).encode()
+        assert await other.publish(entry.scope, Copy(polled, '"other"', time.time(), held + 1), 60)
 
         store.handed.clear()
         store.loading.clear()
@@ -233,16 +247,15 @@ async def test_a_stored_copy_loaded_as_the_stream_changes_never_takes_the_flags_
         off = with_checkout(False)["features"][0]
         update = {"eventId": 2, "type": "feature-updated", "feature": off}
         events.put_nowait(sse(("unleash-updated", [update])))
-        await eventually(lambda: entry.changes.revision == held + 1, "checkout off, streamed")
+        await eventually(lambda: entry.changes.revision > held, "checkout off, streamed")
         store.handed.set()
         await tick
+        await cache.stored(entry)
 
-        assert entry.changes.revision == held + 1  # no clash moved past
         assert entry.rendered is not None
         assert json.loads(entry.rendered.body)["features"][0]["enabled"] is False
-        await cache.tick()  # written: the other worker takes it
         stored = await other.copy(entry.scope)
-        assert stored is not None and stored.revision == held + 1
+        assert stored is not None and stored.revision == entry.changes.revision == held + 2
         assert json.loads(stored.body)["features"][0]["enabled"] is False
     finally:
         await cache.stop()

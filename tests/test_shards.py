@@ -1,4 +1,5 @@
-"""Relay buffer shards on real files: the leader's merge moves each count once."""
+"""Per-worker buffer files an older relay left (``buffer-N.db``), drained into ``buffer.db``
+at start on real files: each count moved once, a file drained whole removed."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from prometheus_client import REGISTRY
 
 from relay.core.domain import (
     Hop,
-    IdempotencyKey,
     IngestBatch,
     MetricKey,
     Registration,
     RegistrationKey,
 )
 from relay.edge.metrics.outbox import CLAIM_ENTRIES, SqliteOutbox
-from relay.edge.metrics.shards import MERGE_BATCH_BYTES, ShardedBuffer, ShardMerger, shard_path
+from relay.edge.metrics.shards import MERGE_BATCH_BYTES, drain_shards
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -52,14 +52,21 @@ def registrations(n: int) -> IngestBatch:
     return batch
 
 
+def shard_path(buffer_path: Path, worker: int) -> Path:
+    """Where an older relay's worker ``worker`` buffered."""
+    return buffer_path.with_name(f"buffer-{worker}.db")
+
+
 class Buffers:
-    """The leader's buffer and its merger, plus a way to fill any worker's shard."""
+    """The relay's buffer, plus a way to fill an older relay's per-worker file."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "buffer.db"
         self.db = SqliteDatabase(self.path, BUFFER_SCHEMA, "NORMAL")
         self.store = MetricsStore(self.db, max_group=64, idempotency_ttl=3600)
-        self.merger = ShardMerger(self.path, self.store, "NORMAL", None)
+
+    async def drain(self) -> int:
+        return await drain_shards(self.path, self.store, "NORMAL", None)
 
     async def fill(self, worker: int, batch: IngestBatch) -> None:
         db = SqliteDatabase(shard_path(self.path, worker), BUFFER_SCHEMA, "NORMAL")
@@ -94,12 +101,12 @@ async def buffers(tmp_path: Path) -> AsyncIterator[Buffers]:
     await b.db.close()
 
 
-async def test_every_shard_is_moved_into_the_leader_buffer(buffers: Buffers) -> None:
+async def test_every_shard_is_moved_into_the_buffer_and_removed(buffers: Buffers) -> None:
     await buffers.fill(1, counts(3, yes=2))
-    await buffers.fill(3, counts(3, yes=5))  # left by a run with more workers
+    await buffers.fill(3, counts(3, yes=5))
     await buffers.fill(1, registrations(2))
     before = merged_metric()
-    assert await buffers.merger.merge() == 3 + 3 + 2
+    assert await buffers.drain() == 3 + 3 + 2
     assert merged_metric() - before == 3 + 3 + 2
     assert total(buffers.path) == 3 * 7
     assert total(buffers.path, "metric_variants", "count") == 3 * 7
@@ -107,10 +114,8 @@ async def test_every_shard_is_moved_into_the_leader_buffer(buffers: Buffers) -> 
         ("pod-0", '[["edge", "e-1"], ["relay", "r-1"]]'),
         ("pod-1", '[["edge", "e-1"], ["relay", "r-1"]]'),
     ]
-    for worker in (1, 3):
-        shard = shard_path(buffers.path, worker)
-        assert total(shard) == 0 and rows(shard, "SELECT count(*) FROM outbox") == [(0,)]
-    assert await buffers.merger.merge() == 0
+    assert not list(buffers.path.parent.glob("buffer-*"))  # drained whole: removed
+    assert await buffers.drain() == 0
 
 
 async def test_a_move_interrupted_before_the_shard_forgets_it_counts_once(
@@ -124,27 +129,28 @@ async def test_a_move_interrupted_before_the_shard_forgets_it_counts_once(
     await SqliteOutbox(db, MERGE_BATCH_BYTES).claim({"development"}, CLAIM_ENTRIES)
     await db.close()
     cut = rows(shard, "SELECT environment, idempotency_key, body, entries, created_at FROM outbox")
-    assert await buffers.merger.merge() == 4
-    # as after a crash between the leader's commit and the shard's: the batch is back
+    assert await buffers.drain() == 4
+    # as after a crash between the buffer's commit and the old file's: the batch is back
+    await buffers.fill(1, IngestBatch())
     with sqlite3.connect(shard) as conn:
         conn.executemany(
             "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
             cut,
         )
-    assert await buffers.merger.merge() == 4  # moved again, applied zero times
+    assert await buffers.drain() == 4  # moved again, applied zero times
     assert total(buffers.path) == 4 * 3
-    assert rows(shard, "SELECT count(*) FROM outbox") == [(0,)]
+    assert not shard.exists()
 
 
 async def test_a_large_shard_moves_whole_within_the_bulk_limits(buffers: Buffers) -> None:
     keys = CLAIM_ENTRIES + 500  # more than one claim
     await buffers.fill(1, counts(keys))
     await buffers.fill(1, registrations(MAX_APPLICATIONS + 200))
-    assert await buffers.merger.merge() == keys + MAX_APPLICATIONS + 200
+    assert await buffers.drain() == keys + MAX_APPLICATIONS + 200
     assert total(buffers.path) == keys
     assert rows(buffers.path, "SELECT count(*) FROM registrations") == [(MAX_APPLICATIONS + 200,)]
-    assert rows(shard_path(buffers.path, 1), "SELECT count(*) FROM dead_letters") == [(0,)]
+    assert not shard_path(buffers.path, 1).exists()  # no dead letter: drained whole
 
 
 async def test_an_unreadable_shard_batch_is_dead_lettered_and_the_rest_moves(
@@ -157,24 +163,7 @@ async def test_an_unreadable_shard_batch_is_dead_lettered_and_the_rest_moves(
             "INSERT INTO outbox (environment, idempotency_key, body, entries, created_at)"
             " VALUES ('development', 'k', x'7b', 1, 0)"
         )
-    assert await buffers.merger.merge() == 2
+    assert await buffers.drain() == 2
     assert total(buffers.path) == 2
-    [(entries, reason)] = rows(shard, "SELECT entries, reason FROM dead_letters")
+    [(entries, reason)] = rows(shard, "SELECT entries, reason FROM dead_letters")  # kept
     assert entries == 1 and "unreadable buffer shard batch" in str(reason)
-
-
-async def test_keyed_requests_go_to_the_leader_file_and_the_rest_to_the_shard(
-    buffers: Buffers,
-) -> None:
-    db = SqliteDatabase(shard_path(buffers.path, 2), BUFFER_SCHEMA, "NORMAL")
-    await db.open()
-    own = MetricsStore(db, max_group=64, idempotency_ttl=3600)
-    own.start()
-    sink = ShardedBuffer(own, buffers.store)
-    assert await sink.write(counts(1, yes=1), None) is True
-    assert await sink.write(counts(1, yes=10), IdempotencyKey("caller", "retry-me", "fp")) is True
-    assert await sink.write(counts(1, yes=10), IdempotencyKey("caller", "retry-me", "fp")) is False
-    await own.stop()
-    await db.close()
-    assert total(shard_path(buffers.path, 2)) == 1
-    assert total(buffers.path) == 10

@@ -23,13 +23,15 @@ from relay.api.cors import POLICIES, api_policy, cors_headers, cors_middleware, 
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
-from relay.api.state import AUTH_FAILURES, OPENAPI, OPENAPI_BODY, READY, SETTINGS
+from relay.api.shared import Shared
+from relay.api.state import AUTH_FAILURES, OPENAPI, OPENAPI_BODY, READY, SETTINGS, SHARED
 from relay.api.throttle import FailureLimit
 from relay.settings import Settings
 
 
-def new_application(settings: Settings) -> web.Application:
-    """An application not ready yet (``/ready`` answers 503 until ``READY`` is set)."""
+def new_application(settings: Settings, shared: Shared) -> web.Application:
+    """An application not ready yet (``/ready`` answers 503 until ``READY`` is set);
+    ``shared``: what its worker shares with the service's others."""
     middlewares: list[Middleware] = [observe, cors_middleware()]
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -39,13 +41,16 @@ def new_application(settings: Settings) -> web.Application:
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[SHARED] = shared
     app[PROXY_TRUST] = ProxyTrust.of(settings.trust_proxy, settings.proxy_trusted_servers)
     app[POLICIES] = (
         frontend_policy(settings.frontend_cors_origins),
         api_policy(settings.cors_origins),
     )
     app[READY] = [False]
-    app[AUTH_FAILURES] = FailureLimit(settings.auth_failure_limit, settings.auth_failure_window)
+    app[AUTH_FAILURES] = FailureLimit(
+        shared, settings.auth_failure_limit, settings.auth_failure_window
+    )
     app[STORAGE_TROUBLE] = OncePerSecond()
     app.on_response_prepare.append(common_headers)
     app.on_response_prepare.append(cors_headers)

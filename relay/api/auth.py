@@ -51,6 +51,7 @@ async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Princ
     """Each key's principal (None: invalid). Keys not known valid are checked together,
     within the caller's address's budget of failures (429 once it is spent)."""
     resolver = request.app[KEY_RESOLVER]
+    await resolver.current()
     found = {key: resolver.known(key) for key in keys}
     unknown = [key for key, principal in found.items() if principal is None and key]
     if not unknown:

@@ -19,9 +19,7 @@ def model_response(model: BaseModel, status: int = 200) -> web.Response:
     )
 
 
-async def streamed(
-    request: web.Request, parts: AsyncGenerator[bytes, None]
-) -> web.StreamResponse:
+async def streamed(request: web.Request, parts: AsyncGenerator[bytes, None]) -> web.StreamResponse:
     """A 200 JSON answer sent part by part as ``parts`` produces them, so a large one is never
     whole in memory. The first part is produced before anything is sent: an error until then
     is still an error answer. A failure later can only cut the connection, logged: the

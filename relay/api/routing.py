@@ -69,9 +69,7 @@ def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
         if route.method == "GET":  # and HEAD, as every HTTP server must (RFC 9110, 9.1)
             added = app.router.add_get(path, _checked(route), expect_handler=_later)
         else:
-            added = app.router.add_route(
-                route.method, path, _checked(route), expect_handler=_later
-            )
+            added = app.router.add_route(route.method, path, _checked(route), expect_handler=_later)
         if route.browser and added.resource not in browser:
             # a browser asks first (a preflight, answered by relay.api.cors): the path
             # must resolve for OPTIONS too, or the router answers 405 before anyone sees it

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from relay.api.shared import Shared
 from relay.api.throttle import FailureLimit
 from relay.core.catalog import Rendered, Scope
 from relay.core.delta import Delta
@@ -16,6 +17,7 @@ from relay.core.keys import KeyResolver, Principal
 from relay.settings import Settings
 
 SETTINGS = web.AppKey("settings", Settings)
+SHARED = web.AppKey("shared", Shared)
 KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
 AUTH_FAILURES = web.AppKey("auth_failures", FailureLimit)
 INGEST = web.AppKey("ingest", Ingest)

@@ -11,8 +11,9 @@ requests to finish (SDKs reconnect, to another instance if this one is gone), wh
 their key is revoked (at the next change or keep-alive), and at a bound when their client
 has closed the connection (``Streams``).
 
-Limits: a worker holds at most ``stream_max`` streams, one key at most
-``stream_max_per_key``. A client past them is not refused with a status the Python SDK
+Limits: the service holds at most ``stream_max`` streams, one key at most
+``stream_max_per_key``, however many workers share them (counted in the memory they share,
+``relay.api.shared``). A client past them is not refused with a status the Python SDK
 would retry forever without flags (it never polls): it gets its hydration, then the
 ``fetch-mode: polling`` hint, and the stream ends. The Node SDK switches to polling; the
 Python SDK keeps its flags and reconnects with backoff (up to 30 s), getting a stream when
@@ -32,7 +33,8 @@ from relay.api.auth import CLIENT_KEYS
 from relay.api.connections import SLICE, write_part
 from relay.api.delta import revision, scope, source
 from relay.api.routing import Route
-from relay.api.state import KEY_RESOLVER, SETTINGS
+from relay.api.shared import Shared
+from relay.api.state import KEY_RESOLVER, SETTINGS, SHARED
 from relay.core.delta import Delta
 from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
@@ -40,8 +42,7 @@ from relay.core.keys import hash_key, strip_scheme
 OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
 OPENED = Counter(
     "relay_streams_opened_total",
-    "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events"
-    " missed",
+    "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events missed",
     ["start"],
 )
 TURNED_AWAY = Counter(
@@ -62,7 +63,8 @@ EVENT_STREAM = {
 
 
 class Streams:
-    """This worker's open streams, per key (by its hash), each with the event that ends it.
+    """This worker's open streams, per key (by its hash), each with the event that ends it;
+    counted against the bounds in the memory the workers share.
 
     The service does not cancel a handler whose client has gone (aiohttp's
     ``handler_cancellation`` is off, as by default: every other handler runs to its end),
@@ -72,27 +74,32 @@ class Streams:
     does not look at all its streams for every SDK turned away), so SDKs reconnecting at
     once are not turned away by their own dead streams."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Shared) -> None:
         self.closing = False
-        self.total = 0
+        self._shared = shared
         self._open: dict[str, dict[asyncio.Event, web.Request]] = {}
         self._swept = -SWEEP_EVERY
 
-    def full(self, key: str, most: int, most_per_key: int) -> str | None:
-        """Which bound a new stream of ``key`` would pass, None when there is room."""
-        if self.total >= most or len(self._open.get(key, ())) >= most_per_key:
-            self._sweep()
-        if self.total >= most:
-            return "worker"
-        return "key" if len(self._open.get(key, ())) >= most_per_key else None
+    @property
+    def total(self) -> int:
+        """Streams open in the service, every worker's."""
+        return self._shared.streams()
 
-    def opened(self, key: str, request: web.Request) -> asyncio.Event:
-        """Counts the stream; the event is set when it is to end (gone, or shutting down)."""
+    def open(
+        self, key: str, request: web.Request, most: int, most_per_key: int
+    ) -> asyncio.Event | str:
+        """The stream counted, and the event set when it is to end (gone, or shutting
+        down); else the bound it would pass (``service``, ``key``), once this worker's
+        streams whose client left are dropped."""
+        bound = self._shared.open_stream(key, most, most_per_key)
+        if bound is not None and self._sweep():
+            bound = self._shared.open_stream(key, most, most_per_key)
+        if bound is not None:
+            return bound
         end = asyncio.Event()
         if self.closing:
             end.set()
         self._open.setdefault(key, {})[end] = request
-        self.total += 1
         OPEN.inc()
         return end
 
@@ -103,7 +110,7 @@ class Streams:
             return
         if not streams:
             del self._open[key]
-        self.total -= 1
+        self._shared.close_stream(key)
         OPEN.dec()
 
     def close_all(self) -> None:
@@ -113,11 +120,12 @@ class Streams:
             for end in streams:
                 end.set()
 
-    def _sweep(self) -> None:
+    def _sweep(self) -> bool:
+        """Whether streams were dropped."""
         now = time.monotonic()
         if now < self._swept + SWEEP_EVERY:
-            return
-        self._swept = now
+            return False
+        self._swept, swept = now, False
         for key, streams in list(self._open.items()):
             for end, request in list(streams.items()):
                 transport = request.transport
@@ -125,6 +133,8 @@ class Streams:
                     end.set()
                     self.closed(key, end)
                     SWEPT.inc()
+                    swept = True
+        return swept
 
 
 STREAMS = web.AppKey("streams", Streams)
@@ -137,14 +147,13 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     key, client = scope(request), hash_key(secret)
     found = await deltas.delta(key, revision(request.headers.get("Last-Event-ID")))
     response = web.StreamResponse(headers=EVENT_STREAM)
-    bound = streams.full(client, settings.stream_max, settings.stream_max_per_key)
-    end = streams.opened(client, request) if bound is None else None  # before any await
+    end = streams.open(client, request, settings.stream_max, settings.stream_max_per_key)
     try:
         await response.prepare(request)
         if request.method == "HEAD":
             return response
-        if end is None:
-            TURNED_AWAY.labels(str(bound)).inc()
+        if isinstance(end, str):
+            TURNED_AWAY.labels(end).inc()
             hint = b"event: fetch-mode\ndata: polling\n\n"
             await write_part(request, response, *_message("unleash-connected", found, hint))
             return response
@@ -153,6 +162,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         at = found.revision
         while True:
             changed = await _changed(deltas.changed(at), end, settings.stream_keepalive)
+            await resolver.current()
             if end.is_set() or resolver.known(secret) is None:
                 break  # shutting down, its client gone, or the key was revoked
             if not changed:
@@ -167,7 +177,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     except DomainError:
         pass  # a relay's upstream refused the key meanwhile: the reconnect is told why
     finally:
-        if end is not None:
+        if isinstance(end, asyncio.Event):
             streams.closed(client, end)
     return response
 
@@ -200,7 +210,7 @@ async def _close_streams(app: web.Application) -> None:
 
 
 def add_streams(app: web.Application) -> None:
-    app[STREAMS] = Streams()
+    app[STREAMS] = Streams(app[SHARED])
     app.on_shutdown.append(_close_streams)
 
 

@@ -12,18 +12,19 @@ budget: a caller with a valid key is never slowed by others guessing from its ad
 The address is the caller's (``relay.api.client_address``): the socket's peer, or behind a
 trusted reverse proxy (``trust_proxy``) the address it forwarded, so callers behind one proxy
 do not share one budget (docs/operations.md, "Limits"). IPv6 addresses count per /64, the block a
-single host usually has. Each worker process counts on its own.
+single host usually has. The budgets are the service's, whichever worker a request reaches
+(``relay.api.shared``: at most ``ADDRESS_SLOTS`` addresses owing, the least recently charged
+of a neighbourhood forgotten first).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import time
-from collections import OrderedDict
 
 from prometheus_client import Counter
 
 from relay.api.errors import TooManyRequests
+from relay.api.shared import Shared
 
 FAILURES = Counter(
     "relay_auth_failures_total", "Keys presented that are not valid (guesses, typos, revoked)"
@@ -33,54 +34,37 @@ THROTTLED = Counter(
     "Requests refused with 429 because their address presented too many invalid keys",
 )
 
-MAX_ADDRESSES = 100_000  # addresses remembered; the least recently seen are forgotten first
 REFUSAL_DELAY = 1.0  # seconds a 429 for a spent budget is held back (``relay.api.auth``)
 
 
 class FailureLimit:
-    def __init__(self, limit: int, window: float, max_addresses: int = MAX_ADDRESSES) -> None:
-        """``limit`` 0: no limit."""
+    def __init__(self, shared: Shared, limit: int, window: float) -> None:
+        """``limit`` 0: no limit. The budgets are the service's, in the memory its workers
+        share (``relay.api.shared``): a caller's connections landing on several workers
+        spend one budget."""
+        self._shared = shared
         self._limit = float(limit)
         self._rate = limit / window
-        self._max_addresses = max_addresses
-        # address -> (budget left, when it was last brought up to date); least recent first
-        self._budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     def spend(self, address: str, keys: int) -> None:
         """Take ``keys`` from the address's budget before checking them; TooManyRequests if
         it is spent. The budget may go below zero by what one request carries."""
         if not self._limit:
             return
-        budget = self._current(address)
+        budget = self._shared.charge(address, -keys, self._limit, self._rate)
         if budget < 1:
+            self._shared.charge(address, keys, self._limit, self._rate)  # nothing checked
             THROTTLED.inc()
             wait = (1 - budget) / self._rate
             raise TooManyRequests(
                 "Too many invalid API keys from this address; retry later with a valid key",
                 retry_after=wait,
             )
-        self._store(address, budget - keys)
 
     def refund(self, address: str, keys: int) -> None:
         """Give back what keys found valid (or not checked) had taken."""
         if self._limit and keys:
-            self._store(address, min(self._limit, self._current(address) + keys))
-
-    def _current(self, address: str) -> float:
-        entry = self._budgets.get(address)
-        if entry is None:
-            return self._limit
-        budget, updated = entry
-        return min(self._limit, budget + (time.monotonic() - updated) * self._rate)
-
-    def _store(self, address: str, budget: float) -> None:
-        if budget >= self._limit:  # a full budget is the default: nothing to remember
-            self._budgets.pop(address, None)
-            return
-        self._budgets[address] = (budget, time.monotonic())
-        self._budgets.move_to_end(address)
-        while len(self._budgets) > self._max_addresses:
-            self._budgets.popitem(last=False)
+            self._shared.charge(address, keys, self._limit, self._rate)
 
 
 def client_address(remote: str | None) -> str:

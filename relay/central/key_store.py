@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from relay.api.shared import CatchUp, Kind, Shared
 from relay.central.events import EventLog
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
@@ -43,18 +44,25 @@ class KeyStore:
     few; ``known`` answers from there, so callers with valid keys pass the per-address
     limit of failures (``relay.api.throttle``) untouched. A key created by another instance
     sharing the database is found on its first use; one revoked there is dropped from memory
-    when ``poll`` sees the key revision move (every ``POLL_INTERVAL``).
+    when ``poll`` sees the key revision move (every ``POLL_INTERVAL``). The workers of one
+    instance decide as one: a worker that revoked a key, or saw the revision move, says so
+    in the memory they share before it answers, and the others poll before they answer
+    (``current``, ``relay.api.shared``).
 
     The last use of each key is noted in memory as it is resolved and written every
     ``USE_INTERVAL`` by ``write_uses``: what a crash loses is a few seconds of "last used"."""
 
-    def __init__(self, db: Database, events: EventLog | None = None) -> None:
-        """``events``: where issuing and revoking keys is logged."""
+    def __init__(
+        self, db: Database, events: EventLog | None = None, shared: Shared | None = None
+    ) -> None:
+        """``events``: where issuing and revoking keys is logged; ``shared``: the memory
+        of the service's workers (None: a command line's store)."""
         self._db = db
         self._events = EventLog(db) if events is None else events
         self._cache: dict[str, Principal] = {}
         self._revision = -1
         self._used: dict[str, float] = {}
+        self._catch_up = None if shared is None else CatchUp(shared, Kind.KEYS, self.poll)
 
     async def load(self) -> None:
         revision = await self._current_revision()
@@ -66,6 +74,15 @@ class KeyStore:
         """Drop keys revoked elsewhere: reload when the key revision moved."""
         if await self._current_revision() != self._revision:
             await self.load()
+            self._published()
+
+    async def current(self) -> None:
+        if self._catch_up is not None:
+            await self._catch_up.current()
+
+    def _published(self) -> None:
+        if self._catch_up is not None:
+            self._catch_up.published()
 
     def known(self, key: str) -> Principal | None:
         digest = hash_key(key)
@@ -175,6 +192,7 @@ class KeyStore:
         # copy that a read begun before this commit may have cached meanwhile
         self._cache.pop(digest, None)
         self._used.pop(digest, None)
+        self._published()
         return record
 
     async def write_uses(self) -> None:

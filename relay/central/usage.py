@@ -152,9 +152,7 @@ class UsageReader:
             found.setdefault(row[0], []).append((row[1], float(row[2])))
         return found
 
-    async def relayed(
-        self, scanned: int, limit: int
-    ) -> list[tuple[str, list[tuple[str, str]]]]:
+    async def relayed(self, scanned: int, limit: int) -> list[tuple[str, list[tuple[str, str]]]]:
         """(application, its ``connectVia`` hops) of up to ``limit`` instances that came
         through relays, among the ``scanned`` most recently seen (read along the last-seen
         index): what the relays page tells of relays known only from registrations, at a

@@ -17,6 +17,7 @@ from relay.api import client, delta, frontend, frontend_metrics, streaming, vali
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
+from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import admin, edges, events_api, impact, projects_api
 from relay.central.environments import EnvironmentStore
@@ -110,13 +111,14 @@ async def initialise(settings: Settings) -> None:
         await db.close()
 
 
-def build(settings: Settings, worker: int) -> web.Application:
+def build(settings: Settings, shared: Shared) -> web.Application:
     """``worker`` 0, the leader, is the one that prunes idempotency keys (and warns about
     weak configured keys, once)."""
-    app = new_application(settings)
+    app = new_application(settings, shared)
+    worker = shared.worker
     db = central_database(settings)
     events = EventLog(db, settings.event_log_kept)
-    key_store = KeyStore(db, events)
+    key_store = KeyStore(db, events, shared)
     served = ClientFeaturesCache(db)
     writer = Writer(db, served.written, events=events)
     projects = ProjectStore(db, writer, key_store.poll)

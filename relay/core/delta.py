@@ -134,9 +134,7 @@ def in_scope(scope: Scope, name: str, projects: tuple[str, ...]) -> str | None:
     return next((p for p in projects if scope.projects is None or p in scope.projects), None)
 
 
-def _events(
-    catalog: Catalog, scope: Scope, changes: Iterable[Change]
-) -> list[tuple[int, bytes]]:
+def _events(catalog: Catalog, scope: Scope, changes: Iterable[Change]) -> list[tuple[int, bytes]]:
     used = catalog.used_segments(scope)
     sent: set[int] = set()
     events: list[tuple[int, bytes]] = []

@@ -54,6 +54,11 @@ class KeyResolver(Protocol):
     """Which keys are valid. Callers check ``known`` first, and ask about the other keys of a
     request together with ``resolve_many`` (one lookup, or one upstream call, for all)."""
 
+    async def current(self) -> None:
+        """Returns once what any worker of the service has decided about keys and shown a
+        caller is known here (``relay.api.shared``): ``known`` then answers as it would."""
+        ...
+
     def known(self, key: str) -> Principal | None:
         """The principal of a key known valid without any I/O (configured, or cached)."""
         ...

@@ -213,4 +213,3 @@ def routes(settings: Settings) -> list[Route]:
         for name, handler, summary in _ENDPOINTS
         if not off[name]
     ]
-

@@ -4,19 +4,22 @@ Unknown keys are checked against the upstream's ``/edge/validate``, which takes 
 keys waiting to be checked go together, up to ``MAX_LIST`` a call and ``CONCURRENT_CHECKS``
 calls at a time, so however many requests bring unknown keys, the upstream sees a few calls
 (a request with 100 keys is one call, concurrent requests for one key share one). Answers
-are cached apart: valid keys for ``key_cache_ttl`` (at most ``MAX_VALID``), invalid ones for
-``NEGATIVE_TTL`` (at most ``MAX_INVALID``), so a flood of made-up keys can push out only
-made-up keys, never a key an SDK uses. Past ``MAX_WAITING`` keys waiting, an unknown key
-gets 503 at once rather than queueing. A string that cannot be an Unleash key is invalid
-without a call. The flusher has connections of its own (``relay.edge.upstream``): key
-checks never hold it up.
+are the upstream's word on the key (``relay.edge.key_words``), one for every worker of the
+relay: a key vouched for is accepted for ``key_cache_ttl``, one refused is refused for
+``NEGATIVE_TTL``, then the upstream is asked again. A made-up key (one never vouched for) is
+remembered refused by the worker that asked only (at most ``MAX_INVALID``), so a flood of
+them writes nothing and can push out only made-up keys, never a key an SDK uses. Past
+``MAX_WAITING`` keys waiting, an unknown key gets 503 at once rather than queueing. A
+string that cannot be an Unleash key is invalid without a call. The flusher has connections
+of its own (``relay.edge.upstream``): key checks never hold it up.
 
-While the upstream cannot be reached, keys validated before keep working, even past their
-TTL, and an unknown key gets 503, not 401: the Node SDK stops sending for good on 401 but
-retries on 5xx. After a failed call the upstream is not asked again for ``HOLD_OFF``
-seconds (one warning in the log), so a down upstream is not hammered by every new key; an
-upstream that answers 429 (this relay spent its budget of invalid keys there) is left alone
-as long as its ``Retry-After`` says (at most ``MAX_HOLD_OFF``) and unknown keys get 429.
+While the upstream cannot be reached, keys vouched for before keep working, even past their
+TTL and across a restart, and an unknown key gets 503, not 401: the Node SDK stops sending
+for good on 401 but retries on 5xx. After a failed call the upstream is not asked again for
+``HOLD_OFF`` seconds (one warning in the log), so a down upstream is not hammered by every
+new key; an upstream that answers 429 (this relay spent its budget of invalid keys there) is
+left alone as long as its ``Retry-After`` says (at most ``MAX_HOLD_OFF``) and unknown keys
+get 429.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from prometheus_client import Gauge
 
 from relay.core.errors import Throttled, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, well_formed
+from relay.edge.key_words import KeyWords, Word
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
 from relay.wire.common import MAX_LIST, KeyType
 
@@ -44,7 +48,6 @@ WAITING = Gauge(
 )
 
 NEGATIVE_TTL = 60.0
-MAX_VALID = 10_000
 MAX_INVALID = 10_000
 CONCURRENT_CHECKS = 4
 MAX_WAITING = 1_000
@@ -61,6 +64,7 @@ class SdkKeyResolver:
         configured: Mapping[KeyType, Iterable[str]],
         upstream: UpstreamClient,
         ttl: float,
+        words: KeyWords,
         strict: bool = False,
     ) -> None:
         """``configured``: the keys of each type accepted without asking the upstream;
@@ -76,8 +80,10 @@ class SdkKeyResolver:
         )
         self._upstream = upstream
         self._ttl = ttl
-        # key hash -> (principal, expiry) and -> expiry; least recently used first
-        self._valid: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        self._words = words
+        # key hash -> principal: keys that read flags before a restart (``remember``)
+        self._remembered: dict[str, Principal] = {}
+        # made-up keys (no word stored): key hash -> expiry; least recently used first
         self._invalid: OrderedDict[str, float] = OrderedDict()
         self._answers: dict[str, asyncio.Future[Answer]] = {}  # asked or about to be
         self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
@@ -86,30 +92,35 @@ class SdkKeyResolver:
         self._throttled = False  # the upstream's last refusal was a 429, not an outage
 
     def remember(self, keys: Mapping[str, Principal]) -> None:
-        """Keys vouched for before a restart (key hash -> principal): trusted again only while
-        the upstream cannot be asked, as keys past their TTL are."""
-        for digest, principal in keys.items():
-            if not self._serves(principal):
-                continue
-            if digest not in self._valid and digest not in self._configured:
-                _remember(self._valid, digest, (principal, 0.0), MAX_VALID)
+        """Keys that read flags before a restart (key hash -> principal), from a relay older
+        than the words of ``key_words``: trusted again only while the upstream cannot be
+        asked, as keys past their TTL are."""
+        self._remembered = {
+            digest: principal
+            for digest, principal in keys.items()
+            if self._serves(principal) and digest not in self._configured
+        }
 
     def listing(self) -> tuple[list[tuple[Principal, str]], int]:
         """For ``/internal-backstage/tokens``: the configured keys (Edge's ``Trusted``),
         those the upstream vouched for (``Validated``), and how many it refused lately."""
         trusted = [(principal, "Trusted") for principal in self._configured.values()]
-        validated = [(principal, "Validated") for principal, _ in self._valid.values()]
-        return trusted + validated, len(self._invalid)
+        words = list(self._words.words())
+        validated = [(w.principal, "Validated") for w in words if w.principal is not None]
+        refused = sum(1 for w in words if not w.vouched)
+        return trusted + validated, refused + len(self._invalid)
+
+    async def current(self) -> None:
+        await self._words.current()
 
     def known(self, key: str) -> Principal | None:
         digest = hash_key(key)
         configured = self._configured.get(digest)
         if configured is not None:
             return configured
-        valid = self._valid.get(digest)
-        if valid is not None and valid[1] > time.monotonic():
-            self._valid.move_to_end(digest)
-            return valid[0]
+        word = self._words.get(digest)
+        if word is not None and self._serves_word(word) and word.within(self._ttl, time.time()):
+            return word.principal
         return None
 
     async def resolve(self, key: str) -> Principal | None:
@@ -132,6 +143,9 @@ class SdkKeyResolver:
         return answers
 
     def _refused(self, digest: str) -> bool:
+        word = self._words.get(digest)
+        if word is not None:
+            return not word.vouched and word.within(NEGATIVE_TTL, time.time())
         expiry = self._invalid.get(digest)
         if expiry is None:
             return False
@@ -183,21 +197,33 @@ class SdkKeyResolver:
             if not isinstance(exc, Exception):
                 raise
             return
-        now = time.monotonic()
-        for digest, key in batch.items():
-            principal = valid.get(key)
-            if principal is not None and not self._serves(principal):
-                log.warning(
-                    "key refused: outside the scopes of client_tokens (strict_keys)",
-                    extra={"key": principal.display},
-                )
-                principal = None
-            if principal is not None:
-                _remember(self._valid, digest, (principal, now + self._ttl), MAX_VALID)
-            else:
-                _remember(self._invalid, digest, now + NEGATIVE_TTL, MAX_INVALID)
-            self._answers.pop(digest).set_result(principal)
-        WAITING.dec(len(batch))
+        answers = {digest: self._vouched(valid.get(key)) for digest, key in batch.items()}
+        said = time.time()
+        try:
+            # stored for every worker before any request hears it; a refusal only of a
+            # key a word is held for (vouched for once): made-up keys cost no write
+            await self._words.say(
+                Word(digest, 200 if principal else 401, said, principal)
+                for digest, principal in answers.items()
+                if principal is not None or self._words.get(digest) is not None
+            )
+        finally:
+            for digest, principal in answers.items():
+                if principal is None and self._words.get(digest) is None:
+                    expiry = time.monotonic() + NEGATIVE_TTL
+                    _remember(self._invalid, digest, expiry, MAX_INVALID)
+                self._answers.pop(digest).set_result(principal)
+            WAITING.dec(len(batch))
+
+    def _vouched(self, principal: Principal | None) -> Principal | None:
+        """The upstream's answer for a key, unless strict mode refuses it."""
+        if principal is not None and not self._serves(principal):
+            log.warning(
+                "key refused: outside the scopes of client_tokens (strict_keys)",
+                extra={"key": principal.display},
+            )
+            return None
+        return principal
 
     def _failed(self, batch: dict[str, str], exc: BaseException) -> None:
         """Every key of ``batch`` refused for now; when the upstream failed, the keys of the
@@ -238,9 +264,17 @@ class SdkKeyResolver:
         return Unavailable("Cannot validate the API key now: upstream unavailable, retry later")
 
     def _stale(self, digest: str) -> Principal | None:
-        """A key validated before, past its TTL: still good while the upstream cannot say."""
-        valid = self._valid.get(digest)
-        return valid[0] if valid is not None else None
+        """A key vouched for before, past its TTL or before a restart: still good while the
+        upstream cannot say, unless its latest word is a refusal."""
+        word = self._words.get(digest)
+        if word is not None:
+            return word.principal if self._serves_word(word) else None
+        return self._remembered.get(digest)
+
+    def _serves_word(self, word: Word) -> bool:
+        """A word vouching for a key this relay serves (strict mode: set at start, so a
+        word stored before a restart is judged by today's scopes)."""
+        return word.vouched and word.principal is not None and self._serves(word.principal)
 
     @staticmethod
     def _settle(future: asyncio.Future[Answer], stale: Principal | None, why: Unavailable) -> None:

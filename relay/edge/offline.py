@@ -23,6 +23,7 @@ from aiohttp import web
 from relay.api import client, delta, frontend, frontend_metrics, streaming
 from relay.api.application import new_application, serve_routes
 from relay.api.jobs import every
+from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.frontend import Frontends
@@ -45,6 +46,7 @@ from relay.wire.common import KeyType
 log = logging.getLogger(__name__)
 
 MONITOR_INTERVAL = 2.0
+LISTEN_INTERVAL = 0.1  # the leader's look at what every worker wrote (a flood wakes the monitor)
 PRUNE_INTERVAL = 3600.0
 
 
@@ -56,6 +58,9 @@ class ConfiguredKeys:
 
     def listing(self) -> tuple[list[tuple[Principal, str]], int]:
         return [(principal, "Trusted") for principal in self._keys.values()], 0
+
+    async def current(self) -> None:
+        """Configured keys change only with a restart."""
 
     def known(self, key: str) -> Principal | None:
         return self._keys.get(hash_key(key))
@@ -105,8 +110,9 @@ def _flags(settings: Settings) -> FileFlags:
     return flags
 
 
-def build(settings: Settings, worker: int) -> web.Application:
-    app = new_application(settings)
+def build(settings: Settings, shared: Shared) -> web.Application:
+    app = new_application(settings, shared)
+    worker = shared.worker
     leader = worker == 0
     configured = keys(settings)
     flags = _flags(settings)
@@ -127,13 +133,15 @@ def build(settings: Settings, worker: int) -> web.Application:
             settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal_bound(wal_bytes)
         )
         reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
-        monitor = BufferMonitor(db, settings.buffer_max_bytes, wal_bytes, _nothing, reserve, set())
+        monitor = BufferMonitor(
+            db, settings.buffer_max_bytes, wal_bytes, reserve, set(), shared.written
+        )
         store = MetricsStore(
             db,
             settings.commit_max_requests,
             settings.idempotency_ttl,
             touched=True,
-            on_write=monitor.written if leader else None,
+            on_write=shared.wrote,
         )
         sink = store
     app[INGEST] = Ingest(sink)
@@ -170,6 +178,7 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(
             every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)
         )
+        app.cleanup_ctx.append(every(LISTEN_INTERVAL, monitor.listen, "buffer-writes"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, store.prune_idempotency, "prune"))
     serve_routes(
         app,
@@ -184,7 +193,3 @@ def build(settings: Settings, worker: int) -> web.Application:
         ],
     )
     return app
-
-
-async def _nothing() -> None:
-    """No other workers' files to gather: they all write into buffer.db."""

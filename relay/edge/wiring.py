@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -15,6 +15,7 @@ from relay.api import client, delta, frontend, frontend_metrics, streaming, vali
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
+from relay.api.shared import Shared
 from relay.api.state import (
     COUNTS_WAITING,
     DELTA_SOURCE,
@@ -35,16 +36,18 @@ from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore
 from relay.edge.flags.cache import TICK, FlagCache
 from relay.edge.flags.deltas import FlagDeltas
-from relay.edge.flags.entries import vouched
+from relay.edge.flags.entries import REFUSED_TTL, vouched
 from relay.edge.flags.frontend import FrontendFlags
 from relay.edge.flags.store import FlagStore
-from relay.edge.key_resolver import SdkKeyResolver
+from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
+from relay.edge.key_words import KeyWords
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.flusher import Flusher
 from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.reserve import (
     START_PATIENCE,
+    Admitted,
     IngestGate,
     Reserve,
     make_room,
@@ -53,7 +56,7 @@ from relay.edge.metrics.reserve import (
     wal_bound,
 )
 from relay.edge.metrics.salvage import check_buffers
-from relay.edge.metrics.shards import ShardedBuffer, ShardMerger, shard_path
+from relay.edge.metrics.shards import drain_shards
 from relay.edge.metrics.space import BufferSpace
 from relay.edge.reporter import REPORT_BOUNDS, Reporter
 from relay.edge.reporter import ROUTES as reporter_routes
@@ -71,11 +74,13 @@ log = logging.getLogger(__name__)
 PRUNE_INTERVAL = 3600.0
 INSTANCE_ID = "instance-id"
 MONITOR_INTERVAL = 2.0
+LISTEN_INTERVAL = 0.1  # the leader's look at what every worker wrote (a flood wakes the monitor)
+WORDS_PRUNE_INTERVAL = 60.0
 
 
 async def initialise(settings: Settings) -> None:
-    """Each worker's buffer file migrated, and the instance id kept, once before several
-    workers start."""
+    """The buffer migrated (with what an older relay's per-worker files held), the flag
+    cache opened, and the instance id kept, once before several workers start."""
     await _check_buffers(settings, ran_before=_ran_before(settings))
     # on a full disk the files open with the room the reserve hands back, as in a worker
     reserve = Reserve(settings.data_dir / "buffer.reserve", _reserve_bytes(settings))
@@ -83,53 +88,45 @@ async def initialise(settings: Settings) -> None:
     await open_cache(cache, settings.buffer_path, reserve)
     await _restore(settings, FlagStore(cache))
     await cache.close()
-    for worker in range(settings.workers):
-        buffer = _buffer_file(settings, shard_path(settings.buffer_path, worker))
-        await open_with_room(buffer, reserve, START_PATIENCE)
+    buffer = _buffer_file(settings, settings.buffer_path)
+    await open_with_room(buffer, reserve, START_PATIENCE)
+    try:
+        await _drain_shards(settings, buffer)
+    finally:
         await buffer.close()
     if settings.instance_id is None:
         instance_id(settings.data_dir)
 
 
-def build(settings: Settings, worker: int) -> web.Application:
-    """Worker 0, the leader, runs the jobs there must be one of (flusher, buffer monitor,
-    pruning); each worker buffers in its own file (``relay.edge.metrics.shards``). Every worker
-    serves flags from its flag cache, whose copies are shared through ``cache.db``."""
+def build(settings: Settings, shared: Shared) -> web.Application:
+    """Every worker writes counts into ``buffer.db`` (taking turns through its lock) and
+    serves flags from its flag cache; what they decide together (keys, flag copies, bounds)
+    goes through ``cache.db`` and the memory they share (``relay.api.shared``). Worker 0,
+    the leader, runs the jobs there must be one of (flusher, buffer monitor, pruning)."""
     if settings.upstream_url is None:
         raise ValueError("relay mode needs upstream_url")  # Settings validation ensures it
-    app = new_application(settings)
-    leader = worker == 0
+    app = new_application(settings, shared)
+    leader = shared.worker == 0
 
-    # the leader's file: the flusher's, and where requests with an Idempotency-Key go
     db = _buffer_file(settings, settings.buffer_path)
     wal_bytes = _reserve_bytes(settings)
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     monitor = BufferMonitor(
-        db, settings.buffer_max_bytes, wal_bytes, lambda: shards.merge(), reserve, outbox.in_flight
+        db, settings.buffer_max_bytes, wal_bytes, reserve, outbox.in_flight, shared.written
     )
-
-    def store_in(file: SqliteDatabase, own_writes: bool) -> MetricsStore:
-        return MetricsStore(
-            file,
-            settings.commit_max_requests,
-            settings.idempotency_ttl,
-            touched=True,
-            on_write=monitor.written if own_writes else None,
-        )
-
-    buffer = store_in(db, leader)
-    own_db = db if leader else _buffer_file(settings, shard_path(settings.buffer_path, worker))
-    own = buffer if leader else store_in(own_db, False)
-    opened = [(own_db, own)] if leader else [(own_db, own), (db, buffer)]
+    buffer = MetricsStore(
+        db,
+        settings.commit_max_requests,
+        settings.idempotency_ttl,
+        touched=True,
+        on_write=shared.wrote,
+    )
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
     keys = {
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, KeyType.CLIENT) for key in settings.upstream_tokens)
     }
-    shards = ShardMerger(
-        settings.buffer_path, buffer, settings.sqlite_synchronous, wal_bound(wal_bytes)
-    )
     upstream_keys = UpstreamKeys(keys, lambda environment: vouched(flags.copies(), environment))
     if leader:
         app[COUNTS_WAITING] = upstream_keys
@@ -139,23 +136,23 @@ def build(settings: Settings, worker: int) -> web.Application:
         upstream_keys,
         settings.flush_interval,
         settings.backoff_max,
-        shards.merge,
         lambda: make_room(reserve, db),
         BufferSpace(db),
     )
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
-    app[INGEST] = Ingest(ShardedBuffer(own, buffer, IngestGate(reserve, db).admit), hop=hop)
+    app[INGEST] = Ingest(Admitted(buffer, IngestGate(reserve, db)), hop=hop)
     configured = {
         KeyType.CLIENT: settings.client_tokens,
         KeyType.FRONTEND: settings.frontend_tokens,
     }
+    cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
+    words = KeyWords(cache, shared)
     resolver = SdkKeyResolver(
-        configured, upstream, settings.key_cache_ttl, strict=settings.strict_keys
+        configured, upstream, settings.key_cache_ttl, words, strict=settings.strict_keys
     )
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
-    cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     flag_store = FlagStore(cache)
 
     def ready() -> None:
@@ -168,6 +165,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         settings.client_tokens,
         {"Unleash-AppName": hop.app_name, "Unleash-InstanceId": hop.instance_id},
         ready,
+        words,
+        shared,
     )
     app[FLAG_CACHE] = flags
     app[DELTA_SOURCE] = FlagDeltas(flags)
@@ -182,7 +181,7 @@ def build(settings: Settings, worker: int) -> web.Application:
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:
-            # the buffer files before the cache's: on a full disk they need the reserve more
+            # the buffer file before the cache's: on a full disk it needs the reserve more
             # (with one worker, the cache takes the flag copies of an older buffer.db before
             # its migration drops them: ``initialise`` does that for several)
             unchecked: list[Path] = []
@@ -190,11 +189,12 @@ def build(settings: Settings, worker: int) -> web.Application:
                 unchecked = await _check_buffers(settings, ran_before)
                 await open_cache(cache, settings.buffer_path, reserve)
                 await _restore(settings, flag_store)
-            for database, store in opened:
-                await open_with_room(database, reserve, START_PATIENCE)
-                store.start()
+            await open_with_room(db, reserve, START_PATIENCE)
+            buffer.start()
             if settings.workers > 1:
                 await open_with_room(cache, reserve, START_PATIENCE)
+            elif leader:
+                await _drain_shards(settings, db)
             for path in unchecked:
                 log.warning(
                     "buffer file not checked for damage at start: it could not be opened"
@@ -221,12 +221,10 @@ def build(settings: Settings, worker: int) -> web.Application:
             )
             yield
             app[READY][0] = False
-            for _, store in opened:
-                await store.stop()
+            await buffer.stop()
         finally:
             await upstream.close()
-            for database, _ in opened:
-                await database.close()
+            await db.close()
             await cache.close()
 
     async def flushing(app: web.Application) -> AsyncIterator[None]:
@@ -235,8 +233,9 @@ def build(settings: Settings, worker: int) -> web.Application:
         await flusher.stop(settings.final_flush_timeout)
 
     async def flag_cache(app: web.Application) -> AsyncIterator[None]:
-        """Ready once every ``client_tokens`` key has flags (``FlagCache``); keys that read
-        flags before a restart are known again while the upstream is down."""
+        """Ready once every ``client_tokens`` key has flags (``FlagCache``); keys the
+        upstream vouched for before a restart are known again while it is down."""
+        await words.load()
         resolver.remember(await flag_store.keys())
         await flags.start()
         yield
@@ -251,9 +250,11 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(
             every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)
         )
+        app.cleanup_ctx.append(every(LISTEN_INTERVAL, monitor.listen, "buffer-writes"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, buffer.prune_idempotency, "prune"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, flags.prune, "prune-flags"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, monitor.prune, "prune-dead-letters"))
+        app.cleanup_ctx.append(every(WORDS_PRUNE_INTERVAL, _prune(words), "prune-key-words"))
         app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
     routes = [
         *client.ROUTES,
@@ -269,6 +270,24 @@ def build(settings: Settings, worker: int) -> web.Application:
     ]
     serve_routes(app, routes)
     return app
+
+
+def _prune(words: KeyWords) -> Callable[[], Awaitable[None]]:
+    return lambda: words.prune(max(NEGATIVE_TTL, REFUSED_TTL))
+
+
+async def _drain_shards(settings: Settings, buffer: SqliteDatabase) -> None:
+    """What an older relay's workers buffered in files of their own moved into
+    ``buffer.db`` (``relay.edge.metrics.shards``)."""
+    store = MetricsStore(
+        buffer, settings.commit_max_requests, settings.idempotency_ttl, touched=True
+    )
+    store.start()
+    try:
+        wal = wal_bound(_reserve_bytes(settings))
+        await drain_shards(settings.buffer_path, store, settings.sqlite_synchronous, wal)
+    finally:
+        await store.stop()
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:

@@ -157,9 +157,7 @@ def _idle(option: EdgeOption, value: Any) -> bool:
     return option.default is not None and str(value).strip() == option.default
 
 
-def _serve(
-    command: str, given: dict[EdgeOption, tuple[str, Any]], env: Mapping[str, str]
-) -> Serve:
+def _serve(command: str, given: dict[EdgeOption, tuple[str, Any]], env: Mapping[str, str]) -> Serve:
     overrides: dict[str, Any] = {"mode": MODES[command]}
     for option, (source, value) in given.items():
         if option.kind is not Kind.SETTING:
@@ -199,7 +197,11 @@ def _log_format(option: EdgeOption, value: Any) -> dict[str, Any]:
 
 
 _LEVELS = {
-    "trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR",
+    "trace": "DEBUG",
+    "debug": "DEBUG",
+    "info": "INFO",
+    "warn": "WARNING",
+    "error": "ERROR",
     "off": "CRITICAL",
 }
 
@@ -265,7 +267,9 @@ def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None
             continue
         flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
         action: dict[Takes, str | type[argparse.Action]] = {
-            Takes.VALUE: _Once, Takes.LIST: "append", Takes.FLAG: "store_true"
+            Takes.VALUE: _Once,
+            Takes.LIST: "append",
+            Takes.FLAG: "store_true",
         }
         parser.add_argument(
             *flags,

@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 
 from relay import cores, logs
+from relay.api.shared import Shared, layout
 from relay.process import supervisor
 from relay.settings import Settings
 from relay.settings_fields import MAX_WORKERS
@@ -78,14 +79,14 @@ def serve(
             f" pick another port with {port_options}"
         ) from exc
     if settings.workers == 1:
-        _run(settings, worker=0, sock=sockets[0], name="")
+        _run(settings, Shared.private(layout(settings)), sock=sockets[0], name="")
         return 0
     asked = ("json-errors",) if json_errors else ()
     initialised = supervisor.spawn(settings.model_dump_json().encode(), "initialise", *asked)
     if initialised.wait() != 0:
         return initialised.returncode  # it has said why on stderr
     supervisor.listen(sockets)
-    supervisor.start(settings, sockets)
+    supervisor.start(settings, sockets, layout(settings).size)
 
 
 def _why(workers: int) -> str:
@@ -94,12 +95,12 @@ def _why(workers: int) -> str:
     return str(found) if workers == found.workers(MAX_WORKERS) else f"set; {found}"
 
 
-def _run(settings: Settings, worker: int, sock: socket.socket, name: str) -> None:
+def _run(settings: Settings, shared: Shared, sock: socket.socket, name: str) -> None:
     from aiohttp import web
 
     from relay.app import build_app
 
-    app = build_app(settings, worker)
+    app = build_app(settings, shared)
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
@@ -109,7 +110,7 @@ def _run(settings: Settings, worker: int, sock: socket.socket, name: str) -> Non
         shutdown_timeout=settings.shutdown_timeout,
         keepalive_timeout=settings.idle_timeout,
         access_log=None,
-        print=lambda _: _listening(settings, worker, name),
+        print=lambda _: _listening(settings, shared.worker, name),
     )
 
 
@@ -150,15 +151,15 @@ def noted_port(data_dir: Path) -> int | None:
 
 
 def _child_main(argv: list[str]) -> int:
-    """``python -m relay.process.server initialise | worker INDEX SUPERVISOR FD``."""
+    """``python -m relay.process.server initialise | worker INDEX SUPERVISOR SHARED FD``."""
     settings = Settings.model_validate_json(sys.stdin.buffer.read())
     if argv[0] == "initialise":
         return _initialise(settings, logs.LogFormat.JSON if argv[1:] else None)
-    index, supervisor, fd = map(int, argv[1:])
+    index, supervisor, shared, fd = map(int, argv[1:])
     _attach_to(supervisor)
     logs.configure(settings.log_level, settings.log_format, worker=index)
     sock = socket.socket(fileno=fd)
-    _run(settings, worker=index, sock=sock, name=f" worker {index}")
+    _run(settings, Shared.attach(shared, layout(settings), index), sock, f" worker {index}")
     return 0
 
 

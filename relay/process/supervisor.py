@@ -39,14 +39,19 @@ log = logging.getLogger("relay.process.supervisor")  # also when run as __main__
 BACKLOG = 128  # aiohttp's own default
 
 
-def start(settings: Settings, sockets: list[socket.socket]) -> NoReturn:
-    """Become the supervisor of one worker per socket."""
+def start(settings: Settings, sockets: list[socket.socket], shared_bytes: int) -> NoReturn:
+    """Become the supervisor of one worker per socket, and of the memory they share
+    (``relay.api.shared``: ``shared_bytes`` of it, made here so that it lives as long as
+    the supervisor, and no worker outlives it)."""
     metrics_dir = metrics_files(settings.data_dir)
     for sock in sockets:
         sock.set_inheritable(True)
+    shared = os.memfd_create("relay-shared", 0)  # inheritable: not CLOEXEC
+    os.ftruncate(shared, shared_bytes)
     plan = {
         "settings": settings.model_dump_json(),
         "sockets": [sock.fileno() for sock in sockets],
+        "shared": shared,
         "metrics_dir": str(metrics_dir),
         # a worker may take this long to stop: finish requests, then (leader) the final flush
         "grace": settings.shutdown_timeout + settings.final_flush_timeout + 10.0,
@@ -65,7 +70,8 @@ def main(argv: list[str]) -> int:
         plan = json.loads(source.read())
     logs.configure(plan["log_level"], logs.LogFormat(plan["log_format"]))
     sockets = [socket.socket(fileno=fd) for fd in plan["sockets"]]
-    return Supervisor(plan["settings"].encode(), plan["metrics_dir"], plan["grace"]).run(sockets)
+    supervisor = Supervisor(plan["settings"].encode(), plan["metrics_dir"], plan["grace"])
+    return supervisor.run(sockets, plan["shared"])
 
 
 class Supervisor:
@@ -75,7 +81,7 @@ class Supervisor:
         self._grace = grace
         self._workers: list[subprocess.Popen[bytes]] = []
 
-    def run(self, sockets: list[socket.socket]) -> int:
+    def run(self, sockets: list[socket.socket], shared: int) -> int:
         stopping: list[int] = []
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -91,7 +97,9 @@ class Supervisor:
                         "worker",
                         str(index),
                         str(os.getpid()),
+                        str(shared),
                         sock=sock,
+                        shared=shared,
                         env={"PROMETHEUS_MULTIPROC_DIR": self._metrics_dir},
                     )
                 )
@@ -152,14 +160,16 @@ def spawn(
     settings: bytes,
     *args: str,
     sock: socket.socket | None = None,
+    shared: int | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """``python -m relay.process.server ARGS [FD]``, given the settings' JSON on stdin."""
+    """``python -m relay.process.server ARGS [FD]``, given the settings' JSON on stdin; the
+    shared memory's descriptor ``shared`` passed on as it is (named in ``ARGS``)."""
     fds = () if sock is None else (sock.fileno(),)
     child = subprocess.Popen(
         [sys.executable, "-m", "relay.process.server", *args, *(str(fd) for fd in fds)],
         stdin=subprocess.PIPE,
-        pass_fds=fds,
+        pass_fds=fds if shared is None else (*fds, shared),
         env={**os.environ, **(env or {})},
     )
     assert child.stdin is not None

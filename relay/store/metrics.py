@@ -255,9 +255,7 @@ their application is seen by its counts (``application_counts``, forgotten as th
 _RECENT = "last_seen DESC, instance_id DESC"  # the order of the (app, env, last_seen) index
 
 
-async def _bound_registrations(
-    tx: Transaction, rows: Sequence[tuple[Any, ...]], kept: int
-) -> None:
+async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]], kept: int) -> None:
     """Each (application, environment) written keeps its ``kept`` most recently seen. Kept
     on every write, so at most as many rows as were written go past it: the delete reads
     along the index, its cost that of the write."""

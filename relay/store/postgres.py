@@ -206,9 +206,7 @@ class PostgresDatabase:
                 failing = True
             await asyncio.sleep(1.0)
 
-    async def _listen_once(
-        self, channel: str, heard: Callable[[str], None], failing: bool
-    ) -> None:
+    async def _listen_once(self, channel: str, heard: Callable[[str], None], failing: bool) -> None:
         """Until this connection is lost; says so when it listens again after ``failing``."""
         lost = asyncio.Event()
         conn = await asyncpg.connect(self.url, timeout=self._timeout)

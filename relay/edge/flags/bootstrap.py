@@ -55,8 +55,7 @@ def parse(content: bytes) -> Answer:
         body = json.dumps(_from_simple(document)).encode()
     else:
         raise BootstrapError(
-            'neither a client features answer ({"features": [...]}) nor'
-            ' {"flag": {"enabled": true}}'
+            'neither a client features answer ({"features": [...]}) nor {"flag": {"enabled": true}}'
         )
     try:
         return read(body)
@@ -77,9 +76,7 @@ def _from_simple(flags: Mapping[str, Any]) -> dict[str, Any]:
     features = []
     for name, flag in sorted(flags.items()):
         variant = flag.get("variant")
-        variants = [
-            {"name": variant, "weight": 1000, "weightType": "fix", "stickiness": "default"}
-        ]
+        variants = [{"name": variant, "weight": 1000, "weightType": "fix", "stickiness": "default"}]
         features.append(
             {
                 "name": name,
@@ -97,7 +94,7 @@ def _from_simple(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 class FileFlags(EntrySource):
     """The flags of offline mode: one entry per scope of the configured keys, all rendered
-    from the file. The ``FlagSource`` of the client features routes, the ``Copies`` of the
+    from the file. The ``FlagSource`` of the client features routes, the ``CopySource`` of the
     deltas and the ``FrontendSource`` of the Frontend API."""
 
     def __init__(self, path: Path, keys: Mapping[str, Principal]) -> None:

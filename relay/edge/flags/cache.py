@@ -12,55 +12,49 @@ relay's restarts (docs/relays.md, "Flags at a relay", for what callers see).
   interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``);
   a scope first fetched for an SDK is claimed and followed at once.
 - **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
-  ``REFUSED_TTL`` seconds; a scope whose every key was refused loses its copy.
+  ``REFUSED_TTL`` seconds, from every worker (``relay.edge.key_words``); a scope whose
+  every key was refused loses its copy.
+- **One answer, however many workers.** A new copy is stored before it is served, and a
+  worker loads what the others stored before it answers (``relay.edge.flags.copies``).
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
   gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch (``flag_entries``).
-- **Durable.** Copies (at their revision: ``revisions``) and the hashes of the keys that
-  read them reach ``cache.db`` within a ``TICK`` and are loaded at start.
+- **Durable.** Copies (at their revision: ``revisions``) are in ``cache.db`` before they
+  are served; the hashes of the keys that read them within a ``TICK``; both are loaded at
+  start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from relay.api.broadcast import Broadcast
-from relay.core.client_features import Rendered, Scope, projects_of
+from relay.api.shared import Shared
+from relay.core.client_features import Rendered
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
+from relay.edge.flags.copies import MAX_SCOPES, Copies
 from relay.edge.flags.entries import (
     Entry,
     EntrySource,
     Readiness,
     Refusals,
     Views,
-    forget,
     no_copy,
     report,
 )
 from relay.edge.flags.fetch import Fetch, Fetcher
 from relay.edge.flags.follow import Follower
-from relay.edge.flags.store import (
-    MAX_STORED_KEYS,
-    Confirmed,
-    Copy,
-    Dropped,
-    FlagScope,
-    FlagStore,
-    Pending,
-    Saved,
-)
+from relay.edge.flags.store import MAX_STORED_KEYS, Confirmed, Copy, FlagScope, FlagStore, Pending
+from relay.edge.key_words import KeyWords
 from relay.edge.upstream import UpstreamClient
 from relay.wire.common import KeyType
 
 log = logging.getLogger(__name__)
 
 TICK = 1.0
-MAX_SCOPES = 1_000
 MAX_KEYS_PER_SCOPE = 16
 MAX_SCOPE_KEYS = 10_000  # keys whose scope is remembered
 CONCURRENT_FETCHES = 8
@@ -76,24 +70,32 @@ class FlagCache(EntrySource):
         configured: Sequence[str],
         identity: Mapping[str, str],
         on_ready: Callable[[], None],
+        words: KeyWords,
+        shared: Shared,
     ) -> None:
         """``configured``: the ``client_tokens``, which must have a copy (or have been
-        refused) before the relay is ready; ``identity``: headers naming the relay."""
+        refused) before the relay is ready; ``identity``: headers naming the relay;
+        ``words``: the upstream's word on keys, shared by the workers."""
         self._store = store
         self._fetcher = Fetcher(upstream, identity)
         self._interval = interval
         self._configured = {k: parse_key(k, KeyType.CLIENT).principal for k in configured}
         self._ready = Readiness(self._configured, on_ready)
-        self._entries: OrderedDict[FlagScope, Entry] = OrderedDict()
         self._scopes: dict[str, FlagScope] = {}
         self.views = Views()
-        self._refused = Refusals()
+        self._refused = Refusals(words)
         self._pending = Pending()
+        self._entries = Copies(
+            store, interval, shared, self._pending, self._pinned, self._check_ready
+        )
         self._fetching = asyncio.Semaphore(CONCURRENT_FETCHES)
-        self._changed = 0
         self._storage_failing = False
-        self.moved = Broadcast()  # streams waiting for a scope's revision to move
-        self._follower = Follower(self._fetcher, self._take, self._pending, self._poll)
+        self._follower = Follower(self._fetcher, self._entries.take, self._poll)
+
+    @property
+    def moved(self) -> Broadcast:
+        """Woken when a copy's revision moves (streams waiting for a change)."""
+        return self._entries.moved
 
     def copies(self) -> Iterable[Entry]:
         return self._entries.values()
@@ -101,17 +103,25 @@ class FlagCache(EntrySource):
     def copy_of(self, scope: FlagScope) -> Entry | None:
         return self._entries.get(scope)
 
+    async def current(self) -> None:
+        await self._entries.current()
+
+    async def stored(self, entry: Entry) -> Rendered | None:
+        return await self._entries.stored(entry)
+
     async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+        await self.current()
         expired = self._refused.check(key)
         scope = self._scope_of(key, principal)
         if expired is not None:
-            await self._recheck(scope, key, expired)
+            await self._recheck(scope, key, principal, expired)
         entry = self._entries.get(scope)
         if entry is not None and entry.rendered is not None:
-            self._entries.move_to_end(scope)
+            self._entries.used(scope)
             rendered = entry.rendered
         else:
             entry, rendered = await self._first(scope, key)
+        rendered = await self.stored(entry) or rendered
         if key not in entry.keys:
             entry.keys[key] = None
             while len(entry.keys) > MAX_KEYS_PER_SCOPE:
@@ -135,7 +145,7 @@ class FlagCache(EntrySource):
         """The scope's entry once it has a copy, fetched with ``key`` if need be; raises
         when that key is refused, or when there is no copy and the upstream cannot say."""
         while True:
-            entry = self._entries.get(scope) or self._add(scope)
+            entry = self._entries.get(scope) or self._entries.add(scope)
             if entry.rendered is not None:
                 return entry, entry.rendered
             if entry.task is None and time.monotonic() < entry.hold_until:
@@ -148,18 +158,19 @@ class FlagCache(EntrySource):
                 raise no_copy()
             # another key of the scope was refused: this one is tried next
 
-    async def _recheck(self, scope: FlagScope, key: str, status: int) -> None:
+    async def _recheck(self, scope: FlagScope, key: str, principal: Principal, status: int) -> None:
         """A key the upstream refused is served again only once the upstream answers for
         it: its refusal stands while it cannot say."""
-        entry = self._entries.get(scope) or self._add(scope)
+        entry = self._entries.get(scope) or self._entries.add(scope)
         async with self._fetching:
             await self._fetch_with(entry, key)
         if entry.fetch_key != key:  # refused again, or no answer
-            raise self._refused.error(key, status)
-        self._refused.clear(key)
+            raise self._refused.error(self._refused.status(key, status))
+        await self._refused.clear(key, principal)
 
-    def _refuse(self, entry: Entry, key: str, status: int) -> None:
-        self._refused.add(key, status)
+    async def _refuse(self, entry: Entry, key: str, status: int) -> None:
+        """Said for every worker before the request that brought it hears it."""
+        await self._refused.add(key, status)
         entry.keys.pop(key, None)
         if entry.fetch_key == key:
             entry.fetch_key = None
@@ -186,8 +197,8 @@ class FlagCache(EntrySource):
         refused; a first copy may be one another worker stored."""
         async with self._fetching:
             if entry.rendered is None:
-                copy = await self._stored(entry.scope)
-                if copy is not None and self._take(entry, copy):
+                copy = await self._entries.first(entry.scope)
+                if copy is not None and self._entries.take(entry, copy):
                     self._check_ready()
                     if copy.fetched_at + self._interval > time.time():
                         return  # fresh: another worker has just fetched it
@@ -197,7 +208,7 @@ class FlagCache(EntrySource):
                         self._follower.start(entry, key)
                     return
             if not entry.keys and self._entries.get(entry.scope) is entry:
-                self._drop(entry)
+                self._entries.drop(entry)
 
     def _claim(self, entry: Entry) -> Awaitable[bool]:
         """A scope first fetched for an SDK is followed at once, by the worker claiming it."""
@@ -215,16 +226,14 @@ class FlagCache(EntrySource):
                 pass
             case Fetch.NEW:
                 copy = Copy(fetched.body, fetched.etag, now)
-                if not self._take(entry, copy, fetched=True):
+                if not self._entries.take(entry, copy, fetched=True):
                     entry.fail("the upstream's answer is not one of flags")
                     return True
-                copy = dataclasses.replace(copy, revision=entry.changes.revision)
-                self._pending.queue(Saved(entry.scope, copy))
             case Fetch.SAME:
                 entry.fetched_at = now
                 self._pending.queue(Confirmed(entry.scope, now))
             case Fetch.REFUSED:
-                self._refuse(entry, key, fetched.status or 401)
+                await self._refuse(entry, key, fetched.status or 401)
                 self._check_ready()
                 return False
             case Fetch.FAILED:
@@ -244,60 +253,23 @@ class FlagCache(EntrySource):
         elif self._entries.get(entry.scope) is entry:
             self._start(entry, None)
 
-    def _take(self, entry: Entry, copy: Copy, fetched: bool = False) -> bool:
-        """``copy`` becomes the entry's answer; False (logged) when it is none. Streams
-        waiting for a change are woken when its revision moved. A loaded copy older than
-        the one held leaves it, past both: stored, for the other workers to take."""
-        before, held = entry.changes.revision, entry.rendered
-        try:
-            entry.take(copy.body, None if fetched else copy.revision)
-        except (ValueError, RecursionError) as exc:
-            log.error(
-                "an answer of the upstream is not one of flags: the copy held stays",
-                extra={"scope": entry.scope.label, "error": str(exc)},
-            )
-            return False
-        if held is not None and entry.rendered is held:  # the one held is newer: it stays
-            copy = Copy(held.body, entry.upstream_etag or "", entry.fetched_at or time.time())
-        else:
-            entry.upstream_etag, entry.fetched_at = copy.etag, copy.fetched_at
-        if entry.changes.revision != before:
-            self.moved.wake()
-        if not fetched and entry.changes.revision > copy.revision:  # past a clash: stored
-            copy = dataclasses.replace(copy, revision=entry.changes.revision)
-            self._pending.queue(Saved(entry.scope, copy))
-        return True
-
-    def _add(self, scope: FlagScope) -> Entry:
-        base = Scope(scope.environment, projects_of(scope.projects, ()), None, False)
-        entry = self._entries[scope] = Entry(scope, base)
-        if len(self._entries) > MAX_SCOPES:
-            pinned = {self._scope_of(k, p) for k, p in self._configured.items()}
-            for old in list(self._entries)[: len(self._entries) - MAX_SCOPES]:
-                if old not in pinned and old != scope and self._entries[old].task is None:
-                    forget(self._entries.pop(old))
-        return entry
-
-    def _drop(self, entry: Entry) -> None:
-        """Every key of the scope was refused: its copy goes, here and in the file."""
-        forget(self._entries.pop(entry.scope))
-        if entry.rendered is not None:
-            self._pending.queue(Dropped(entry.scope))
+    def _pinned(self) -> set[FlagScope]:
+        return {self._scope_of(k, p) for k, p in self._configured.items()}
 
     async def start(self) -> None:
         """The copies stored, the configured keys' scopes, then a first tick (which
         fetches what they lack)."""
-        await self._sync()
+        await self._entries.sync()
         for key, principal in self._configured.items():
             scope = self._scope_of(key, principal)
-            (self._entries.get(scope) or self._add(scope)).keys[key] = None
+            (self._entries.get(scope) or self._entries.add(scope)).keys[key] = None
         self._check_ready()
         await self.tick()
 
     async def tick(self) -> None:
         """What other workers wrote, this worker's writes, and its claims of due scopes."""
         try:
-            await self._sync()
+            await self._entries.sync()
             await self._write_and_claim()
         except StorageError as exc:
             if not self._storage_failing:
@@ -306,44 +278,6 @@ class FlagCache(EntrySource):
         else:
             self._storage_failing = False
         report(self._entries.values(), self.views)
-
-    async def _sync(self) -> None:
-        """Rows written since the last look; one passed over (this worker's copy is newer)
-        is read again at the next: a refresh in flight may yet fail."""
-        passed: list[int] = []  # in the order written
-        for head in await self._store.heads(self._changed):
-            self._changed = max(self._changed, head.changed)
-            entry = self._entries.get(head.scope)
-            if entry is None:
-                if head.etag is None:
-                    continue
-                entry = self._add(head.scope)
-            entry.due_at = head.due_at
-            held, copy = (entry.upstream_etag, entry.changes.revision), None
-            if head.fetched_at is None:
-                continue  # no copy there yet
-            if not self._ahead(entry, held) and (head.etag, head.revision) != held:
-                copy = await self._store.copy(head.scope)
-            if self._ahead(entry, held):
-                passed.append(head.changed)
-                continue
-            if copy is not None:
-                self._take(entry, copy)
-            entry.fetched_at = head.fetched_at
-        self._changed = passed[0] - 1 if passed else self._changed
-        self._check_ready()
-
-    def _ahead(self, entry: Entry, held: tuple[str | None, int]) -> bool:
-        """Fetching, holding a copy not yet written, or one taken since it was ``held`` (its
-        stream's, as one was loaded): newer than any stored."""
-        now = (entry.upstream_etag, entry.changes.revision)
-        return entry.task is not None or entry.scope in self._pending or held != now
-
-    async def _stored(self, scope: FlagScope) -> Copy | None:
-        try:
-            return await self._store.copy(scope)
-        except StorageError:
-            return None  # logged by the tick; the upstream is asked
 
     async def _write_and_claim(self) -> None:
         now = time.time()

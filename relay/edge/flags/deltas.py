@@ -31,12 +31,16 @@ MAX_DELTAS = 1_000
 MAX_DELTA_BYTES = 64 * 1024 * 1024
 
 
-class Copies(Protocol):
+class CopySource(Protocol):
     """The copies deltas are put together from: the flag cache's
     (``relay.edge.flags.cache``), or offline mode's file's (``relay.edge.flags.bootstrap``)."""
 
     views: Views
-    moved: Broadcast  # woken when a copy's revision moves
+
+    @property
+    def moved(self) -> Broadcast:
+        """Woken when a copy's revision moves."""
+        ...
 
     async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]: ...
 
@@ -45,7 +49,7 @@ class Copies(Protocol):
 class KeyFlags:
     """One key's deltas."""
 
-    cache: Copies
+    cache: CopySource
     key: str
     principal: Principal
 
@@ -107,7 +111,7 @@ class Deltas:
 
 
 class FlagDeltas:
-    def __init__(self, cache: Copies) -> None:
+    def __init__(self, cache: CopySource) -> None:
         self._cache = cache
         self._held = Deltas()
 

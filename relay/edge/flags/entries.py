@@ -29,6 +29,7 @@ from relay.core.keys import Principal, hash_key
 from relay.edge.flags.fetch import DeltaPoll
 from relay.edge.flags.revisions import moved, outdated, past
 from relay.edge.flags.store import FlagScope
+from relay.edge.key_words import VOUCHED, KeyWords, Word
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,11 @@ class Entry:
         "hold_until",
         "keys",
         "poll",
+        "publishing",
         "recorded",
         "rendered",
         "scope",
+        "stored",
         "stream_after",
         "streamed",
         "task",
@@ -84,6 +87,8 @@ class Entry:
         self.base = base  # what an SDK with none of the filters gets: ``rendered``
         self.rendered: Rendered | None = None
         self.changes = Changes(0, 0)  # what changed, up to the revision ``rendered`` is at
+        self.stored = 0  # the revision known to be in cache.db: at ``changes``', served
+        self.publishing: asyncio.Task[None] | None = None  # storing a revision not yet served
         self.upstream_etag: str | None = None
         self.fetched_at: float | None = None  # wall clock: when the upstream last confirmed it
         self.due_at = 0.0  # wall clock: the next refresh, as this worker last knew it
@@ -229,41 +234,49 @@ class EntrySource(ABC):
 
 
 class Refusals:
-    """Keys the upstream refused for flags (by hash), with its status, for ``REFUSED_TTL``
-    seconds; then the upstream is asked again before the key is served. At most
-    ``MAX_REFUSED``."""
+    """Keys the upstream refused for flags, with its status: the relay's word on them
+    (``relay.edge.key_words``), one for every worker. A refusal stands ``REFUSED_TTL``
+    seconds; then one request of this worker asks the upstream again (a fetch with the
+    key) while it stands for the others, for ``REFUSED_TTL`` more at most."""
 
-    def __init__(self) -> None:
-        self._refused: OrderedDict[str, tuple[int, float]] = OrderedDict()
+    def __init__(self, words: KeyWords) -> None:
+        self._words = words
+        self._asking: OrderedDict[str, float] = OrderedDict()  # key hash -> until (monotonic)
 
-    def add(self, key: str, status: int) -> None:
-        self._refused[hash_key(key)] = (status, time.monotonic() + REFUSED_TTL)
-        while len(self._refused) > MAX_REFUSED:
-            self._refused.popitem(last=False)
+    async def add(self, key: str, status: int) -> None:
+        await self._words.say([Word(hash_key(key), status, time.time())])
 
-    def clear(self, key: str) -> None:
-        self._refused.pop(hash_key(key), None)
+    async def clear(self, key: str, principal: Principal) -> None:
+        """The upstream answered flags to ``key`` again."""
+        self._asking.pop(hash_key(key), None)
+        await self._words.say([Word(hash_key(key), VOUCHED, time.time(), principal)])
 
     def check(self, key: str) -> int | None:
         """Raises the standing refusal of ``key``. One that has run out is returned (its
         status) for the caller to ask the upstream, and stands meanwhile for the others."""
-        if not self._refused:
+        digest = hash_key(key)
+        word = self._words.get(digest)
+        if word is None or word.vouched:
             return None
-        refused = self._refused.get(hash_key(key))
-        if refused is None:
-            return None
-        status, until = refused
-        if until <= time.monotonic():
-            self.add(key, status)
-            return status
-        raise self.error(key, status)
+        asking = self._asking.get(digest, 0.0) > time.monotonic()
+        if asking or word.within(REFUSED_TTL, time.time()):
+            raise self.error(word.status)
+        self._asking[digest] = time.monotonic() + REFUSED_TTL
+        self._asking.move_to_end(digest)
+        while len(self._asking) > MAX_REFUSED:
+            self._asking.popitem(last=False)
+        return word.status
 
-    def error(self, key: str, status: int) -> Forbidden | Unauthorized:
-        """The refusal standing for ``key``, else one of ``status``."""
-        status = self._refused.get(hash_key(key), (status, 0.0))[0]
+    @staticmethod
+    def error(status: int) -> Forbidden | Unauthorized:
         if status == 403:
             return Forbidden("The upstream refuses this API token access to the flags")
         return Unauthorized("The provided API token is invalid or has expired")
+
+    def status(self, key: str, otherwise: int) -> int:
+        """The status ``key`` stands refused with, else ``otherwise``."""
+        word = self._words.get(hash_key(key))
+        return word.status if word is not None and not word.vouched else otherwise
 
 
 def vouched(entries: Iterable[Entry], environment: str) -> str | None:

@@ -143,7 +143,6 @@ class Fetcher:
             return Fetched(Fetch.REFUSED, got.status)
         return Fetched(Fetch.FAILED, got.status, error=f"the upstream answered {got.status}")
 
-
     async def _delta(
         self, key: str, held: bytes | None, etag: str | None, poll: DeltaPoll
     ) -> Fetched | None:

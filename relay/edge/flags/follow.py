@@ -22,7 +22,7 @@ import aiohttp
 
 from relay.edge.flags.entries import Entry
 from relay.edge.flags.fetch import NOT_OFFERED, UPSTREAM_SPEC, Fetcher, Flags
-from relay.edge.flags.store import Copy, Pending, Saved
+from relay.edge.flags.store import Copy
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient, UpstreamUnavailable
 
 SILENCE = 65.0  # no byte for this long: the stream is dead (keep-alives come every <= 30 s)
@@ -76,19 +76,16 @@ class Follower:
         self,
         fetcher: Fetcher,
         take: Callable[[Entry, Copy, bool], bool],
-        pending: Pending,
         poll: Callable[[Entry], None],
     ) -> None:
-        """``take``: the flag cache's, a copy taken as fetched; ``pending``: its writes."""
-        self._fetcher, self._take, self._pending, self._poll = fetcher, take, pending, poll
+        """``take``: the flag cache's, a copy taken (and stored) as a fetched one."""
+        self._fetcher, self._take, self._poll = fetcher, take, poll
 
     def _copy(self, entry: Entry, body: bytes) -> None:
-        """A copy from the stream: taken, and stored, as a fetched one."""
-        now = time.time()
-        if self._take(entry, Copy(body, "", now), True):
-            revision = entry.changes.revision
-            etag = entry.upstream_etag = f'W/"relay-stream-{revision}"'
-            self._pending.queue(Saved(entry.scope, Copy(body, etag, now, revision)))
+        """A copy from the stream: taken, and stored before it is served, as a fetched one
+        (its ETag the relay's, named after its revision: the stream gives none)."""
+        if self._take(entry, Copy(body, "", time.time()), True):
+            entry.upstream_etag = f'W/"relay-stream-{entry.changes.revision}"'
             entry.streamed, entry.failing = True, False
 
     def start(self, entry: Entry, key: str) -> None:

@@ -21,6 +21,7 @@ from relay.core.client_features import Rendered, Scope, projects_of
 from relay.core.errors import Forbidden, Unauthorized
 from relay.core.keys import InvalidKey, Principal, parse_key
 from relay.edge.flags.cache import MAX_SCOPE_KEYS, FlagCache
+from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import FlagScope
 from relay.wire.common import KeyType
 
@@ -50,10 +51,13 @@ class FrontendFlags:
                 )
 
     async def document(self, principal: Principal) -> Rendered:
+        await self._cache.current()
         scope = _scope(principal)
-        held = self._held(scope)
-        if held is not None:
-            return held
+        entry = self._held(scope)
+        if entry is not None:
+            rendered = await self._cache.stored(entry)  # a new copy: once it is stored
+            if rendered is not None:
+                return self._cache.views.get(entry, rendered, scope)
         for key, client in self._keys.items():
             if covers(_held(client), scope):
                 with contextlib.suppress(Forbidden, Unauthorized):  # the next key, if any
@@ -63,8 +67,8 @@ class FrontendFlags:
             " key's projects has reached this relay: add one to client_tokens"
         )
 
-    def _held(self, scope: Scope) -> Rendered | None:
-        """``scope``'s answer from a copy held for client keys that cover it (the one last
+    def _held(self, scope: Scope) -> Entry | None:
+        """The copy held for client keys that cover ``scope`` (the one last
         found first: an SDK is served from one copy, not from whichever of two refreshed
         last)."""
         last = self._covering.get(scope)
@@ -83,7 +87,7 @@ class FrontendFlags:
             if len(self._covering) >= MAX_SCOPE_KEYS:
                 self._covering.clear()
             self._covering[scope] = entry.scope
-        return self._cache.views.get(entry, entry.rendered, scope)
+        return entry
 
 
 def _scope(principal: Principal) -> Scope:

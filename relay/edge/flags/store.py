@@ -260,6 +260,39 @@ class FlagStore:
 
         return await self._db.run(work)
 
+    async def publish(self, scope: FlagScope, copy: Copy, interval: float) -> bool:
+        """``copy`` stored as ``scope``'s, unless a copy at its revision or a later one is
+        there already (another worker's): each revision one answer, whichever worker
+        stored it first. Whether it was stored."""
+
+        async def work(tx: Transaction) -> bool:
+            [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM flag_scopes")
+            stored = bool(
+                await tx.execute(
+                    "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed,"
+                    " revision) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
+                    " body = excluded.body, etag = excluded.etag,"
+                    " fetched_at = excluded.fetched_at,"
+                    " due_at = max(flag_scopes.due_at, excluded.due_at),"
+                    " changed = excluded.changed, revision = excluded.revision"
+                    " WHERE flag_scopes.body IS NULL OR flag_scopes.revision < excluded.revision",
+                    (
+                        scope.id,
+                        copy.body,
+                        copy.etag,
+                        copy.fetched_at,
+                        copy.fetched_at + interval,
+                        int(last[0]) + 1,
+                        copy.revision,
+                    ),
+                )
+            )
+            if stored:
+                await self._bound(tx)
+            return stored
+
+        return await self._db.run(work)
+
     async def claim(self, scope: FlagScope, now: float, interval: float) -> bool:
         """``scope``'s refresh claimed alone, as ``write`` claims due ones: whether this
         worker refreshes and follows it (one upstream stream per scope). Without the file,
@@ -307,14 +340,15 @@ class FlagStore:
 
 async def _apply(tx: Transaction, write: Write, changed: int, interval: float) -> None:
     match write:
-        case Saved(scope, copy):
+        case Saved(scope, copy):  # as ``publish``: never over a later revision
             due = copy.fetched_at + interval
             await tx.execute(
                 "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed,"
                 " revision) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET"
                 " body = excluded.body, etag = excluded.etag, fetched_at = excluded.fetched_at,"
                 " due_at = max(flag_scopes.due_at, excluded.due_at), changed = excluded.changed,"
-                " revision = excluded.revision",
+                " revision = excluded.revision"
+                " WHERE flag_scopes.body IS NULL OR flag_scopes.revision < excluded.revision",
                 (scope.id, copy.body, copy.etag, copy.fetched_at, due, changed, copy.revision),
             )
         case Confirmed(scope, at):

@@ -12,10 +12,10 @@ costs the oldest counts, never the disk or the relay's answers, and a caller flo
 costs only keys. Pages freed stay in the file for reuse, so the file's size on disk is
 the most the buffer ever held, a little above the bound.
 
-The check runs every ``interval`` seconds and as soon as the buffer's writes add up to a
-thirty-second of the bound, so a flood is met within a fraction of the bound, not seconds
-later; it reads page counts only. Before measuring, the other workers' files are merged
-into this one (``gather``), so the bound and the age order apply to all of them.
+The check runs every ``interval`` seconds and as soon as the buffer's writes, by any worker
+(they all write into this one file, and count what they write in the memory they share),
+add up to a thirty-second of the bound (``listen``, every ``LISTEN_INTERVAL``), so a flood
+is met within a fraction of the bound, not seconds later; it reads page counts only.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Set
+from collections.abc import Callable, Set
 from typing import Final
 
 from prometheus_client import Counter, Gauge
@@ -99,38 +99,36 @@ class BufferMonitor:
         db: SqliteDatabase,
         max_bytes: int,
         wal_bytes: int,
-        gather: Callable[[], Awaitable[object]],
         reserve: Reserve,
         sending: Set[int],
+        written: Callable[[], int],
     ) -> None:
-        """``gather`` merges the other workers' files into this one; ``reserve`` is the space
-        set aside for draining, handed back on a full disk and taken again when there is
-        room; ``sending``, the ids of the outbox batches being sent, live (never evicted)."""
+        """``reserve`` is the space set aside for draining, handed back on a full disk and
+        taken again when there is room; ``sending``, the ids of the outbox batches being
+        sent, live (never evicted); ``written``, the bytes every worker wrote so far."""
         self._db = db
         self._space = BufferSpace(db)
         self._max_bytes = max_bytes
         self._wal_bytes = wal_bytes
-        self._gather = gather
         self._reserve = reserve
         self._sending = sending
+        self._written = written
         self.wake = asyncio.Event()
         self._trigger = max(64 * 1024, max_bytes // 32)
-        self._written = 0
+        self._heard = written()
         self._published_at = -PUBLISH_EVERY
         self._oldest_at = -OLDEST_EVERY
         self._oldest_write: float | None = None
         self._full = False  # the disk was full at the last check, with no reserve to give
 
-    def written(self, size: int) -> None:
-        """Hears of each group commit's bytes: a flood wakes the check at once."""
-        self._written += size
-        if self._written >= self._trigger:
+    async def listen(self) -> None:
+        """A look at what the workers wrote since the last check: a flood wakes it."""
+        if self._written() - self._heard >= self._trigger:
             self.wake.set()
 
     async def check(self) -> None:
-        self._written = 0
+        self._heard = self._written()
         self.wake.clear()
-        await self._gather()
         try:
             footprint = await self._space.footprint()
             if footprint > self._max_bytes:

@@ -89,18 +89,15 @@ class Flusher:
         keys: UpstreamKeys,
         interval: float,
         backoff_max: float,
-        gather: Callable[[], Awaitable[object]],
         on_disk_full: Callable[[], Awaitable[bool]],
         space: BufferSpace,
     ) -> None:
-        """``gather`` brings counts buffered elsewhere into the outbox's buffer before each
-        flush: the other workers' shards (``relay.edge.metrics.shards``). ``on_disk_full``
-        hands back the space set aside for draining (``relay.edge.metrics.reserve``); True if
-        there was some. ``keys`` chooses each environment's key before each flush.
-        ``space`` tells what stayed buffered after the final flush."""
+        """``on_disk_full`` hands back the space set aside for draining
+        (``relay.edge.metrics.reserve``); True if there was some. ``keys`` chooses each
+        environment's key before each flush. ``space`` tells what stayed buffered after the
+        final flush."""
         self._outbox = outbox
         self._space = space
-        self._gather = gather
         self._on_disk_full = on_disk_full
         self._upstream = upstream
         self._book = keys
@@ -208,7 +205,6 @@ class Flusher:
         )
 
     async def _flush(self) -> bool:
-        await self._gather()
         self._keys = self._book.choose(await self._outbox.environments())
         skipped: set[int] = set()
         may_claim, probing = True, False

@@ -31,8 +31,10 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
+from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.space import reserve_bytes
+from relay.store.metrics import MetricsStore
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -172,6 +174,19 @@ class IngestGate:
         )
         if row is None or row[0] < self._reserve.size:
             raise DiskFull("the disk is full: counts are taken again once the buffer drained")
+
+
+class Admitted:
+    """A relay worker's ingest sink: counts written only while the disk has room for them
+    (``IngestGate``)."""
+
+    def __init__(self, store: MetricsStore, gate: IngestGate) -> None:
+        self._store = store
+        self._gate = gate
+
+    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
+        await self._gate.admit()
+        return await self._store.write(batch, idempotency_key)
 
 
 def _wal_bytes(db: SqliteDatabase) -> int:

@@ -1,0 +1,181 @@
+"""The upstream's latest word on each SDK key, one for the whole relay however many workers it
+runs: vouched for (with what the key may do) or refused (401, 403), and when it was said.
+
+A worker that hears a word from the upstream (``/edge/validate``, or a flag fetch it
+refused) stores it in ``cache.db`` and counts it in the shared region before it answers the
+request that asked; every worker catches up with the words stored before it answers a
+request (``relay.api.shared.CatchUp``). So a key refused anywhere is refused everywhere from
+that answer on, and a key vouched for anywhere is known everywhere. Stored, the words also
+outlive a restart: a key vouched for before it is trusted while the upstream cannot be asked.
+
+A refusal of a key no worker ever held valid (a made-up key) is not stored: every worker
+asks the upstream about it and hears the same. Words are held in memory for every key
+stored; the leader prunes the file to ``MAX_VOUCHED`` and ``MAX_REFUSED`` of the newest
+(``prune``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from relay.api.shared import CatchUp, Kind, Shared
+from relay.core.errors import StorageError
+from relay.core.keys import Principal
+from relay.store.sql import Row, Transaction
+from relay.store.sqlite import SqliteDatabase
+from relay.wire.common import KeyType
+
+log = logging.getLogger(__name__)
+
+VOUCHED = 200
+MAX_VOUCHED = 10_000
+MAX_REFUSED = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """What the upstream said of the key whose SHA-256 is ``key_hash``, at ``said_at`` (wall
+    clock): ``status`` 200 with the key's ``principal``, or the status it refused it with."""
+
+    key_hash: str
+    status: int
+    said_at: float
+    principal: Principal | None = None
+
+    @property
+    def vouched(self) -> bool:
+        return self.status == VOUCHED and self.principal is not None
+
+    def within(self, seconds: float, now: float) -> bool:
+        """Said less than ``seconds`` ago (a clock set back counts as just now)."""
+        return now - self.said_at < seconds
+
+
+class KeyWords:
+    def __init__(self, db: SqliteDatabase, shared: Shared) -> None:
+        self._db = db
+        self._held: dict[str, Word] = {}
+        self._changed = 0
+        self._catch_up = CatchUp(shared, Kind.KEYS, self.load)
+        self._failing = False
+
+    def get(self, key_hash: str) -> Word | None:
+        return self._held.get(key_hash)
+
+    def words(self) -> Iterable[Word]:
+        return self._held.values()
+
+    async def current(self) -> None:
+        """Returns once every word another worker stored before the call is held here."""
+        await self._catch_up.current()
+
+    async def say(self, words: Iterable[Word]) -> None:
+        """The upstream's ``words``: stored, counted for the other workers, held here. On a
+        file that cannot take them (a full disk) they are held here only (logged once)."""
+        words = list(words)
+        if not words:
+            return
+        try:
+            await self._db.run(lambda tx: _store(tx, words))
+        except StorageError as exc:
+            if not self._failing:
+                log.error(
+                    "cannot store the upstream's word on SDK keys: other workers ask it again",
+                    extra={"error": str(exc)},
+                )
+            self._failing = True
+        else:
+            self._failing = False
+            self._catch_up.published()
+        for word in words:
+            self._held[word.key_hash] = word
+
+    async def load(self) -> None:
+        """The words stored since the last load (all of them, the first time)."""
+        rows = await self._db.fetch_all(
+            "SELECT key_hash, status, type, environment, projects, display, token_name,"
+            " said_at, changed FROM key_words WHERE changed > ? ORDER BY changed",
+            (self._changed,),
+        )
+        for row in rows:
+            self._changed = max(self._changed, int(row[8]))
+            with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
+                word = _word(row)
+                held = self._held.get(word.key_hash)
+                if held is None or held.said_at <= word.said_at:
+                    self._held[word.key_hash] = word
+
+    async def prune(self, refused_for: float) -> None:
+        """The leader's: refusals older than ``refused_for`` seconds go, then all but the
+        newest ``MAX_VOUCHED`` words of keys vouched for and ``MAX_REFUSED`` refused."""
+        before = time.time() - refused_for
+
+        async def work(tx: Transaction) -> None:
+            await tx.execute(
+                "DELETE FROM key_words WHERE status != ? AND said_at < ?", (VOUCHED, before)
+            )
+            for kept, most in (("status = ?", MAX_VOUCHED), ("status != ?", MAX_REFUSED)):
+                await tx.execute(
+                    f"DELETE FROM key_words WHERE {kept} AND key_hash NOT IN (SELECT key_hash"
+                    f" FROM key_words WHERE {kept} ORDER BY said_at DESC LIMIT ?)",
+                    (VOUCHED, VOUCHED, most),
+                )
+
+        await self._db.run(work)
+        stored = {row[0] for row in await self._db.fetch_all("SELECT key_hash FROM key_words")}
+        for key_hash in [h for h in self._held if h not in stored]:
+            del self._held[key_hash]
+
+
+async def _store(tx: Transaction, words: list[Word]) -> None:
+    [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM key_words")
+    changed = int(last[0]) + 1
+    for word in words:
+        p = word.principal
+        await tx.execute(
+            "INSERT INTO key_words (key_hash, status, type, environment, projects, display,"
+            " token_name, said_at, changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (key_hash) DO UPDATE SET status = excluded.status,"
+            " type = excluded.type, environment = excluded.environment,"
+            " projects = excluded.projects, display = excluded.display,"
+            " token_name = excluded.token_name, said_at = excluded.said_at,"
+            " changed = excluded.changed",
+            (
+                word.key_hash,
+                word.status,
+                None if p is None else p.type.value,
+                None if p is None else p.environment,
+                None if p is None else json.dumps(list(p.projects)),
+                None if p is None else p.display,
+                None if p is None else p.token_name,
+                word.said_at,
+                changed,
+            ),
+        )
+
+
+def _word(row: Row) -> Word:
+    """A stored row as a word; ``ValueError`` (or ``TypeError``, ``KeyError``) for a row
+    this module cannot have written (damaged by hand)."""
+    key_hash, status, type, environment, projects, display, token_name, said_at = (
+        row[i] for i in range(8)
+    )
+    if not isinstance(key_hash, str) or not isinstance(status, int):
+        raise ValueError("not a word")
+    if not isinstance(said_at, int | float):
+        raise ValueError("not a time")
+    principal = None
+    if status == VOUCHED:
+        listed = json.loads(projects)
+        if not (isinstance(listed, list) and all(isinstance(p, str) for p in listed)):
+            raise ValueError("not projects")
+        if not isinstance(environment, str) or not isinstance(display, str):
+            raise ValueError("not a principal")
+        name = token_name if isinstance(token_name, str) else None
+        principal = Principal(KeyType(type), environment, tuple(listed), display, name)
+    return Word(key_hash, status, float(said_at), principal)
