@@ -63,6 +63,9 @@ class Server:
         once over the processes, as the node's memory accounting sees them."""
         return self._memory("smaps_rollup", "Pss")
 
+    def processes(self) -> int:
+        return len(self._proc("stat"))
+
     def cpu_seconds(self) -> float:
         """User + system CPU time used so far, summed over the process and its children: the
         machine is shared, so CPU per request is the figure that stays put when req/s drift."""
@@ -101,14 +104,16 @@ def start(
     env: dict[str, str],
     program: list[str] | None = None,
     wait_for: str = "/ready",
+    workers: int | None = 1,
 ) -> Server:
     """Start ``relay serve`` (or ``program``, given the port as its argument) and wait until it
-    answers ``wait_for``; its output goes to ``workdir/name.log`` and ``name.out``."""
+    answers ``wait_for``; its output goes to ``workdir/name.log`` and ``name.out``.
+    ``workers``: as ``tests/service.py`` (None: the mode's default)."""
     port = free_port()
     command = RELAY if program is None else [*program, str(port)]
     env = {"RELAY_LOG_LEVEL": "WARNING", **env}
     service = start_service(
-        workdir, env=env, port=port, name=name, program=command, wait_for=wait_for
+        workdir, env=env, port=port, name=name, program=command, wait_for=wait_for, workers=workers
     )
     return Server(name, service)
 

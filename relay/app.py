@@ -11,9 +11,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.api.shared import Shared, layout
-from relay.central import wiring as central
-from relay.edge import offline
-from relay.edge import wiring as edge
 from relay.settings import Mode, Settings
 
 
@@ -22,12 +19,18 @@ def build_app(settings: Settings, shared: Shared | None = None) -> web.Applicati
     (``relay.process.server``; worker 0 is the leader, which runs the jobs there must be one
     of); None for a service of one process."""
     shared = shared or Shared.private(layout(settings))
-    match settings.mode:
+    match settings.mode:  # each mode's modules only: a relay holds none of the standalone's
         case Mode.CENTRAL:
+            from relay.central import wiring as central
+
             return central.build(settings, shared)
         case Mode.EDGE:
+            from relay.edge import wiring as edge
+
             return edge.build(settings, shared)
         case Mode.OFFLINE:
+            from relay.edge import offline
+
             return offline.build(settings, shared)
 
 
@@ -35,8 +38,14 @@ async def initialise(settings: Settings) -> None:
     """Start-up work done once before several workers start, so they never race on it."""
     match settings.mode:
         case Mode.CENTRAL:
+            from relay.central import wiring as central
+
             await central.initialise(settings)
         case Mode.EDGE:
+            from relay.edge import wiring as edge
+
             await edge.initialise(settings)
         case Mode.OFFLINE:
+            from relay.edge import offline
+
             await offline.initialise(settings)

@@ -20,7 +20,7 @@ from pydantic_settings import (
 )
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
-from relay.settings_fields import DEFAULT_PORTS, LOG_LEVELS, SettingsFields
+from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS, SettingsFields
 from relay.settings_usage import Mode, usage
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
@@ -29,6 +29,18 @@ __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 class Settings(SettingsFields):
     """Every setting of the service (``SettingsFields``), checked together, and what follows
     from them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workers_by_mode(cls, data: Any) -> Any:
+        """``workers`` not given: the mode's default (``DEFAULT_WORKERS``)."""
+        if isinstance(data, dict) and data.get("workers") is None:
+            try:
+                mode = Mode(data.get("mode", Mode.CENTRAL))
+            except ValueError:
+                return data  # the mode's own error says what is wrong
+            return {**data, "workers": DEFAULT_WORKERS[mode.value]}
+        return data
 
     @field_validator("log_level")
     @classmethod

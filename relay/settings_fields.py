@@ -26,6 +26,9 @@ WORKERS_SCHEMA = {
     "pattern": "^auto$",
 }
 DEFAULT_PORTS = {"standalone": 4242, "relay": 3063, "offline": 3063}
+# a relay is most often a sidecar next to one service: one process, no supervisor, the least
+# memory on every pod (docs/operations.md, "Workers"); a standalone serves a whole fleet
+DEFAULT_WORKERS = {"standalone": "auto", "relay": 1, "offline": 1}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -68,13 +71,14 @@ class SettingsFields(BaseSettings):
         int,
         BeforeValidator(_workers),
         WithJsonSchema(WORKERS_SCHEMA),
-        Usage(note="auto: a sidecar limited to 1 CPU or less gets one (docs/operations.md)"),
-    ] = Field(  # type: ignore[assignment]  # "auto": made a number by _workers
-        "auto",
+        Usage(example=DEFAULT_WORKERS, note="Why each mode's default: docs/operations.md"),
+    ] = Field(  # type: ignore[assignment]  # set by mode when not given: Settings
+        None,
         ge=1,
         le=MAX_WORKERS,
         description="Server processes sharing the port and the database: a number, or auto"
-        " (one per core the process may use, cgroup CPU quota included)",
+        " (one per core the process may use, cgroup CPU quota included); default 1 in relay"
+        " and offline mode, auto in standalone",
     )
     data_dir: Annotated[
         Path, Usage(note="Its files: relay.db (standalone) or buffer.db and cache.db (relay)")

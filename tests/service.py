@@ -180,16 +180,20 @@ def start(
     name: str = "relay",
     wait_for: str = "/ready",
     program: Sequence[str] = RELAY,
+    workers: int | None = 1,
 ) -> Service:
     """Start ``relay serve`` (or ``program``) in ``workdir`` with only the given RELAY_*
-    variables set, and wait until it answers ``wait_for``."""
+    variables set, and wait until it answers ``wait_for``. ``workers``: one process unless
+    a test asks (``RELAY_WORKERS`` in ``env`` wins); None: the mode's default, as users run
+    it."""
     port = port or free_port()
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     clean.update(env or {})
     clean.setdefault("RELAY_PORT", str(port))
     clean.setdefault("RELAY_HOST", "127.0.0.1")
     clean.setdefault("RELAY_SQLITE_SYNCHRONOUS", "NORMAL")
-    clean.setdefault("RELAY_WORKERS", "1")  # tests count on one process unless they ask
+    if workers is not None:
+        clean.setdefault("RELAY_WORKERS", str(workers))
     workdir.mkdir(parents=True, exist_ok=True)
     log_path, out_path = workdir / f"{name}.log", workdir / f"{name}.out"
     with out_path.open("a") as out, log_path.open("a") as err:

@@ -17,7 +17,7 @@ import pytest
 from conftest import DEV_KEY, MakeClient, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from service import eventually
-from test_flag_cache import OTHER_DEV_KEY, fetches, get, stored_scopes
+from test_flag_cache import OTHER_DEV_KEY, get, stored_scopes
 
 from relay.app import build_app
 from relay.edge import key_resolver

@@ -21,7 +21,7 @@ from test_relay_delta import FLAGS, delta, with_checkout
 from relay.api.shared import Layout, Shared
 from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
-from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
+from relay.edge.flags.store import Copy, FlagScope, FlagStore
 from relay.edge.key_words import KeyWords
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient
 

@@ -54,8 +54,8 @@ FUZZ = settings(
 # build_app only builds: nothing is opened or written until the app starts.
 _UNUSED = Path("never-created")
 DOCUMENTS = {
-    "standalone": build_app(standalone_settings(_UNUSED))[OPENAPI],
-    "relay": build_app(relay_settings(_UNUSED, "http://127.0.0.1:9"))[OPENAPI],
+    "standalone": build_app(standalone_settings(_UNUSED))[OPENAPI].document(),
+    "relay": build_app(relay_settings(_UNUSED, "http://127.0.0.1:9"))[OPENAPI].document(),
 }
 standalone_schema = schemathesis.openapi.from_dict(DOCUMENTS["standalone"])
 relay_schema = schemathesis.openapi.from_dict(DOCUMENTS["relay"])

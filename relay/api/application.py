@@ -7,7 +7,6 @@ state and ``cleanup_ctx`` resources; ``relay.app`` picks the mode.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -24,7 +23,7 @@ from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers,
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
 from relay.api.shared import Shared
-from relay.api.state import AUTH_FAILURES, OPENAPI, OPENAPI_BODY, READY, SETTINGS, SHARED
+from relay.api.state import AUTH_FAILURES, OPENAPI, READY, SETTINGS, SHARED, OpenApi
 from relay.api.throttle import FailureLimit
 from relay.settings import Settings
 
@@ -64,8 +63,7 @@ def serve_routes(app: web.Application, routes: Sequence[Route]) -> None:
     """Register the mode's routes and the shared ones, and document them all."""
     every = [*routes, *backstage.routes(app[SETTINGS]), *docs.ROUTES]
     add_routes(app, every)
-    app[OPENAPI] = document(every, version("relay"))
-    app[OPENAPI_BODY] = json.dumps(app[OPENAPI]).encode()
+    app[OPENAPI] = OpenApi(lambda: document(every, version("relay")))
 
 
 class _ClientFaults(logging.Filter):

@@ -20,7 +20,7 @@ from importlib import resources
 from aiohttp import web
 
 from relay.api.routing import Route
-from relay.api.state import OPENAPI_BODY
+from relay.api.state import OPENAPI
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -52,7 +52,7 @@ FILES = {
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[OPENAPI_BODY], content_type="application/json")
+    return web.Response(body=request.app[OPENAPI].body(), content_type="application/json")
 
 
 async def page(request: web.Request) -> web.Response:

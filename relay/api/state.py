@@ -3,6 +3,8 @@ Each mode's own state sits in its package (``relay.central.state``, ``relay.edge
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Protocol
 
 from aiohttp import web
@@ -22,9 +24,28 @@ KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
 AUTH_FAILURES = web.AppKey("auth_failures", FailureLimit)
 INGEST = web.AppKey("ingest", Ingest)
 READY = web.AppKey("ready", list[bool])
-OPENAPI = web.AppKey("openapi", dict[str, object])
-OPENAPI_BODY = web.AppKey("openapi_body", bytes)
-"""The document as JSON, encoded once and shared by every request for it."""
+class OpenApi:
+    """The OpenAPI document of the routes, put together when first asked for (``/docs``):
+    most services are never asked, and a relay counts its megabytes."""
+
+    def __init__(self, build: Callable[[], dict[str, object]]) -> None:
+        self._build = build
+        self._document: dict[str, object] | None = None
+        self._body: bytes | None = None
+
+    def document(self) -> dict[str, object]:
+        if self._document is None:
+            self._document = self._build()
+        return self._document
+
+    def body(self) -> bytes:
+        """The document as JSON, encoded once and shared by every request for it."""
+        if self._body is None:
+            self._body = json.dumps(self.document()).encode()
+        return self._body
+
+
+OPENAPI = web.AppKey("openapi", OpenApi)
 
 
 class FrontendSource(Protocol):

@@ -58,7 +58,7 @@ def start(settings: Settings, sockets: list[socket.socket], shared_bytes: int) -
         "log_level": settings.log_level,
         "log_format": settings.log_format.value,
     }
-    fd = _unnamed_file(json.dumps(plan).encode())
+    fd = unnamed_file(json.dumps(plan).encode())
     sys.stdout.flush()  # exec drops what the buffers still hold
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, "-m", "relay.process.supervisor", str(fd)])
@@ -213,7 +213,7 @@ def listen(sockets: list[socket.socket]) -> None:
         sock.listen(BACKLOG)
 
 
-def _unnamed_file(data: bytes) -> int:
+def unnamed_file(data: bytes) -> int:
     """An inheritable descriptor of a file holding ``data`` that no path leads to: in
     memory on Linux, else a temporary file already unlinked."""
     if hasattr(os, "memfd_create"):
