@@ -170,7 +170,8 @@ async def test_a_project_key_hears_only_of_its_own_segments_removed(client: Any)
     ``other``, which it never saw. It hears of its own projects' segments and of global
     ones (which its flags may have used); a key of every project hears of all."""
     await ok(client, "POST", "/api/admin/projects", {"id": "other", "name": "other"}, status=201)
-    await ok(client, "POST", "/api/admin/projects/other/environments", {"environment": "development"})
+    body = {"environment": "development"}
+    await ok(client, "POST", "/api/admin/projects/other/environments", body)
     every = await ok(
         client,
         "POST",

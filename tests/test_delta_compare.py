@@ -94,6 +94,7 @@ def test_a_segment_gone_is_announced_only_to_scopes_whose_flags_used_it() -> Non
     changes = Changes.of(1, 2, compared(old, new, 2))
     catalog = from_answer(new, inline=False)
     for projects, heard in ((("default",), False), (("other",), True), (None, True)):
-        events = json.loads(delta(catalog, Scope("development", projects, None, False), changes, 1).body)
+        scope = Scope("development", projects, None, False)
+        events = json.loads(delta(catalog, scope, changes, 1).body)
         removed = [e for e in events["events"] if e["type"] == "segment-removed"]
         assert bool(removed) == heard, projects

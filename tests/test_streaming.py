@@ -109,7 +109,8 @@ async def test_a_quiet_stream_gets_its_keep_alives_while_other_projects_change(
     ``stream_keepalive`` after the stream's last write, whatever wakes it meanwhile."""
     client = await make_client(stream_keepalive=0.6)
     await ok(client, "POST", "/api/admin/projects", {"id": "busy", "name": "busy"}, status=201)
-    await ok(client, "POST", "/api/admin/projects/busy/environments", {"environment": "development"})
+    body = {"environment": "development"}
+    await ok(client, "POST", "/api/admin/projects/busy/environments", body)
     await create_flag(client, "elsewhere", project="busy")
     stream = await open_stream(client)  # DEV_KEY: project default only
     assert (await stream.next())["event"] == "unleash-connected"
