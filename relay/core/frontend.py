@@ -31,6 +31,7 @@ from prometheus_client import Counter, Gauge
 
 from relay.core.catalog import Rendered
 from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_features
+from relay.core.flag_shapes import tell_unread
 from relay.wire.frontend import FrontendContext
 
 FIELDS = ("appName", "environment", "userId", "sessionId", "remoteAddress")
@@ -235,6 +236,7 @@ class Frontends:
             return found
         found = self._scoped[rendered.etag] = Scoped(rendered)
         COMPILES.inc()
+        tell_unread(found.compiled.unread, 0, etag=rendered.etag)
         self._scoped_bytes += found.size
         most, most_bytes = self._limits[:2]
         while len(self._scoped) > 1 and (
