@@ -72,6 +72,9 @@ so about 1.3 ms a search at most."""
 REGEX_MEMORY = 256 * 1024
 """RE2's ``max_mem`` per expression: its program and the DFA states its searches cache
 (8 MiB by default, which a caller's values could fill in every expression of a scope)."""
+RESERVED: dict[type, int] = {re2._re2.RE2: REGEX_MEMORY}
+"""What an expression may hold outside Python's reach, at its bound: what a compiled
+scope's measure counts for it (``relay.core.memory``)."""
 
 
 def never(context: Context) -> bool:
