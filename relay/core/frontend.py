@@ -156,14 +156,17 @@ def context_of(
     def field(name: str) -> str | None:
         return fields.get(name) or None
 
+    given = field("sessionId")
+    made = None if given is not None else session()
     return Context(
         app_name=field("appName") or DEFAULT_APP,
         environment=field("environment") or DEFAULT_ENVIRONMENT,
         user_id=field("userId"),
-        session_id=field("sessionId") or session(),
+        session_id=given or made,
         remote_address=field("remoteAddress") or caller,
         current_time=now,
         properties=properties,
+        session_made_up=made is not None,
     )
 
 
@@ -356,14 +359,14 @@ class Frontends:
 
 
 def _identity(context: Context) -> bytes:
-    """What of a context can decide an answer that reads neither clock nor chance, as a
-    digest: the caller chooses a context's size (up to a body's limit), never what keeping
-    its answer costs."""
+    """What of a context can decide an answer that reads neither clock nor chance (nor a
+    session the server made up: one that did is never kept), as a digest: the caller
+    chooses a context's size (up to a body's limit), never what keeping its answer costs."""
     decisive = (
         context.app_name,
         context.environment,
         context.user_id,
-        context.session_id,
+        None if context.session_made_up else context.session_id,
         context.remote_address,
         sorted(context.properties.items()),
     )

@@ -39,7 +39,7 @@ from typing import Any
 import ahocorasick  # type: ignore[import-not-found]
 import re2  # type: ignore[import-untyped]
 
-from relay.core.evaluate.context import CLOCK, Context
+from relay.core.evaluate.context import CLOCK, SESSION, Context
 from relay.wire.strategies import date_time, number, semver
 
 Check = Callable[[Context], bool]
@@ -83,16 +83,20 @@ def never(context: Context) -> bool:
 
 def compile_constraint(raw: Mapping[str, Any]) -> Check:
     """One constraint of the client features format as a check of a context; one on the
-    clock tells the context it read it (``Context.varied``)."""
-    check = _compile(raw)
-    if str(raw.get("contextName", "")) != CLOCK or check is never:
+    clock, or on a session the server made up, tells the context it read chance
+    (``Context.varied``)."""
+    check, name = _compile(raw), str(raw.get("contextName", ""))
+    if name not in (CLOCK, SESSION) or check is never:
         return check
 
-    def clocked(context: Context) -> bool:
-        context.varied()
+    def chance(context: Context) -> bool:
+        if name == CLOCK:
+            context.varied()
+        else:
+            context.session()
         return check(context)
 
-    return clocked
+    return chance
 
 
 def _compile(raw: Mapping[str, Any]) -> Check:
