@@ -96,3 +96,16 @@ def test_str_contains_answers_as_a_scan_per_value(
     }
     text, wanted = (found.lower(), [v.lower() for v in values]) if insensitive else (found, values)
     assert enabled(one(constraint), found) == (any(w in text for w in wanted) != inverted)
+
+
+def test_an_expression_past_re2s_memory_bound_is_refused_when_saved() -> None:
+    """Saved, it would never match (RE2 cannot compile it within ``REGEX_MEMORY``): the
+    admin is told at once, not its users later."""
+    import pytest
+    from pydantic import ValidationError
+
+    from relay.wire.strategies import Constraint
+
+    Constraint.model_validate({"contextName": "v", "operator": "REGEX", "value": r"\p{L}{10}"})
+    with pytest.raises(ValidationError, match="RE2"):
+        Constraint.model_validate({"contextName": "v", "operator": "REGEX", "value": r"\p{L}{20}"})

@@ -40,7 +40,7 @@ import ahocorasick  # type: ignore[import-not-found]
 import re2  # type: ignore[import-untyped]
 
 from relay.core.evaluate.context import CLOCK, SESSION, Context
-from relay.wire.strategies import date_time, number, semver
+from relay.wire.strategies import REGEX_MEMORY, date_time, number, semver
 
 Check = Callable[[Context], bool]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -69,9 +69,6 @@ REGEX_WORK = 500_000
 """Bytes of a value times instructions of a pattern's program that one search may cost:
 RE2's worst case (its NFA, when its DFA gives up) is linear in both, ~2.5 ns each here,
 so about 1.3 ms a search at most."""
-REGEX_MEMORY = 256 * 1024
-"""RE2's ``max_mem`` per expression: its program and the DFA states its searches cache
-(8 MiB by default, which a caller's values could fill in every expression of a scope)."""
 RESERVED: dict[type, int] = {re2._re2.RE2: REGEX_MEMORY}
 """What an expression may hold outside Python's reach, at its bound: what a compiled
 scope's measure counts for it (``relay.core.memory``)."""
