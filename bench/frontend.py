@@ -15,7 +15,9 @@ VM's speed drifts): ``/api/client/features`` (the client key), ``/api/frontend``
 user on every request (a wrk Lua script counting), with one context repeated (a browser
 polling), and with that context plus a property no flag reads that changes on every request
 (the same evaluation, but every answer a miss of the answer cache: the cache's worth is the
-difference), and a bare aiohttp handler answering the repeated context's bytes (the ceiling).
+difference), with that context less its ``sessionId`` (the server adds a random one; an
+answer that did not read it is kept), and a bare aiohttp handler answering the repeated
+context's bytes (the ceiling).
 Each row prints the median run's requests/s, p50/p99, every run's requests/s, the server's
 CPU per request and requests per CPU-second (what Edge's per-CPU figures compare with), peak
 RSS, and the share of the bare handler's requests/s.
@@ -178,6 +180,9 @@ def run_state(
     document, _ = fetch(f"{central.url}/api/client/features", client)
     repeated = query(typical(json.loads(document)))
     path = f"/api/frontend?{repeated}"
+    bare = "/api/frontend?" + "&".join(
+        part for part in repeated.split("&") if not part.startswith("sessionId=")
+    )  # the server adds a random session, as Unleash does
     answer, etag = fetch(f"{central.url}{path}", front)
     for mode, (server, _, key) in served.items():  # the same answers in both modes
         url = f"{server.url}{path}"
@@ -199,6 +204,7 @@ def run_state(
                 f"{mode} GET /api/frontend, new context": (server, path, front, "user"),
                 f"{mode} GET /api/frontend, repeated context": (server, path, front, None),
                 f"{mode} GET /api/frontend, repeated, cache missed": (server, path, front, "nonce"),
+                f"{mode} GET /api/frontend, repeated, no sessionId": (server, bare, front, None),
             }
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
         for _ in range(args.rounds):  # alternated: this machine's speed drifts

@@ -4,6 +4,7 @@
     python bench/hostile.py render --flags 10000  # made-up flag queries, both modes
     python bench/hostile.py raw --rows 1000000    # a larger history
     python bench/hostile.py slow                  # 200 slow bodies; takes about a minute
+    python bench/hostile.py scopes evaluate       # frontend keys: big scopes, costly values
     python bench/hostile.py --code /tmp/old       # the same against another checkout's code
     python bench/hostile.py --smoke               # tiny sizes, for CI (no figure asserted)
 
@@ -26,6 +27,11 @@ Scenarios, each on fresh ``relay serve`` processes (``bench/servers.py`` starts 
   ETag, alone and while ``--attackers`` connections ask for made-up ``project``,
   ``namePrefix`` and flag names, at a standalone and at a relay (``bench/stall.py``): the
   polls' latency and the attackers' requests/s, a line each.
+- ``scopes`` and ``evaluate`` (issue 33, ``bench/frontend_load.py``): one connection holding
+  frontend keys, alternating two scopes of ``--scope-flags`` large flags (about 8.4 MB of
+  client features each), or posting a 4,096-character CJK value against five large REGEX
+  programs and ``--contains-flags`` 1,000-value STR_CONTAINS flags: its requests/s, the
+  compiles, and SDK polls' latency beside their idle figure.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import frontend_load
 import stall
 from servers import ADMIN, CLIENT, Server, scrape, start
 from wrk import latency
@@ -299,6 +306,8 @@ SCENARIOS = {
     "raw": scenario_raw,
     "slow": scenario_slow,
     "render": scenario_render,
+    "scopes": frontend_load.scenario_scopes,
+    "evaluate": frontend_load.scenario_evaluate,
 }
 
 
@@ -312,13 +321,18 @@ def main() -> None:
     parser.add_argument("--flags", type=int, default=10_000)
     parser.add_argument("--attackers", type=int, default=8)
     parser.add_argument("--render-seconds", type=float, default=10.0)
+    parser.add_argument("--scope-flags", type=int, default=100)
+    parser.add_argument("--values", type=int, default=1000)
+    parser.add_argument("--contains-flags", type=int, default=20)
+    parser.add_argument("--load-seconds", type=float, default=6.0)
     parser.add_argument("--code", help="run the services from this checkout's code")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = parser.parse_args()
-    chosen = args.scenarios or ["gzip", "validate", "guess", "raw", "render"]
+    chosen = args.scenarios or ["gzip", "validate", "guess", "raw", "render", "scopes", "evaluate"]
     if args.smoke:
         args.rows, args.requests, args.connections, args.slow_seconds = 2_000, 5, 5, 2.0
         args.flags, args.attackers, args.render_seconds = 30, 2, 1.0
+        args.scope_flags, args.values, args.contains_flags, args.load_seconds = 3, 20, 2, 1.0
     with tempfile.TemporaryDirectory(prefix="relay-hostile-") as tmp:
         for name in chosen:
             figures = SCENARIOS[name](args, Path(tmp) / name)

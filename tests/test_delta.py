@@ -162,3 +162,44 @@ async def test_made_up_revisions_share_one_hydration(tmp_path: Path) -> None:
             assert await cache.delta(scope, made_up) is first
     finally:
         await db.close()
+
+
+async def test_a_project_key_hears_only_of_its_own_segments_removed(client: Any) -> None:
+    """A segment of another project deleted was announced to every key as
+    ``segment-removed``: a key of project ``default`` learnt the id of a segment of project
+    ``other``, which it never saw. It hears of its own projects' segments and of global
+    ones (which its flags may have used); a key of every project hears of all."""
+    await ok(client, "POST", "/api/admin/projects", {"id": "other", "name": "other"}, status=201)
+    body = {"environment": "development"}
+    await ok(client, "POST", "/api/admin/projects/other/environments", body)
+    every = await ok(
+        client,
+        "POST",
+        "/api/admin/api-tokens",
+        {"type": "client", "tokenName": "all", "environment": "development", "projects": ["*"]},
+        status=201,
+    )
+    made = {}
+    for name, project in (("theirs", "other"), ("ours", "default"), ("shared", None)):
+        body = {"name": name, "constraints": [user_in("1")], "project": project}
+        made[name] = (await ok(client, "POST", "/api/admin/segments", body, status=201))["id"]
+    await create_flag(client, "their-flag", project="other")
+    their = {"name": "default", "segments": [made["theirs"], made["shared"]]}
+    strategy = await add_strategy(client, "their-flag", their, project="other")
+    await create_flag(client, "our-flag")
+    ours = await add_strategy(client, "our-flag", {"name": "default", "segments": [made["ours"]]})
+    _, _, mine = await delta(client)
+    _, _, all_of_them = await delta(client, key=every["secret"])
+
+    await ok(client, "DELETE", f"{feature_path('their-flag', 'other')}/environments/development"
+             f"/strategies/{strategy['id']}")
+    await ok(client, "DELETE", f"{feature_path('our-flag')}/environments/development"
+             f"/strategies/{ours['id']}")
+    for id in made.values():
+        await ok(client, "DELETE", f"/api/admin/segments/{id}", status=204)
+
+    _, events, _ = await delta(client, mine)
+    removed = {e["segmentId"] for e in events if e["type"] == "segment-removed"}
+    assert removed == {made["ours"], made["shared"]}
+    _, events, _ = await delta(client, all_of_them, key=every["secret"])
+    assert {e["segmentId"] for e in events if e["type"] == "segment-removed"} == set(made.values())

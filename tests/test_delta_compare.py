@@ -82,3 +82,19 @@ def test_three_copies_compared_bring_a_client_from_the_first_to_the_last(
         found = delta(catalog, scope, changes, 1)
         events = json.loads(found.body)["events"] if found.events else []
         assert agrees(replay(held(first, scope), events), held(third, scope)), (scope, events)
+
+
+def test_a_segment_gone_is_announced_only_to_scopes_whose_flags_used_it() -> None:
+    """A relay's copy that loses a segment told every scope of it (``segment-removed``),
+    a project's too when only another project's flags had used it."""
+    strategy = {"name": "default", "constraints": [], "parameters": {}, "segments": [1]}
+    theirs = {"name": "b.one", "project": "other", "enabled": True, "strategies": [strategy]}
+    old = Answer([theirs], {1: segment(1, 1)}, 0)
+    new = Answer([{**theirs, "strategies": []}], {}, 0)
+    changes = Changes.of(1, 2, compared(old, new, 2))
+    catalog = from_answer(new, inline=False)
+    for projects, heard in ((("default",), False), (("other",), True), (None, True)):
+        scope = Scope("development", projects, None, False)
+        events = json.loads(delta(catalog, scope, changes, 1).body)
+        removed = [e for e in events["events"] if e["type"] == "segment-removed"]
+        assert bool(removed) == heard, projects

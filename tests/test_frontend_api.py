@@ -342,3 +342,30 @@ async def test_answers_are_kept_unless_the_flags_read_the_clock(make_client: Mak
         assert (await frontend(client, "?userId=u1&sessionId=s"))[0] == 200
     after = {s: await count(s) for s in ("evaluated", "kept", "varying")}
     assert {s: after[s] - before[s] for s in after} == {"evaluated": 1, "kept": 2, "varying": 3}
+
+
+async def test_answers_for_a_context_without_session_are_found_again(
+    make_client: MakeClient,
+) -> None:
+    """Without ``sessionId`` the context gets a random one (as Unleash's does), and the
+    answer was kept under it: never found again, each poll evaluated and kept anew. An
+    answer that did not read that session is now kept without it; one that did (default
+    stickiness with no userId) is left to chance, as a random number would be, and never
+    kept."""
+    client = await make_client(init_frontend_api_tokens=[FRONT_KEY])
+    await create_flag(client, "by-user")
+    await add_strategy(client, "by-user", rollout(50, groupId="by-user"))
+    await turn(client, "by-user")
+
+    async def count(source: str) -> float:
+        text = await (await client.get("/internal-backstage/metrics")).text()
+        return sample(text, "relay_frontend_answers_total", source=source)
+
+    async def counted(query: str) -> dict[str, float]:
+        before = {s: await count(s) for s in ("evaluated", "kept", "varying")}
+        for _ in range(3):
+            assert (await frontend(client, query))[0] == 200
+        return {s: await count(s) - before[s] for s in before}
+
+    assert await counted("?userId=u1") == {"evaluated": 1, "kept": 2, "varying": 0}
+    assert await counted("?appName=web") == {"evaluated": 0, "kept": 0, "varying": 3}

@@ -99,6 +99,40 @@ async def test_an_idle_stream_gets_keep_alive_comments(make_client: Any) -> None
     stream.response.close()
 
 
+async def test_a_quiet_stream_gets_its_keep_alives_while_other_projects_change(
+    make_client: Any,
+) -> None:
+    """Every change of the service woke each stream, which wrote nothing when its key saw
+    none of it, and waited ``stream_keepalive`` again from there: a stream of a project
+    nobody changed went silent for as long as other projects kept changing (38 s seen; the
+    Python SDK drops a stream silent for 30 s). The keep-alive is due
+    ``stream_keepalive`` after the stream's last write, whatever wakes it meanwhile."""
+    client = await make_client(stream_keepalive=0.6)
+    await ok(client, "POST", "/api/admin/projects", {"id": "busy", "name": "busy"}, status=201)
+    body = {"environment": "development"}
+    await ok(client, "POST", "/api/admin/projects/busy/environments", body)
+    await create_flag(client, "elsewhere", project="busy")
+    stream = await open_stream(client)  # DEV_KEY: project default only
+    assert (await stream.next())["event"] == "unleash-connected"
+
+    async def churn() -> None:
+        on = True
+        while True:
+            await turn(client, "elsewhere", on=on, project="busy")
+            on = not on
+            await asyncio.sleep(0.1)
+
+    churning = asyncio.create_task(churn())
+    try:
+        began = time.monotonic()
+        for _ in range(3):
+            assert await stream.next(within=1.5) == {"comment": "keep-alive"}
+        assert time.monotonic() - began < 3.0
+    finally:
+        churning.cancel()
+        stream.response.close()
+
+
 async def test_shutdown_ends_streams(client: Any) -> None:
     stream = await open_stream(client)
     assert (await stream.next())["event"] == "unleash-connected"

@@ -3,9 +3,10 @@ events, from each mode's ``DeltaSource`` (``relay.api.delta`` for the scope and 
 
 The stream opens with ``unleash-connected``: a hydration, or the events after
 ``Last-Event-ID`` when the client reconnects; then ``unleash-updated`` with the events of
-each change the key sees, ``id:`` on each (the last event's id). A comment every
-``stream_keepalive`` seconds keeps an idle stream alive (the Python SDK reconnects after
-30 s of silence). Every write is bounded by ``write_timeout``: a client that stops reading
+each change the key sees, ``id:`` on each (the last event's id). A comment
+``stream_keepalive`` seconds after the stream's last write keeps an idle stream alive (the
+Python SDK reconnects after 30 s of silence), however often changes the key does not see
+wake it meanwhile. Every write is bounded by ``write_timeout``: a client that stops reading
 is cut off, not buffered for. Streams end when the server shuts down, before it waits for
 requests to finish (SDKs reconnect, to another instance if this one is gone), when
 their key is revoked (at the next change or keep-alive), and at a bound when their client
@@ -159,19 +160,22 @@ async def streaming(request: web.Request) -> web.StreamResponse:
             return response
         OPENED.labels("hydration" if found.hydration else "replay").inc()
         await write_part(request, response, *_message("unleash-connected", found))
-        at = found.revision
+        at, clock = found.revision, asyncio.get_running_loop().time
+        due = clock() + settings.stream_keepalive  # a change it does not see leaves it due
         while True:
-            changed = await _changed(deltas.changed(at), end, settings.stream_keepalive)
+            changed = await _changed(deltas.changed(at), end, max(0.0, due - clock()))
             await resolver.current()
             if end.is_set() or resolver.known(secret) is None:
                 break  # shutting down, its client gone, or the key was revoked
             if not changed:
                 await write_part(request, response, b": keep-alive\n\n")
-                continue
-            found = await deltas.delta(key, at)
-            at = found.revision
-            if found.events:
+            else:
+                found = await deltas.delta(key, at)
+                at = found.revision
+                if not found.events:
+                    continue
                 await write_part(request, response, *_message("unleash-updated", found))
+            due = clock() + settings.stream_keepalive
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     except DomainError:

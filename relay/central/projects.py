@@ -104,7 +104,7 @@ class ProjectStore:
             segments = await w.tx.fetch_all(
                 "DELETE FROM segments WHERE project_id = ? RETURNING id", (project_id,)
             )
-            w.deleted_segments.extend(int(row[0]) for row in segments)
+            w.deleted_segments.extend((int(row[0]), project_id) for row in segments)
             dropped = await _drop_keys(w, project_id)
             await w.tx.execute("DELETE FROM projects WHERE id = ?", (project_id,))
             await w.event(EventType.PROJECT_DELETED, project=project_id, before=_json(before))

@@ -18,6 +18,7 @@ from typing import Any
 
 from relay.core.catalog import Catalog, Piece, Rendered, Scope, SegmentPiece
 from relay.core.errors import InvalidInput
+from relay.core.flag_shapes import named, problem, segment_problem
 from relay.core.flags import Document, FlagRecord, FlagState, SegmentRecord, StrategyRecord
 from relay.wire.strategies import semver
 
@@ -28,12 +29,31 @@ SEGMENTS_SPEC = (4, 2, 0)
 
 
 @dataclass(frozen=True, slots=True)
+class Unread:
+    """A feature or segment of an answer that cannot be read (``relay.core.flag_shapes``):
+    left out of the answer read."""
+
+    key: str | int | None  # a feature's name, a segment's id; None when it has none
+    place: int  # where it was in the document's list
+    why: str
+    segment: bool = False
+
+    def __str__(self) -> str:
+        what = "segment" if self.segment else "feature"
+        return f"{what} {self.key if self.key is not None else f'#{self.place}'}: {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """An answer read back (from an upstream): what ``from_answer`` catalogs."""
 
     features: list[Document]
     segments: dict[int, Document]
     revision: int
+    unread: tuple[Unread, ...] = ()
+    """What was left out; ``mended`` puts a last good copy of it back where there is one."""
+    kept: tuple[Unread, ...] = ()
+    """What of ``unread`` ``mended`` kept a last good copy of."""
 
 
 def inline_segments(client_spec: str | None) -> bool:
@@ -103,49 +123,65 @@ def _segment_pieces(segments: Mapping[int, SegmentRecord]) -> dict[int, SegmentP
 
 
 def read(body: bytes) -> Answer:
-    """An answer of this format (an upstream's), checked for what rendering relies on:
-    ``ValueError`` when it is not one. Everything else in it is kept as it is, so fields
-    this service does not know (``dependencies``...) reach SDKs all the same."""
+    """An answer of this format (an upstream's), checked for what rendering and evaluating
+    rely on: ``ValueError`` when it is not one. A feature or segment of a shape that cannot
+    be read costs only itself: it is left out (``Answer.unread``). Everything else is kept
+    as it is, so fields this service does not know (``dependencies``...) reach SDKs."""
     content = json.loads(body, parse_constant=_no_constant)
     if not isinstance(content, dict):
         raise ValueError("not a client features answer")
-    features = _list(content, "features", required=True)
-    for feature in features:
-        if not isinstance(feature.get("name"), str):
-            raise ValueError("a feature without a name")
-        if not isinstance(feature.get("project", ""), str):
-            raise ValueError("a feature whose project is not a string")
-        for strategy in _list(feature, "strategies"):
-            _list(strategy, "constraints")
-            _ids(_list(strategy, "segments", of=int))
-    segments = {}
-    for segment in _list(content, "segments"):
-        [segment_id] = _ids([segment.get("id")])
-        _list(segment, "constraints", required=True)
-        segments[segment_id] = segment
+    raw_features = content.get("features")
+    if not isinstance(raw_features, list):
+        raise ValueError("features is not a list")
+    raw_segments = content.get("segments", [])
+    if not isinstance(raw_segments, list):
+        raise ValueError("segments is not a list")
+    unread: list[Unread] = []
+    features = []
+    for place, feature in enumerate(raw_features):
+        wrong = problem(feature)
+        if wrong is None:
+            features.append(feature)
+        else:
+            unread.append(Unread(named(feature), place, wrong))
+    segments: dict[int, Document] = {}
+    for place, segment in enumerate(raw_segments):
+        wrong = segment_problem(segment)
+        if wrong is None:
+            segments[segment["id"]] = segment
+        else:
+            id = segment.get("id") if isinstance(segment, dict) else None
+            key = id if isinstance(id, int) and not isinstance(id, bool) else None
+            unread.append(Unread(key, place, wrong, segment=True))
     meta = content.get("meta")
     revision = meta.get("revisionId") if isinstance(meta, dict) else None
     if not isinstance(revision, int) or isinstance(revision, bool):
         revision = 0
-    return Answer(features, segments, revision)
+    return Answer(features, segments, revision, tuple(unread))
 
 
-def _list(parent: Document, name: str, required: bool = False, of: type[Any] = dict) -> list[Any]:
-    """``parent[name]``, a list of ``of`` (absent: empty unless ``required``)."""
-    value = parent.get(name, None if required else [])
-    if not isinstance(value, list) or not all(isinstance(item, of) for item in value):
-        raise ValueError(f"{name} is not a list of {of.__name__}")
-    return value
-
-
-def _ids(values: list[Any]) -> list[int]:
-    if not all(_id(v) for v in values):
-        raise ValueError("an id that is not an integer")
-    return values
-
-
-def _id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def mended(answer: Answer, last: Answer | None) -> Answer:
+    """``answer`` with the last good copy (in ``last``: the answer held before) of each
+    feature and segment it could not read, in its place; those ``last`` has none of stay
+    left out (``Answer.kept`` says which were kept)."""
+    if not answer.unread or last is None:
+        return answer
+    held = {f["name"]: f for f in last.features}
+    unread = {u.place: u for u in answer.unread if not u.segment}
+    features, good, kept = [], iter(answer.features), []
+    for place in range(len(answer.features) + len(unread)):
+        missing = unread.get(place)
+        if missing is None:
+            features.append(next(good))
+        elif isinstance(missing.key, str) and missing.key in held:
+            features.append(held[missing.key])
+            kept.append(missing)
+    segments = dict(answer.segments)
+    for missing in answer.unread:
+        if missing.segment and isinstance(missing.key, int) and missing.key in last.segments:
+            segments[missing.key] = last.segments[missing.key]
+            kept.append(missing)
+    return Answer(features, segments, answer.revision, answer.unread, tuple(kept))
 
 
 def _served(flag: FlagRecord, environment: str) -> list[StrategyRecord]:

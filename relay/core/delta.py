@@ -11,6 +11,9 @@ and segment is sent at most once per answer, at the revision of its last change,
 client ends with exactly the flags the client features answer gives (the property test
 replays that). A ``segment-updated`` is sent before a feature that refers to the segment,
 as Unleash does, so an SDK never holds a feature whose segment it lacks.
+A ``segment-removed`` goes only to scopes that may hold the segment: it was global, or
+of one of their projects (the central service's log), or used by their flags (a relay's
+copies compared); a key never learns another project's segment ids.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from relay.core.catalog import Catalog, Scope, encode
 from relay.core.client_features import Answer
@@ -29,7 +33,8 @@ SEGMENT = "segment"
 @dataclass(frozen=True, slots=True)
 class Change:
     """The last change of one flag (``key``: its name, ``projects``: the project it is in,
-    and the one it was in if it moved) or segment (``key``: its id as text, no project)."""
+    and the one it was in if it moved) or segment (``key``: its id as text, ``projects``:
+    those whose flags may use it; none for a global segment)."""
 
     revision: int
     kind: str
@@ -78,7 +83,7 @@ def compared(old: Answer | None, new: Answer, revision: int) -> list[Change]:
     now = {f["name"]: f for f in new.features}
     was_segments = {} if old is None else old.segments
     changes = [
-        Change(revision, SEGMENT, str(id))
+        Change(revision, SEGMENT, str(id), _users(id, was, now))
         for id in sorted(was_segments.keys() | new.segments.keys())
         if was_segments.get(id) != new.segments.get(id)
     ]
@@ -87,6 +92,20 @@ def compared(old: Answer | None, new: Answer, revision: int) -> list[Change]:
             projects = {f.get("project", "default") for f in (was.get(name), now.get(name)) if f}
             changes.append(Change(revision, FLAG, name, tuple(sorted(projects))))
     return changes
+
+
+def _users(id: int, *copies: Mapping[str, Any]) -> tuple[str, ...]:
+    """The projects of the flags of ``copies`` whose strategies use segment ``id``."""
+    return tuple(
+        sorted(
+            {
+                str(f.get("project", "default"))
+                for copy in copies
+                for f in copy.values()
+                if any(id in s.get("segments", ()) for s in f.get("strategies", ()))
+            }
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +158,12 @@ def _events(catalog: Catalog, scope: Scope, changes: Iterable[Change]) -> list[t
     sent: set[int] = set()
     events: list[tuple[int, bytes]] = []
 
-    def segment(revision: int, id: int) -> None:
+    def segment(revision: int, id: int, projects: tuple[str, ...] = ()) -> None:
         fragment = catalog.segment(id)
         if id in sent or (fragment is not None and id not in used):
             return  # sent already, or no flag of the scope uses it
+        if fragment is None and not _may_hold(scope, projects):
+            return  # another project's: the scope never had it
         sent.add(id)
         if fragment is None:
             events.append((revision, _event(revision, "segment-removed", {"segmentId": id})))
@@ -151,7 +172,7 @@ def _events(catalog: Catalog, scope: Scope, changes: Iterable[Change]) -> list[t
 
     for change in changes:
         if change.kind == SEGMENT:
-            segment(change.revision, int(change.key))
+            segment(change.revision, int(change.key), change.projects)
             continue
         project = in_scope(scope, change.key, change.projects)
         if project is None:
@@ -166,6 +187,11 @@ def _events(catalog: Catalog, scope: Scope, changes: Iterable[Change]) -> list[t
         updated = _event(change.revision, "feature-updated", b"feature", fragment)
         events.append((change.revision, updated))
     return events
+
+
+def _may_hold(scope: Scope, projects: tuple[str, ...]) -> bool:
+    """Whether a client of ``scope`` may hold a segment of ``projects`` (none: global)."""
+    return scope.projects is None or not projects or any(p in scope.projects for p in projects)
 
 
 def _event(

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,8 +32,14 @@ from urllib.parse import unquote
 from prometheus_client import Counter, Gauge
 
 from relay.core.catalog import Rendered
+from relay.core.errors import Unavailable
 from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_features
+from relay.core.evaluate.constraints import RESERVED
+from relay.core.flag_shapes import tell_unread
+from relay.core.memory import measured
 from relay.wire.frontend import FrontendContext
+
+log = logging.getLogger(__name__)
 
 FIELDS = ("appName", "environment", "userId", "sessionId", "remoteAddress")
 DEFAULT_APP = "frontend-api"
@@ -39,10 +47,16 @@ DEFAULT_ENVIRONMENT = "default"
 
 MAX_COMPILED = 256
 MAX_COMPILED_BYTES = 128 * 1024 * 1024
-COMPILED_PER_BYTE = 8
-"""Compiled scopes kept, by an estimate of their memory: a compiled form (with its rendered
-toggles) takes about 8 times the bytes of the answer it came from (measured with
-tracemalloc on bench/evaluate.py's 100-flag document: 114 kB -> 0.9 MB)."""
+"""Compiled scopes kept, by the memory each measures (``relay.core.memory``: 2 to 8 times
+the bytes of the flags it came from, as their shapes go) and its toggles rendered."""
+IN_USE = 60.0
+"""A compiled scope asked for within this many seconds (browser SDKs poll every 15 to 30)
+is in use: never evicted for another. A scope that does not fit beside those in use is
+answered 503 (``Unavailable``) until they leave room, rather than recompiled per request,
+which would take every caller's time (two scopes alternating did: 95 answers in 6 s)."""
+MAX_REFUSED = 1024
+FRAGMENT_OVERHEAD = 150
+"""Bytes a rendered toggle holds besides its JSON: its digest, the tuple, the dict's entry."""
 MAX_ANSWERS = 100_000
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """Kept answers save ~10 % of a repeated context's CPU (bench/frontend.py): worth a small
@@ -59,6 +73,11 @@ ANSWERS = Counter(
 COMPILES = Counter(
     "relay_frontend_compiles_total",
     "A scope's flags compiled for evaluation (the Frontend API, the playground), per change",
+)
+REFUSED = Counter(
+    "relay_frontend_scopes_refused_total",
+    "Frontend API requests answered 503: their scope's compiled flags do not fit beside the"
+    " scopes in use (128 MiB a worker)",
 )
 HELD = Gauge(
     "relay_frontend_held_bytes",
@@ -137,14 +156,17 @@ def context_of(
     def field(name: str) -> str | None:
         return fields.get(name) or None
 
+    given = field("sessionId")
+    made = None if given is not None else session()
     return Context(
         app_name=field("appName") or DEFAULT_APP,
         environment=field("environment") or DEFAULT_ENVIRONMENT,
         user_id=field("userId"),
-        session_id=field("sessionId") or session(),
+        session_id=given or made,
         remote_address=field("remoteAddress") or caller,
         current_time=now,
         properties=properties,
+        session_made_up=made is not None,
     )
 
 
@@ -159,13 +181,17 @@ class Scoped:
     a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
     not its body (the same answer has the same ETag in every worker and after a restart)."""
 
-    __slots__ = ("compiled", "fragments", "size")
+    __slots__ = ("compiled", "fragments", "query", "size", "used")
 
     def __init__(self, rendered: Rendered) -> None:
         document = json.loads(rendered.body)
         self.compiled: Compiled = compile_features(document)
+        self.query = json.dumps(document.get("query"), sort_keys=True)
+        """Which scope this is (a later revision of it replaces it)."""
         self.fragments: dict[int, tuple[bytes, bytes]] = {}
-        self.size = len(rendered.body) * COMPILED_PER_BYTE
+        del document
+        self.size = measured(self.compiled, RESERVED)
+        self.used = 0.0  # monotonic: when it was last asked for
 
     def answer(self, context: Context, everything: bool) -> Answer:
         fragments, render = self.fragments, self._render
@@ -189,6 +215,7 @@ class Scoped:
         compiled (one per outcome), which live as long as ``compiled``."""
         fragment = _toggle(evaluation)
         found = self.fragments[id(evaluation)] = (fragment, hashlib.sha256(fragment).digest()[:16])
+        self.size += len(fragment) + FRAGMENT_OVERHEAD
         return found
 
 
@@ -212,8 +239,9 @@ def _toggle(evaluation: Evaluation) -> bytes:
 
 
 class Frontends:
-    """Compiled scopes by ETag, and the answers that cannot change, both least recently
-    used first out and bounded in bytes."""
+    """Compiled scopes, and the answers that cannot change, both least recently used first
+    out and bounded in bytes; compiled scopes in use (``IN_USE``) are never evicted for
+    another: one that does not fit beside them is refused (503) until there is room."""
 
     def __init__(
         self,
@@ -221,38 +249,96 @@ class Frontends:
         compiled_bytes: int = MAX_COMPILED_BYTES,
         most_answers: int = MAX_ANSWERS,
         answer_bytes: int = MAX_ANSWER_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._scoped: OrderedDict[str, Scoped] = OrderedDict()
         self._scoped_bytes = 0
+        self._by_query: dict[str, str] = {}  # a scope's query -> the ETag held of it
+        self._refused: OrderedDict[str, int] = OrderedDict()  # ETag -> its compiled size
         self._answers: OrderedDict[tuple[str, bool, bytes], Answer] = OrderedDict()
         self._answers_bytes = 0
         self._limits = (most_compiled, compiled_bytes, most_answers, answer_bytes)
+        self._clock = clock
 
     def scoped(self, rendered: Rendered) -> Scoped:
+        """``rendered`` compiled: held, or compiled now (and held if it fits beside the
+        scopes in use, else answered this once); ``Unavailable`` while one measured too
+        large for the room left is refused."""
+        now = self._clock()
         found = self._scoped.get(rendered.etag)
         if found is not None:
+            found.used = now
             self._scoped.move_to_end(rendered.etag)
             return found
-        found = self._scoped[rendered.etag] = Scoped(rendered)
+        size = self._refused.get(rendered.etag)
+        if size is not None and not self._room(size, now):
+            REFUSED.inc()
+            raise Unavailable(
+                "This key's flags take more memory to evaluate than is left beside the"
+                " other keys in use: try again later"
+            )
+        found = Scoped(rendered)
+        found.used = now
         COMPILES.inc()
-        self._scoped_bytes += found.size
+        tell_unread(found.compiled.unread, 0, etag=rendered.etag)
+        self._refused.pop(rendered.etag, None)
+        self._drop(self._by_query.get(found.query))  # its earlier revision
+        self._make_room(found.size, now)
         most, most_bytes = self._limits[:2]
-        while len(self._scoped) > 1 and (
-            len(self._scoped) > most or self._scoped_bytes > most_bytes
-        ):
-            self._scoped_bytes -= self._scoped.popitem(last=False)[1].size
+        if len(self._scoped) < most and self._scoped_bytes + found.size <= most_bytes:
+            self._scoped[rendered.etag] = found
+            self._by_query[found.query] = rendered.etag
+        else:
+            self._refuse(rendered.etag, found.size)
+        self._scoped_bytes = sum(held.size for held in self._scoped.values())
         HELD.set(self.held)
         return found
 
+    def _make_room(self, size: int, now: float) -> None:
+        """Evicts compiled scopes not in use, least recently used first, until ``size``
+        more bytes fit (or only scopes in use are left)."""
+        most, most_bytes = self._limits[:2]
+        self._scoped_bytes = sum(held.size for held in self._scoped.values())
+        while self._scoped and (
+            len(self._scoped) >= most or self._scoped_bytes + size > most_bytes
+        ):
+            etag, oldest = next(iter(self._scoped.items()))
+            if oldest.used > now - IN_USE:
+                return  # it and every later one are in use
+            self._drop(etag)
+
+    def _drop(self, etag: str | None) -> None:
+        found = None if etag is None else self._scoped.pop(etag, None)
+        if found is not None:
+            self._scoped_bytes -= found.size
+            if self._by_query.get(found.query) == etag:
+                del self._by_query[found.query]
+
+    def _room(self, size: int, now: float) -> bool:
+        """Whether ``size`` bytes would fit beside the compiled scopes in use."""
+        most, most_bytes = self._limits[:2]
+        in_use = [held.size for held in self._scoped.values() if held.used > now - IN_USE]
+        return len(in_use) < most and sum(in_use) + size <= most_bytes
+
+    def _refuse(self, etag: str, size: int) -> None:
+        if etag not in self._refused:
+            log.warning(
+                "a frontend scope's compiled flags do not fit beside the scopes in use:"
+                " its requests are answered 503 until they leave room",
+                extra={"etag": etag, "bytes": size, "held_bytes": self._scoped_bytes},
+            )
+        self._refused[etag] = size
+        while len(self._refused) > MAX_REFUSED:
+            self._refused.popitem(last=False)
+
     def answer(self, rendered: Rendered, context: Context, everything: bool) -> Answer:
-        scoped = self.scoped(rendered)
         key = (rendered.etag, everything, _identity(context))
         found = self._answers.get(key)
         if found is not None:
             _KEPT.inc()
             self._answers.move_to_end(key)
             return found
-        found = scoped.answer(context, everything)
+        found = self.scoped(rendered).answer(context, everything)
         if context.varies:
             _VARYING.inc()
             return found
@@ -267,19 +353,20 @@ class Frontends:
 
     @property
     def held(self) -> int:
-        """Bytes held (estimated): compiled scopes, and answers kept."""
+        """Bytes held: compiled scopes (as measured when compiled, and the toggles rendered
+        since the last compile), and answers kept."""
         return self._scoped_bytes + self._answers_bytes
 
 
 def _identity(context: Context) -> bytes:
-    """What of a context can decide an answer that reads neither clock nor chance, as a
-    digest: the caller chooses a context's size (up to a body's limit), never what keeping
-    its answer costs."""
+    """What of a context can decide an answer that reads neither clock nor chance (nor a
+    session the server made up: one that did is never kept), as a digest: the caller
+    chooses a context's size (up to a body's limit), never what keeping its answer costs."""
     decisive = (
         context.app_name,
         context.environment,
         context.user_id,
-        context.session_id,
+        None if context.session_made_up else context.session_id,
         context.remote_address,
         sorted(context.properties.items()),
     )

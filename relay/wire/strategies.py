@@ -40,8 +40,14 @@ from pydantic import (
 
 from relay.wire.common import MAX_LIST, Name, Strict, Text
 
+REGEX_MEMORY = 256 * 1024
+"""RE2's ``max_mem`` per expression, when saved and when evaluated
+(``relay.core.evaluate.constraints``): its program and the DFA states its searches cache
+(8 MiB by default, which a caller's values could fill in every expression of a scope). An
+expression whose program does not fit (about 12,000 instructions: ``\\p{L}{20}``) is refused."""
 _RE2 = re2.Options()
 _RE2.log_errors = False  # a refused expression is the caller's 400, not a line on stderr
+_RE2.max_mem = REGEX_MEMORY
 
 # sort orders are stored in 32-bit integer columns
 SortOrder = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]

@@ -106,7 +106,7 @@ class SegmentService:
                 (id, id),
             )
             if deleted:
-                w.deleted_segments.append(id)
+                w.deleted_segments.append((id, found[0].project))
                 await _event(w, EventType.SEGMENT_DELETED, before, None)
                 return
             if await w.tx.fetch_all("SELECT 1 FROM segments WHERE id = ?", (id,)):

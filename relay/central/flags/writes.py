@@ -83,7 +83,8 @@ class Joined(Writer):
 async def log_changes(write: FlagWrite, kept: int) -> None:
     """The change log's rows of this write, in its transaction: every flag and segment that
     carries its revision (each operation sets it on what it changes), the segments it
-    deleted; and revisions older than the last ``kept`` pruned, the floor moved past them."""
+    deleted (a segment with its project, so that a key of other projects never hears of
+    it); and revisions older than the last ``kept`` pruned, the floor moved past them."""
     tx, revision = write.tx, write.revision
     await tx.execute(
         "INSERT INTO flag_changes (revision, kind, key, project)"
@@ -92,13 +93,13 @@ async def log_changes(write: FlagWrite, kept: int) -> None:
     )
     await tx.execute(
         "INSERT INTO flag_changes (revision, kind, key, project)"
-        f" SELECT ?, '{SEGMENT}', CAST(id AS TEXT), NULL FROM segments WHERE revision = ?",
+        f" SELECT ?, '{SEGMENT}', CAST(id AS TEXT), project_id FROM segments WHERE revision = ?",
         (revision, revision),
     )
-    for id in write.deleted_segments:
+    for id, project in write.deleted_segments:
         await tx.execute(
-            "INSERT INTO flag_changes (revision, kind, key) VALUES (?, ?, ?)",
-            (revision, SEGMENT, str(id)),
+            "INSERT INTO flag_changes (revision, kind, key, project) VALUES (?, ?, ?, ?)",
+            (revision, SEGMENT, str(id), project),
         )
     floor = revision - kept
     if floor > 0:
@@ -115,9 +116,9 @@ class FlagWrite:
     revision: int
     actor: Actor
     log: EventLog
-    deleted_segments: list[int] = field(default_factory=list)
-    """Segments this write deleted: they carry no revision any more, so the change log is
-    told of them here."""
+    deleted_segments: list[tuple[int, str | None]] = field(default_factory=list)
+    """Segments this write deleted, with their project (None: global): they carry no
+    revision any more, so the change log is told of them here."""
 
     async def event(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import socket
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +26,7 @@ from relay.core.evaluate.outcome import (
 )
 from relay.core.evaluate.strategies import Rule, compile_rule, compile_segments
 from relay.core.evaluate.variants import NONE, VariantSet, compile_variants
+from relay.core.flag_shapes import named, problem, segment_problem
 
 
 def _answers(
@@ -168,6 +169,8 @@ class Compiled:
 
     flags: tuple[_Flag, ...]
     by_name: Mapping[str, _Flag]
+    unread: tuple[str, ...] = ()
+    """The flags and segments left out, each with why (``relay.core.flag_shapes``)."""
 
     def evaluate(self, context: Context, *, explain: bool = False) -> list[Evaluation]:
         """Every flag, in the document's order. ``explain`` fills a flag's reason with each
@@ -191,7 +194,7 @@ class Compiled:
             return self
         wanted = set(projects)
         flags = tuple(f for f in self.flags if f.off.project in wanted)
-        return Compiled(flags, {f.name: f for f in flags})
+        return Compiled(flags, {f.name: f for f in flags}, self.unread)
 
 
 def compile_features(
@@ -206,14 +209,30 @@ def compile_features(
     ``hostname`` is what ``applicationHostname`` compares (default: this machine's,
     ``socket.gethostname()``, read here once); ``rng`` is the random source of
     ``gradualRolloutRandom`` and of random stickiness (inject a seeded one in tests). A
-    document partly understood still compiles (see the modules' docstrings for each rule).
+    document partly understood still compiles (see the modules' docstrings for each rule);
+    a flag or segment of a shape it cannot read is left out (``Compiled.unread``): a
+    strategy naming such a segment never matches, as one naming a missing segment.
     """
     host = socket.gethostname() if hostname is None else hostname
     randrange = (rng or random.Random()).randrange
-    segments = compile_segments(document.get("segments") or ())
-    raw_flags: Sequence[Mapping[str, Any]] = document.get("features") or ()
+    unread: list[str] = []
+    raw_segments = []
+    for place, segment in enumerate(document.get("segments") or ()):
+        wrong = segment_problem(segment)
+        if wrong is None:
+            raw_segments.append(segment)
+        else:
+            unread.append(f"segment #{place}: {wrong}")
+    segments = compile_segments(raw_segments)
+    raw_flags: list[Mapping[str, Any]] = []
+    for place, feature in enumerate(document.get("features") or ()):
+        wrong = problem(feature)
+        if wrong is None:
+            raw_flags.append(feature)
+        else:
+            unread.append(f"feature {named(feature) or f'#{place}'}: {wrong}")
     flags = tuple(_compile_flag(f, segments, host, randrange) for f in raw_flags)
     by_name = {flag.name: flag for flag in flags}
     for flag, raw in zip(flags, raw_flags, strict=True):
         _link(flag, raw, by_name)
-    return Compiled(flags, by_name)
+    return Compiled(flags, by_name, tuple(unread))

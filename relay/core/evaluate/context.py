@@ -18,6 +18,7 @@ Random = Callable[[int, int], int]  # randrange(start, stop): the injectable ran
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 CLOCK = "currentTime"
 """The ``contextName`` of the server's clock: a check or stickiness reading it varies."""
+SESSION = "sessionId"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,9 @@ class Context:
     session_id: str | None = None
     remote_address: str | None = None
     properties: Mapping[str, str] = field(default_factory=lambda: _NO_PROPERTIES)
+    session_made_up: bool = False
+    """``session_id`` is one the server made up (the caller gave none, Unleash adds a random
+    one): an evaluation that reads it reads chance (``session``)."""
     values: Mapping[str, str | None] = field(init=False, repr=False, compare=False)
     """What each ``contextName`` reads (a field, else a property), resolved once per
     context: a check reads it with one ``dict.get`` instead of calling a getter."""
@@ -59,6 +63,12 @@ class Context:
         it says so rather than a caller guessing from the flags' JSON."""
         object.__setattr__(self, "varies", True)
 
+    def session(self) -> str | None:
+        """``session_id``, read by an evaluation: a made-up one is chance (``varied``)."""
+        if self.session_made_up:
+            self.varied()
+        return self.session_id
+
 
 def _current_time(moment: datetime) -> str:
     """``currentTime`` as text, for the rare constraint that reads it as a string."""
@@ -74,6 +84,8 @@ def getter(context_name: str) -> Getter:
             return context.values.get(CLOCK)
 
         return clock
+    if context_name == SESSION:
+        return Context.session
 
     def read(context: Context) -> str | None:
         return context.values.get(context_name)
@@ -98,9 +110,7 @@ def rollout_stickiness(stickiness: str, randrange: Random) -> Getter:
     def default(context: Context) -> str:
         if context.user_id is not None:
             return context.user_id
-        if context.session_id is not None:
-            return context.session_id
-        return random_value(context)
+        return context.session() or random_value(context)
 
     return default
 
@@ -112,6 +122,6 @@ def variant_stickiness(stickiness: str | None) -> Getter:
         return getter(stickiness)
 
     def default(context: Context) -> str | None:
-        return context.user_id if context.user_id is not None else context.session_id
+        return context.user_id if context.user_id is not None else context.session()
 
     return default

@@ -11,8 +11,9 @@ its environment (the file has one set of flags).
 
 ``reload`` reads the file again when its size, modification time or inode changed; a file
 that cannot be read (missing, half written, not JSON, not flags) keeps the last good copy,
-with an error logged once per change of the file. At start such a file is an error: there
-is nothing to serve.
+with an error logged once per change of the file; a flag of it that cannot be read
+(``relay.core.flag_shapes``) keeps its last good copy, the others are taken. At start such
+a file is an error: there is nothing to serve.
 """
 
 from __future__ import annotations
@@ -26,8 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from relay.api.broadcast import Broadcast
-from relay.core.client_features import Answer, Rendered, Scope, from_answer, projects_of, read
+from relay.core.client_features import (
+    Answer,
+    Rendered,
+    Scope,
+    from_answer,
+    mended,
+    projects_of,
+    read,
+)
 from relay.core.delta import Changes
+from relay.core.flag_shapes import tell_unread
 from relay.core.keys import Principal
 from relay.edge.flags.entries import Entry, EntrySource, Views
 from relay.edge.flags.files import NotReadable, read_bounded
@@ -92,6 +102,10 @@ def _from_simple(flags: Mapping[str, Any]) -> dict[str, Any]:
     return {"version": 2, "features": features}
 
 
+Following = tuple[Answer, list[tuple[Entry, Changes, Rendered]]]
+"""The file's flags read, and what each scope would hold with them."""
+
+
 class FileFlags(EntrySource):
     """The flags of offline mode: one entry per scope of the configured keys, all rendered
     from the file. The ``FlagSource`` of the client features routes, the ``CopySource`` of the
@@ -109,6 +123,7 @@ class FileFlags(EntrySource):
             self._entries.setdefault(scope, Entry(scope, base))
         self._seen: tuple[int, int, int] | None = None
         self._failed: tuple[int, int, int] | None = None
+        self._last: Answer | None = None  # the file's flags as last read (and mended)
 
     def load(self) -> None:
         """The file read at start: ``BootstrapError`` when it cannot be served."""
@@ -149,21 +164,24 @@ class FileFlags(EntrySource):
             raise BootstrapError(f"{self.path}: {exc.strerror}") from None
         return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    def _following(self) -> list[tuple[Entry, Changes, Rendered]]:
+    def _following(self) -> Following:
         """The file read once, and what each scope would hold with it; changes nothing (only
-        ``reload`` runs it, one at a time, so the entries it reads stay as they are)."""
+        ``reload`` runs it, one at a time, so the entries it reads stay as they are). A flag
+        of the file that cannot be read is the one read last time, else left out: a typo in
+        one flag does not take it from SDKs, nor the others' changes."""
         try:
             answer = parse(read_bounded(self.path, MAX_FILE_BYTES))
         except NotReadable as exc:
             raise BootstrapError(str(exc)) from None
+        answer = mended(answer, self._last)
+        tell_unread(answer.unread, len(answer.kept), path=str(self.path))
         catalog = from_answer(answer, inline=False)
-        return [(entry, *entry.following(catalog)) for entry in self._entries.values()]
+        return answer, [(entry, *entry.following(catalog)) for entry in self._entries.values()]
 
-    def _adopt(
-        self, following: list[tuple[Entry, Changes, Rendered]], stat: tuple[int, int, int]
-    ) -> None:
+    def _adopt(self, following: Following, stat: tuple[int, int, int]) -> None:
         moved = False
-        for entry, changes, rendered in following:
+        self._last, scopes = following
+        for entry, changes, rendered in scopes:
             moved |= changes.revision != entry.changes.revision
             entry.adopt(changes, rendered)
         self._seen, self._failed = stat, None

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Mapping
 from prometheus_client import Gauge
 
 from relay.api.client_features import built, derived
-from relay.core.client_features import Catalog, Rendered, Scope, from_answer, read
+from relay.core.client_features import Catalog, Rendered, Scope, from_answer, mended, read
 from relay.core.delta import Changes
 from relay.core.errors import Forbidden, Unauthorized, Unavailable
+from relay.core.flag_shapes import tell_unread
 from relay.core.keys import Principal, hash_key
 from relay.edge.flags.fetch import DeltaPoll
 from relay.edge.flags.revisions import moved, outdated, past
@@ -105,10 +106,15 @@ class Entry:
 
     def take(self, body: bytes, stored: int | None = None) -> Rendered:
         """The upstream's answer ``body`` rendered as this scope's (``ValueError`` when it
-        is none), segments as ids: the upstream chose its flags for the key. Fetched here
+        is none), segments as ids: the upstream chose its flags for the key. A flag or
+        segment of it that cannot be read is the one held before, else left out. Fetched here
         (``stored`` None) or loaded at revision ``stored``; a loaded copy older than the
         one held leaves that one (``relay.edge.flags.revisions.outdated``)."""
-        return self.adopt(*self.following(from_answer(read(body), inline=False), stored))
+        answer = read(body)
+        if answer.unread:  # the copy held keeps what the new one cannot read
+            answer = mended(answer, None if self.rendered is None else read(self.rendered.body))
+            tell_unread(answer.unread, len(answer.kept), scope=self.scope.label)
+        return self.adopt(*self.following(from_answer(answer, inline=False), stored))
 
     def following(self, catalog: Catalog, stored: int | None = None) -> tuple[Changes, Rendered]:
         """What this scope would hold with the answer read as ``catalog``, changing nothing:
