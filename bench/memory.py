@@ -33,7 +33,13 @@ BULK = "/api/client/metrics/bulk"
 
 
 def figures(server: Server) -> dict[str, float]:
-    return {"pss_mb": round(server.pss_mb(), 1), "rss_mb": round(server.rss_mb(), 1)}
+    """PSS (shared pages split between the processes mapping them: lower while other Python
+    processes run on the machine), RSS, and USS (pages of the service's own alone)."""
+    return {
+        "pss_mb": round(server.pss_mb(), 1),
+        "rss_mb": round(server.rss_mb(), 1),
+        "uss_mb": round(server.uss_mb(), 1),
+    }
 
 
 def polls(url: str, count: int) -> None:
@@ -123,9 +129,10 @@ def main() -> None:
                     server.stop()
         finally:
             upstream.stop()
-    bare_pss = rows[0]["idle"]["pss_mb"]
+    bare_pss, bare_rss = rows[0]["idle"]["pss_mb"], rows[0]["idle"]["rss_mb"]
     for row in rows:
         row["idle_pss_vs_bare"] = round(row["idle"]["pss_mb"] / bare_pss, 2)
+        row["idle_rss_vs_bare"] = round(row["idle"]["rss_mb"] / bare_rss, 2)
         row["commit"] = git_commit(code) if row["service"].startswith("relay") else None
         print(json.dumps(row))
 

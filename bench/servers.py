@@ -63,6 +63,12 @@ class Server:
         once over the processes, as the node's memory accounting sees them."""
         return self._memory("smaps_rollup", "Pss")
 
+    def uss_mb(self) -> float:
+        """Pages of the service's processes alone (private, clean or dirty), summed."""
+        return self._memory("smaps_rollup", "Private_Clean") + self._memory(
+            "smaps_rollup", "Private_Dirty"
+        )
+
     def processes(self) -> int:
         return len(self._proc("stat"))
 

@@ -1,7 +1,9 @@
 """Settings: defaults < TOML file < ``RELAY_*`` environment < command-line flags.
 
 Validated once at start-up into a frozen object; nothing else in the package reads the
-environment. Each field's description is its documentation, and its ``Usage`` what the
+environment. The sources are read by ``load_settings`` alone (pydantic-settings, loaded
+there): a worker gets its settings as JSON, and holds none of the loader in its memory.
+Each field's description is its documentation, and its ``Usage`` what the
 description does not say: ``relay serve --help`` reads them, and ``relay settings-docs``
 (relay/settings_docs.py) writes the settings table (docs/settings.md), ``config/*.toml`` and the
 Helm chart's ``config`` schema from them.
@@ -9,15 +11,11 @@ Helm chart's ``config`` schema from them.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    TomlConfigSettingsSource,
-)
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS, SettingsFields
@@ -83,21 +81,6 @@ class Settings(SettingsFields):
     def buffer_path(self) -> Path:
         return self.data_dir / "buffer.db"
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = _CONFIG_FILE.get("path")
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
-
 
 _CONFIG_FILE: dict[str, Path | None] = {}  # sources are built per class: one load's file
 
@@ -115,13 +98,51 @@ def load_settings(
         raise SettingsError(f"config file not found: {config_file}")
     _CONFIG_FILE["path"] = config_file
     try:
-        return Settings(**(overrides or {}))
+        return _from_sources()(**(overrides or {}))
     except ValidationError as exc:
         raise SettingsError(_describe(exc)) from None
     except (ValueError, OSError) as exc:  # TOML syntax errors, unreadable files
         raise SettingsError(f"cannot read settings: {exc}") from None
     finally:
         _CONFIG_FILE.pop("path", None)
+
+
+@cache
+def _from_sources() -> type[Settings]:
+    """``Settings`` read from the TOML file, the environment and the flags given."""
+    from pydantic_settings import (
+        BaseSettings,
+        PydanticBaseSettingsSource,
+        SettingsConfigDict,
+        TomlConfigSettingsSource,
+    )
+
+    class FromSources(Settings, BaseSettings):
+        # a list is one comma-separated string, never JSON (``relay.settings_usage``)
+        model_config = SettingsConfigDict(
+            env_prefix="RELAY_",
+            frozen=True,
+            extra="forbid",
+            validate_default=True,
+            enable_decoding=False,
+        )
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            toml_file = _CONFIG_FILE.get("path")
+            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            if toml_file is not None:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+            return tuple(sources)
+
+    return FromSources
 
 
 def _describe(exc: ValidationError) -> str:

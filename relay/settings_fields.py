@@ -10,8 +10,7 @@ import enum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from relay import cores
 from relay.logs import LogFormat
@@ -51,13 +50,11 @@ class OfflineMetrics(enum.StrEnum):
     DROP = "drop"
 
 
-class SettingsFields(BaseSettings):
+class SettingsFields(BaseModel):
     """Every setting of the service, in the order the docs list them. Names map to
     ``RELAY_<NAME>`` and ``--<name>``."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="RELAY_", frozen=True, extra="forbid", validate_default=True
-    )
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     mode: Mode = Field(
         Mode.CENTRAL,

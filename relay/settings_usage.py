@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 from pydantic.fields import FieldInfo
-from pydantic_settings import NoDecode
 
 
 class Mode(enum.StrEnum):
@@ -56,8 +55,9 @@ def _comma_list(value: Any) -> Any:
     return value
 
 
-# A list given as one comma-separated string (in the environment or on the command line)
-CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
+# A list given as one comma-separated string (in the environment or on the command line: the
+# settings' loader reads no value as JSON, ``relay.settings``)
+CommaList = Annotated[list[str], BeforeValidator(_comma_list)]
 
 
 def _networks(value: list[str]) -> list[str]:

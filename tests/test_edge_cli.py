@@ -19,7 +19,7 @@ from service import Service, free_port, get_json, running, wait_ready
 
 from relay.edge_cli.command_line import Serve, parse
 from relay.edge_cli.options import OPTIONS, Kind
-from relay.settings import Settings
+from relay.settings import Settings, load_settings
 
 pytestmark = pytest.mark.process
 
@@ -150,7 +150,7 @@ def test_relay_names_win_over_edge_names_and_edge_flags_over_both(
         monkeypatch.setenv(name, value)
     parsed = parse(["edge", "--app-name", "flag-name"], env)
     assert isinstance(parsed, Serve)
-    settings = Settings(**parsed.overrides)
+    settings = load_settings(parsed.overrides)  # RELAY_* from the environment too
     assert settings.upstream_url == "http://relay-env" and settings.app_name == "flag-name"
     assert settings.client_tokens == [DEV] and settings.upstream_tokens == [DEV]
     assert settings.strict_keys is True

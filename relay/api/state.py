@@ -24,6 +24,8 @@ KEY_RESOLVER = web.AppKey("key_resolver", KeyResolver)
 AUTH_FAILURES = web.AppKey("auth_failures", FailureLimit)
 INGEST = web.AppKey("ingest", Ingest)
 READY = web.AppKey("ready", list[bool])
+
+
 class OpenApi:
     """The OpenAPI document of the routes, put together when first asked for (``/docs``):
     most services are never asked, and a relay counts its megabytes."""

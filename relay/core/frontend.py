@@ -34,7 +34,7 @@ from prometheus_client import Counter, Gauge
 from relay.core.catalog import Rendered
 from relay.core.errors import Unavailable
 from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_features
-from relay.core.evaluate.constraints import RESERVED
+from relay.core.evaluate.constraints import reserved
 from relay.core.flag_shapes import tell_unread
 from relay.core.memory import measured
 from relay.wire.frontend import FrontendContext
@@ -190,7 +190,7 @@ class Scoped:
         """Which scope this is (a later revision of it replaces it)."""
         self.fragments: dict[int, tuple[bytes, bytes]] = {}
         del document
-        self.size = measured(self.compiled, RESERVED)
+        self.size = measured(self.compiled, reserved())
         self.used = 0.0  # monotonic: when it was last asked for
 
     def answer(self, context: Context, everything: bool) -> Answer:

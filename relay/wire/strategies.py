@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, NamedTuple
 
-import re2  # type: ignore[import-untyped]
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -45,9 +44,6 @@ REGEX_MEMORY = 256 * 1024
 (``relay.core.evaluate.constraints``): its program and the DFA states its searches cache
 (8 MiB by default, which a caller's values could fill in every expression of a scope). An
 expression whose program does not fit (about 12,000 instructions: ``\\p{L}{20}``) is refused."""
-_RE2 = re2.Options()
-_RE2.log_errors = False  # a refused expression is the caller's 400, not a line on stderr
-_RE2.max_mem = REGEX_MEMORY
 
 # sort orders are stored in 32-bit integer columns
 SortOrder = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
@@ -216,8 +212,13 @@ def _value_problem(op: str, value: str) -> str | None:
         return None if semver(value) else f"{op} needs a SemVer version, not {shown}"
     if op != "REGEX":
         return None
+    import re2  # type: ignore[import-untyped]  # here: only a service saving flags needs it
+
+    options = re2.Options()
+    options.log_errors = False  # a refused expression is the caller's 400, not a line on stderr
+    options.max_mem = REGEX_MEMORY
     try:  # in RE2's syntax, as Unleash checks it (its SDKs take that syntax)
-        re2.compile(value, _RE2)
+        re2.compile(value, options)
     except re2.error as exc:
         return f"REGEX needs a valid RE2 regular expression: {exc.args[0].decode(errors='replace')}"
     return None

@@ -37,7 +37,6 @@ from datetime import datetime
 from typing import Any
 
 import ahocorasick  # type: ignore[import-not-found]
-import re2  # type: ignore[import-untyped]
 
 from relay.core.evaluate.context import CLOCK, SESSION, Context
 from relay.wire.strategies import REGEX_MEMORY, date_time, number, semver
@@ -69,9 +68,13 @@ REGEX_WORK = 500_000
 """Bytes of a value times instructions of a pattern's program that one search may cost:
 RE2's worst case (its NFA, when its DFA gives up) is linear in both, ~2.5 ns each here,
 so about 1.3 ms a search at most."""
-RESERVED: dict[type, int] = {re2._re2.RE2: REGEX_MEMORY}
-"""What an expression may hold outside Python's reach, at its bound: what a compiled
-scope's measure counts for it (``relay.core.memory``)."""
+
+
+def reserved() -> dict[type, int]:
+    """What an expression may hold outside Python's reach, at its bound: what a compiled
+    scope's measure counts for it (``relay.core.memory``). None before RE2 is loaded."""
+    loaded = sys.modules.get("re2")
+    return {} if loaded is None else {loaded._re2.RE2: REGEX_MEMORY}
 
 
 def never(context: Context) -> bool:
@@ -247,6 +250,9 @@ def _semver(name: str, order: Order | None, value: str, inverted: bool) -> Check
 def _regex(name: str, pattern: str, case_insensitive: bool, inverted: bool) -> Check:
     """A search of at most ``REGEX_WORK`` / (the program's size) bytes of the value: a
     longer value fails whatever ``inverted`` says (see the module's docstring)."""
+    import re2  # type: ignore[import-untyped]  # here: a service whose flags have no REGEX
+    # never loads it (a megabyte of every relay's memory)
+
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = not case_insensitive
