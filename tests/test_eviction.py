@@ -21,7 +21,7 @@ from relay.api.shared import Layout, Shared
 from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
-from relay.edge.metrics.reserve import Reserve
+from relay.edge.metrics.reserve import Admitted, Reserve
 from relay.edge.metrics.space import BufferSpace
 from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.metrics import MetricsStore
@@ -30,6 +30,8 @@ from relay.store.sqlite import SqliteDatabase
 
 CAP = 4 * 1024 * 1024
 PER_POST = 4_000
+
+LAYOUT = Layout.of(1, 10)
 
 
 def footprint(data_dir: Path) -> int:
@@ -137,24 +139,25 @@ async def test_keys_written_during_an_eviction_are_bounded_apart_and_never_evict
     db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
     await db.open()
     reserve = Reserve(tmp_path / "r", 4096)
-    shared = Shared.private(Layout.of(1, 10))
-    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), shared.written)
+    shared = Shared.private(LAYOUT)
+    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), shared)
 
     def ahead() -> float:
         return time.time() + 60
 
-    store = MetricsStore(db, 512, 3600.0, ahead, touched=True, on_write=shared.wrote)
+    store = MetricsStore(db, 512, 3600.0, ahead, touched=True)
+    sink = Admitted(store, None, shared, 100 * cap)  # counts what it writes; no wait here
     store.start()
     keys_before = keys_evicted()
     entries_before = evicted()
     try:
         kept = IngestBatch()
         kept.counts[MetricKey("app", "development", "kept", 0)] = Counts(yes=1)
-        assert await store.write(kept, None)
+        assert await sink.write(kept, None)
         for start in range(0, 4_000, 500):
             await asyncio.gather(
                 *(
-                    store.write(IngestBatch(), IdempotencyKey("c", f"{n:08d}-{'k' * 240}", "f"))
+                    sink.write(IngestBatch(), IdempotencyKey("c", f"{n:08d}-{'k' * 240}", "f"))
                     for n in range(start, start + 500)
                 )
             )
@@ -181,7 +184,7 @@ async def test_dead_letters_are_pruned_by_age_and_size(tmp_path: Path) -> None:
     await db.open()
     cap = 1024 * 1024
     reserve = Reserve(tmp_path / "r", 4096)
-    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), lambda: 0)
+    monitor = BufferMonitor(db, cap, 256 * 1024, reserve, frozenset(), Shared.private(LAYOUT))
     old, now = time.time() - 8 * 24 * 3600, time.time()
     rows = [
         ("development", f"k{i}", b"x" * 2000, 1, 400, "refused", old if i < 10 else now)
@@ -264,9 +267,7 @@ async def test_a_batch_being_sent_is_never_evicted(tmp_path: Path) -> None:
             assert (gone.entries, gone.evaluations) == (300 - first.entries, 3 * gone.entries)
             async with outbox.sending(second) as there:
                 assert not there  # evicted already: not sent
-            assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [
-                first.id
-            ]
+            assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [first.id]
         gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # its send is over
         assert gone.entries == first.entries
     finally:

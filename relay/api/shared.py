@@ -12,8 +12,10 @@ counts). One worker maps a region of its own. It holds:
   answered, so a request that starts after that answer finds the sum moved and the worker
   answering it loads what changed first (``CatchUp``): no worker answers from a state older
   than one another worker has already answered from.
-- **Written**: the bytes each worker wrote into the buffer they share, so the leader's
-  buffer monitor hears of a flood through any worker.
+- **Writes**: the bytes each worker is about to write into the buffer they share (counted
+  as a request is admitted) and has written or given up on, so the leader's buffer
+  monitor hears of a flood through any worker, and every worker sees the others' writes in
+  flight; and the buffer's room as the leader last measured it (``Room``).
 - **Tables**: fixed hash tables of counts per key (open streams) and of budgets per client
   address (invalid keys), changed under a lock (``flock`` on a descriptor of the region's
   own, held for the microseconds a change takes), so a bound counts the service, not a
@@ -49,6 +51,17 @@ ADDRESS_SLOTS = 1 << 17
 slot); past them the least recently charged in a key's neighbourhood is forgotten."""
 
 
+class Room(enum.IntEnum):
+    """The buffer's room as the leader last measured it: the words after the rows of slots."""
+
+    HELD = 0  # bytes the buffer's files held (pages in use and the WAL)
+    MARK = 1  # the bytes settled by then (``Shared.settled``): what ``HELD`` holds
+    FULL = 2  # 1 while it is over its bound and the leader evicts
+    GROWTH = 3  # thousandths of a byte of file per byte counted written, as last seen
+    WANTED = 4  # file bytes a waiting request needs (any worker raises it, the leader
+    # clears it as it makes room)
+
+
 class Kind(enum.IntEnum):
     """What a change is of: each kind is caught up with on its own."""
 
@@ -77,8 +90,9 @@ class Layout:
 
     @property
     def words(self) -> int:
-        """Changes (one row of worker slots per kind), written, the stream total."""
-        return self.workers * (len(Kind) + 1) + 1
+        """Changes (one row of worker slots per kind), writes admitted and settled (a row
+        each), the buffer's room, the stream total."""
+        return self.workers * (len(Kind) + 2) + len(Room) + 1
 
     @property
     def streams_at(self) -> int:
@@ -155,15 +169,43 @@ class Shared:
         slot = kind * self._layout.workers + self._worker
         self._words[slot] += 1
 
-    # written: the row after the changes'
+    # writes: the two rows after the changes'
 
-    def wrote(self, size: int) -> None:
-        slot = len(Kind) * self._layout.workers + self._worker
-        self._words[slot] += size
+    def admit(self, size: int) -> None:
+        """Counts ``size`` bytes a request of this worker is about to write."""
+        self._words[len(Kind) * self._layout.workers + self._worker] += size
 
-    def written(self) -> int:
+    def withdraw(self, size: int) -> None:
+        """Those bytes not to be written after all, before any was (the request waits)."""
+        self._words[len(Kind) * self._layout.workers + self._worker] -= size
+
+    def settle(self, size: int) -> None:
+        """Those bytes written (committed), or given up on."""
+        self._words[(len(Kind) + 1) * self._layout.workers + self._worker] += size
+
+    def admitted(self) -> int:
         start = len(Kind) * self._layout.workers
         return sum(self._words[start : start + self._layout.workers])
+
+    def settled(self) -> int:
+        start = (len(Kind) + 1) * self._layout.workers
+        return sum(self._words[start : start + self._layout.workers])
+
+    def room(self, word: Room) -> int:
+        return int(self._words[(len(Kind) + 2) * self._layout.workers + word])
+
+    def measured(self, held: int, mark: int, full: bool, growth: float) -> None:
+        """The leader's measure of the buffer (one writer: the leader)."""
+        base = (len(Kind) + 2) * self._layout.workers
+        self._words[base + Room.HELD] = held
+        self._words[base + Room.MARK] = mark
+        self._words[base + Room.GROWTH] = round(growth * 1000)
+        self._words[base + Room.FULL] = int(full)
+
+    def want_room(self, size: int) -> None:
+        """A request waits for ``size`` bytes of room (0: the leader made room)."""
+        slot = (len(Kind) + 2) * self._layout.workers + Room.WANTED
+        self._words[slot] = max(size, self._words[slot]) if size else 0
 
     # tables, under the lock
 

@@ -34,7 +34,13 @@ from relay.edge.flags import api as flag_api
 from relay.edge.flags.bootstrap import BootstrapError, FileFlags
 from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.reserve import Reserve, open_with_room, reserve_size, wal_bound
+from relay.edge.metrics.reserve import (
+    Admitted,
+    Reserve,
+    open_with_room,
+    reserve_size,
+    wal_bound,
+)
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
 from relay.settings_fields import OfflineMetrics
@@ -133,17 +139,15 @@ def build(settings: Settings, shared: Shared) -> web.Application:
             settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal_bound(wal_bytes)
         )
         reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
-        monitor = BufferMonitor(
-            db, settings.buffer_max_bytes, wal_bytes, reserve, set(), shared.written
-        )
+        monitor = BufferMonitor(db, settings.buffer_max_bytes, wal_bytes, reserve, set(), shared)
         store = MetricsStore(
             db,
             settings.commit_max_requests,
             settings.idempotency_ttl,
             touched=True,
-            on_write=shared.wrote,
+            group_bytes=wal_bound(wal_bytes),
         )
-        sink = store
+        sink = Admitted(store, None, shared, settings.buffer_max_bytes)
     app[INGEST] = Ingest(sink)
     app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db if keep else None)
 

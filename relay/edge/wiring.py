@@ -42,7 +42,7 @@ from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
 from relay.edge.key_words import KeyWords
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.flusher import Flusher
+from relay.edge.metrics.flusher import Flusher, claim_entries
 from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.reserve import (
@@ -113,14 +113,14 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
     outbox = SqliteOutbox(db, settings.max_batch_bytes)
     monitor = BufferMonitor(
-        db, settings.buffer_max_bytes, wal_bytes, reserve, outbox.in_flight, shared.written
+        db, settings.buffer_max_bytes, wal_bytes, reserve, outbox.in_flight, shared
     )
     buffer = MetricsStore(
         db,
         settings.commit_max_requests,
         settings.idempotency_ttl,
         touched=True,
-        on_write=shared.wrote,
+        group_bytes=wal_bound(wal_bytes),
     )
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
     keys = {
@@ -138,10 +138,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         settings.backoff_max,
         lambda: make_room(reserve, db),
         BufferSpace(db),
+        claim_entries(wal_bound(wal_bytes)),
     )
     ran_before = _ran_before(settings)
     hop = Hop(settings.app_name, settings.instance_id or instance_id(settings.data_dir))
-    app[INGEST] = Ingest(Admitted(buffer, IngestGate(reserve, db)), hop=hop)
+    admitted = Admitted(buffer, IngestGate(reserve, db), shared, settings.buffer_max_bytes)
+    app[INGEST] = Ingest(admitted, hop=hop)
     configured = {
         KeyType.CLIENT: settings.client_tokens,
         KeyType.FRONTEND: settings.frontend_tokens,

@@ -36,11 +36,21 @@ class GroupCommitter(Generic[Conn, Item, Result]):
     raises). The work returns each item's result, or the exception its waiter gets."""
 
     def __init__(
-        self, run: Run[Conn, Result], plan: Plan[Item, Conn, Result], max_items: int
+        self,
+        run: Run[Conn, Result],
+        plan: Plan[Item, Conn, Result],
+        max_items: int,
+        size: Callable[[Item], int] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        """A group takes at most ``max_items`` items, and stops taking more once their
+        ``size`` reaches ``max_bytes`` (a transaction's WAL is at least what it writes: a
+        small buffer's bound must not be passed by one commit)."""
         self._run_in_transaction = run
         self._plan = plan
         self._max_items = max_items
+        self._size = size
+        self._max_bytes = max_bytes
         self._queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -69,13 +79,20 @@ class GroupCommitter(Generic[Conn, Item, Result]):
     async def _run(self) -> None:
         while True:
             group = [await self._queue.get()]
+            size = self._sized(group[0][0])
             while len(group) < self._max_items and not self._queue.empty():
+                if self._max_bytes is not None and size >= self._max_bytes:
+                    break
                 group.append(self._queue.get_nowait())
+                size += self._sized(group[-1][0])
             try:
                 await self._commit(group)
             finally:
                 for _ in group:
                     self._queue.task_done()
+
+    def _sized(self, item: Item) -> int:
+        return 0 if self._size is None else self._size(item)
 
     async def _commit(self, group: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         """A group whose data the database refuses is committed again in halves, down to

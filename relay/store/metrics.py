@@ -44,6 +44,7 @@ class MetricsStore:
         arrived: bool = False,
         on_write: Callable[[int], object] | None = None,
         instances_kept: int | None = None,
+        group_bytes: int | None = None,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
@@ -51,6 +52,7 @@ class MetricsStore:
         when first (``written``: the age of the oldest unsent write).
         ``arrived``: keep when each count last arrived, refreshed by every write (the
         central service's, whose page says when a flag's counts last arrived).
+        ``group_bytes``: a group of requests stops growing at about that many bytes.
         ``on_write`` hears of the bytes each group is about to write (an estimate, like
         ``relay.edge.metrics.space``'s), before its commit. ``instances_kept``: the instances each
         (application, environment) keeps, the least recently seen replaced (the central
@@ -63,7 +65,7 @@ class MetricsStore:
         self._on_write = on_write
         self._kept = instances_kept
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
-            db.run, self._plan, max_group
+            db.run, self._plan, max_group, _item_size, group_bytes
         )
 
     def start(self) -> None:
@@ -114,6 +116,21 @@ class MetricsStore:
             if self._stamp == "arrived":
                 await tx.execute("DELETE FROM application_counts WHERE arrived < ?", (old,))
             return await tx.execute("DELETE FROM registrations WHERE last_seen < ?", (old,))
+
+
+def _item_size(item: IngestItem) -> int:
+    return written_size(item.batch, item.idempotency_key)
+
+
+def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> int:
+    """An estimate of what a request writes, as ``_Planned.size`` estimates a group's: what
+    bounds a group (``group_bytes``), and what a relay's buffer counts before it writes."""
+    counts = sum(
+        len(k.feature_name) + len(k.app_name) + len(k.environment) + ROW_BYTES for k in batch.counts
+    )
+    variants = sum(len(c.variants) for c in batch.counts.values()) * 2 * ROW_BYTES
+    key = 0 if idempotency_key is None else _key_size(idempotency_key)
+    return counts + variants + len(batch.registrations) * REGISTRATION_BYTES + key
 
 
 def _key_size(key: IdempotencyKey) -> int:

@@ -14,8 +14,12 @@ the most the buffer ever held, a little above the bound.
 
 The check runs every ``interval`` seconds and as soon as the buffer's writes, by any worker
 (they all write into this one file, and count what they write in the memory they share),
-add up to a thirty-second of the bound (``listen``, every ``LISTEN_INTERVAL``), so a flood
-is met within a fraction of the bound, not seconds later; it reads page counts only.
+add up to a thirty-second of the bound, or what was held and written since passes it
+(``listen``, every ``LISTEN_INTERVAL``); it reads page counts only. What it measured is
+published in that memory (``relay.api.shared.Room``): while the buffer is over its bound,
+and while what was written since the check would take it past, every worker holds new
+counts back until the check has made room (``Admitted``), so the files stay within the
+bound plus what was written between two looks (``docs/relays.md``).
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Set
+from collections.abc import Set
 from typing import Final
 
 from prometheus_client import Counter, Gauge
 
+from relay.api.shared import Room, Shared
 from relay.core.errors import DiskFull
-from relay.edge.metrics.reserve import Reserve, make_room
+from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
 from relay.edge.metrics.salvage import damaged_files
 from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
 from relay.store.sqlite import SqliteDatabase
@@ -86,6 +91,7 @@ DEAD_LETTERS_PRUNED = Counter(
     "Dead-lettered entries deleted: past their age or size bound, or to bound the buffer",
 )
 
+MAX_GROWTH = 16.0
 PUBLISH_EVERY = 2.0
 OLDEST_EVERY = 30.0
 """Seconds between reads of the oldest unsent write (``BufferSpace.oldest_write`` reads
@@ -101,40 +107,52 @@ class BufferMonitor:
         wal_bytes: int,
         reserve: Reserve,
         sending: Set[int],
-        written: Callable[[], int],
+        shared: Shared,
     ) -> None:
         """``reserve`` is the space set aside for draining, handed back on a full disk and
         taken again when there is room; ``sending``, the ids of the outbox batches being
-        sent, live (never evicted); ``written``, the bytes every worker wrote so far."""
+        sent, live (never evicted); ``shared``: where every worker counts what it wrote,
+        and where the measure is published."""
         self._db = db
-        self._space = BufferSpace(db)
+        self._space = BufferSpace(db, wal_bytes)
+        self._growth = GROWTH
         self._max_bytes = max_bytes
         self._wal_bytes = wal_bytes
         self._reserve = reserve
         self._sending = sending
-        self._written = written
+        self._shared = shared
         self.wake = asyncio.Event()
         self._trigger = max(64 * 1024, max_bytes // 32)
-        self._heard = written()
+        self._heard = shared.settled()
         self._published_at = -PUBLISH_EVERY
         self._oldest_at = -OLDEST_EVERY
         self._oldest_write: float | None = None
         self._full = False  # the disk was full at the last check, with no reserve to give
 
     async def listen(self) -> None:
-        """A look at what the workers wrote since the last check: a flood wakes it."""
-        if self._written() - self._heard >= self._trigger:
+        """A look at what the workers wrote since the last check: a flood, or writes that
+        would take the buffer past its bound, wake it."""
+        since = self._shared.admitted() - self._heard
+        waiting = self._shared.room(Room.WANTED)
+        if since >= self._trigger or waiting or over(self._shared, self._max_bytes):
             self.wake.set()
 
     async def check(self) -> None:
-        self._heard = self._written()
+        before = (self._shared.room(Room.HELD), self._heard)
         self.wake.clear()
         try:
-            footprint = await self._space.footprint()
-            if footprint > self._max_bytes:
-                await self._bound()
+            wanted = self._shared.room(Room.WANTED)
+            footprint = await self._measure()
+            self._grew(footprint - before[0], self._heard - before[1])
+            if footprint > self._max_bytes or footprint + wanted > self._max_bytes:
+                self._room(footprint, full=True)
+                await self._bound(wanted)
+                footprint = await self._measure()
             elif self._space.wal_bytes() > self._wal_bytes:
                 await self._db.checkpoint()
+                footprint = await self._measure()
+            self._shared.want_room(0)
+            self._room(footprint, full=footprint > self._max_bytes)
         except DiskFull as exc:  # deleting needs a little room too
             if not await make_room(self._reserve, self._db):
                 self._disk_full(str(exc))
@@ -152,6 +170,21 @@ class BufferMonitor:
             self._published_at = time.monotonic()
             self._publish(await self._space.stats())
 
+    async def _measure(self) -> int:
+        """The files' bytes, with what the workers had written by then (read first: what
+        commits meanwhile is counted twice, never missed)."""
+        self._heard = self._shared.settled()
+        return await self._space.footprint()
+
+    def _grew(self, grown: int, written: int) -> None:
+        """How much the files grow per byte the workers count written (their estimate
+        leaves out indexes and b-tree pages), from a check's worth of writes."""
+        if written >= self._trigger // 4 and grown > 0:
+            self._growth = min(MAX_GROWTH, max(1.0, grown / written))
+
+    def _room(self, footprint: int, full: bool) -> None:
+        self._shared.measured(footprint, self._heard, full, self._growth)
+
     def _disk_full(self, error: str) -> None:
         """Said once, not at every check: the drain (``relay.edge.metrics.flusher``) goes on."""
         if not self._full:
@@ -161,15 +194,18 @@ class BufferMonitor:
                 extra={"error": error},
             )
 
-    async def _bound(self) -> None:
+    async def _bound(self, wanted: int = 0) -> None:
+        """Evict to the target when over the bound, and further when new counts wait for
+        room (``wanted`` bytes of it), to where they fit."""
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data
         began = time.time()
         held = await self._space.pages_bytes()
-        if held > self._max_bytes - self._wal_bytes:
+        keys_part = self._max_bytes // 8
+        rest_part = self._max_bytes - self._wal_bytes - keys_part
+        if held + wanted > self._max_bytes - self._wal_bytes:
             keys = await self._space.key_bytes()
-            keys_part = self._max_bytes // 8
-            rest_part = self._max_bytes - self._wal_bytes - keys_part
-            target = _aim(held - keys, rest_part, self._max_bytes // 8)
+            aim = _aim(held - keys, rest_part, self._max_bytes // 8)
+            target = max(0, min(aim, rest_part - wanted))
             keys_target = _aim(keys, keys_part, keys_part // 8)
             evicted = await self._space.evict(target, keys_target, began, self._sending)
             self._report(evicted, held)

@@ -81,6 +81,13 @@ class _Sent(enum.Enum):
     STOP = enum.auto()  # the upstream is failing: back off
 
 
+def claim_entries(wal_bytes: int) -> int:
+    """Entries one claim moves: ``CLAIM_ENTRIES``, fewer for a small buffer, whose WAL bound
+    one claim's transaction (it deletes the counts and writes their batches) must not pass
+    far (about 64 bytes of WAL an entry)."""
+    return max(PROBE_ENTRIES, min(CLAIM_ENTRIES, wal_bytes // 64))
+
+
 class Flusher:
     def __init__(
         self,
@@ -91,11 +98,13 @@ class Flusher:
         backoff_max: float,
         on_disk_full: Callable[[], Awaitable[bool]],
         space: BufferSpace,
+        most_claimed: int = CLAIM_ENTRIES,
     ) -> None:
         """``on_disk_full`` hands back the space set aside for draining
         (``relay.edge.metrics.reserve``); True if there was some. ``keys`` chooses each
         environment's key before each flush. ``space`` tells what stayed buffered after the
-        final flush."""
+        final flush. ``most_claimed``: entries one claim moves at most (``claim_entries``).
+        """
         self._outbox = outbox
         self._space = space
         self._on_disk_full = on_disk_full
@@ -108,7 +117,8 @@ class Flusher:
         self._storage_failures = 0
         self._retry_at = 0.0
         self._healthy = True  # the upstream accepted the last batch it answered
-        self._claim_size = CLAIM_ENTRIES
+        self._most_claimed = most_claimed
+        self._claim_size = most_claimed
         self._strikes: dict[int, int] = {}
         self._blocked: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -265,7 +275,7 @@ class Flusher:
                 size = self._claim_size = max(1, size // 2)
                 continue
             if self._healthy:
-                self._claim_size = min(CLAIM_ENTRIES, size * 2)
+                self._claim_size = min(self._most_claimed, size * 2)
             return backlog
 
     def _active_environments(self) -> set[str]:

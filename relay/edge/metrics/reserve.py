@@ -31,10 +31,11 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
+from relay.api.shared import Room, Shared
 from relay.core.domain import IdempotencyKey, IngestBatch
-from relay.core.errors import DiskFull, StorageError
+from relay.core.errors import DiskFull, StorageError, Unavailable
 from relay.edge.metrics.space import reserve_bytes
-from relay.store.metrics import MetricsStore
+from relay.store.metrics import MetricsStore, written_size
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ RELEASED = Counter(
 )
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
 OPEN_RETRY = 0.5
+GROWTH = 3.0  # file bytes per byte counted written, until the leader has measured some
+ROOM_PATIENCE = 10.0
+"""Seconds new counts wait for room in a buffer over its bound (``Admitted``)."""
+ROOM_POLL = 0.01
 START_PATIENCE = 30.0
 """Seconds a file opened at start waits for room on a full disk (``open_with_room``)."""
 MIN_BYTES = 64 * 1024
@@ -178,15 +183,67 @@ class IngestGate:
 
 class Admitted:
     """A relay worker's ingest sink: counts written only while the disk has room for them
-    (``IngestGate``)."""
+    (``IngestGate``), and while the buffer has: what a request will write is counted first
+    (``Shared.admit``: in the memory the workers share, so requests at once see each
+    other); while that takes the buffer past its bound (``over``) the request gives its
+    count back and waits, ``ROOM_PATIENCE`` seconds at most, for the leader's eviction to
+    make room (it asks for the room it needs), then gets 503 (an SDK keeps its counts and
+    retries). A request larger than the room eviction can make goes in alone, once the
+    leader has made what room it can: the buffer passes its bound by one request at most."""
 
-    def __init__(self, store: MetricsStore, gate: IngestGate) -> None:
+    def __init__(
+        self, store: MetricsStore, gate: IngestGate | None, shared: Shared, max_bytes: int
+    ) -> None:
         self._store = store
         self._gate = gate
+        self._shared = shared
+        self._max_bytes = max_bytes
 
     async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
-        await self._gate.admit()
-        return await self._store.write(batch, idempotency_key)
+        if self._gate is not None:
+            await self._gate.admit()
+        size = written_size(batch, idempotency_key)
+        await self._room(size)
+        try:
+            return await self._store.write(batch, idempotency_key)
+        finally:
+            self._shared.settle(size)
+
+    def _alone(self, size: int) -> bool:
+        """A request larger than the room eviction can make, with no other write in flight,
+        once the leader has made what room it can."""
+        shared = self._shared
+        large = size * growth(shared) > self._max_bytes - self._max_bytes // 8
+        alone = shared.admitted() - shared.settled() == size
+        return large and alone and not shared.room(Room.FULL)
+
+    async def _room(self, size: int) -> None:
+        """Returns once ``size`` bytes are admitted (see the class's docstring)."""
+        deadline = time.monotonic() + ROOM_PATIENCE
+        while True:
+            shared = self._shared
+            shared.admit(size)
+            if not over(shared, self._max_bytes) or self._alone(size):
+                return
+            shared.withdraw(size)
+            shared.want_room(round(size * growth(shared)))  # the leader makes that room
+            if time.monotonic() >= deadline:
+                raise Unavailable("The buffer is full and making room: retry later")
+            await asyncio.sleep(ROOM_POLL)
+
+
+def over(shared: Shared, max_bytes: int) -> bool:
+    """Whether the buffer is over ``max_bytes``, or would be with what every worker admitted
+    since the leader last measured it (grown as the files grew per byte written)."""
+    if shared.room(Room.FULL):
+        return True
+    admitted = shared.admitted() - shared.room(Room.MARK)
+    return shared.room(Room.HELD) + admitted * growth(shared) > max_bytes
+
+
+def growth(shared: Shared) -> float:
+    """File bytes per byte counted written, as the leader last saw it."""
+    return shared.room(Room.GROWTH) / 1000 or GROWTH
 
 
 def _wal_bytes(db: SqliteDatabase) -> int:

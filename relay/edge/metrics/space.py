@@ -38,6 +38,7 @@ TxStep = Callable[..., Awaitable[tuple[int, int]]]
 # enough not to hold ingest up, large enough to outpace a flood of new keys.
 EVICT_STEP = 20_000
 FIRST_STEP = 1_000
+MIN_STEP = 100
 TOUCHED_EVERY = 0.05  # the trigger of buffer migration 0002
 
 # Estimates of each row's data (without indexes), in the units MetricsStore estimates what
@@ -81,8 +82,11 @@ class Evicted:
 
 
 class BufferSpace:
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, step_bytes: int | None = None) -> None:
+        """``step_bytes``: about the most one eviction transaction deletes (its pages go
+        through the WAL: a small buffer's WAL bound), at most ``EVICT_STEP`` rows."""
         self._db = db
+        self._step_bytes = step_bytes
 
     def wal_bytes(self) -> int:
         try:
@@ -172,8 +176,8 @@ class BufferSpace:
         await self._trim(rest, self.rest_bytes, target, before, evicted)
         return evicted
 
-    @staticmethod
     async def _trim(
+        self,
         steps: tuple[tuple[str, Step], ...],
         measure: Callable[[], Awaitable[int]],
         target: int,
@@ -183,7 +187,8 @@ class BufferSpace:
         """Run ``steps`` in order until ``measure`` is down to ``target``.
 
         Steps are sized by what the previous step of the same table freed per row (the
-        first takes ``FIRST_STEP`` rows; at most ``EVICT_STEP``), so eviction stops close to
+        first takes ``FIRST_STEP`` rows; at most ``EVICT_STEP``, and about ``step_bytes``),
+        so eviction stops close to
         the target rather than a step past it; and no more data is deleted than the pages
         were over, so pages that do not empty (rows deleted here and there) cannot make it
         delete everything."""
@@ -193,6 +198,8 @@ class BufferSpace:
             per_row = 0  # page bytes one row frees, as last seen
             while held > target and spent < budget:
                 limit = FIRST_STEP if not per_row else (held - target) // per_row + 1
+                if per_row and self._step_bytes is not None:
+                    limit = min(limit, max(MIN_STEP, self._step_bytes // per_row))
                 removed, rows = await step(before, min(limit, EVICT_STEP), evicted)
                 if not rows:
                     break
