@@ -64,6 +64,7 @@ from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
 from relay.store.edge_reports import EdgeReportStore
+from relay.store.fold import FOLD_INTERVAL, Folder
 from relay.store.impact import ImpactStore
 from relay.store.metrics import INSTANCES_KEPT, MetricsStore
 from relay.store.postgres import PostgresDatabase
@@ -126,13 +127,15 @@ def build(settings: Settings, worker: int) -> web.Application:
         settings.idempotency_ttl,
         arrived=True,
         instances_kept=INSTANCES_KEPT,
+        logged=True,
     )
+    folder = Folder(db, INSTANCES_KEPT)
     keys = KeyService(key_store)
     app[KEY_RESOLVER] = key_store
     app[PROJECTS] = projects
     app[ENVIRONMENTS] = EnvironmentStore(db, writer)
     app[EVENTS] = events
-    app[USAGE] = UsageReader(db)
+    app[USAGE] = UsageReader(db, folder.caught_up)
     app[KEYS] = keys
     app[INGEST] = Ingest(metrics)
     app[FLAGS] = FlagService(writer)
@@ -148,7 +151,7 @@ def build(settings: Settings, worker: int) -> web.Application:
     streaming.add_streams(app)
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
-    app[IMPACT] = ImpactStore(db)
+    app[IMPACT] = ImpactStore(db, folder.caught_up)
 
     async def prepare() -> None:
         await db.open()
@@ -187,6 +190,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             with contextlib.suppress(StorageError):
                 await key_store.write_uses()
             await metrics.stop()
+            await folder.stop()
             await db.close()
 
     app.cleanup_ctx.append(storage)
@@ -195,7 +199,8 @@ def build(settings: Settings, worker: int) -> web.Application:
         app.cleanup_ctx.append(_listening(db, served.heard))
     app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
     app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
-    if worker == 0:
+    if worker == 0:  # the ingest log kept short; reads fold first on every worker
+        app.cleanup_ctx.append(every(FOLD_INTERVAL, folder.fold, "fold"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
         forget_instances = metrics.prune_registrations
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget_instances, "prune-registrations"))
