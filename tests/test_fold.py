@@ -332,3 +332,17 @@ def test_the_log_row_encoding_reads_back_what_it_wrote() -> None:
     back = ingest_log.decode(text)
     assert back.counts == batch.counts
 
+
+
+async def test_log_ids_never_go_back_once_the_log_is_emptied(instances: list[Instance]) -> None:
+    """A fold takes the rows up to the last id it saw: were ids handed out again after the
+    log emptied (SQLite's rowid without AUTOINCREMENT), a fold could keep finding new rows
+    under that bound as long as ingest goes on, and a read wait as long."""
+    [one, _, _] = instances
+    assert await one.store.write(counts("ids", 1), None)
+    first = await one.db.fetch_one("SELECT max(id) FROM ingest_log")
+    assert first is not None
+    await one.folder.caught_up()
+    assert await one.store.write(counts("ids", 1), None)
+    second = await one.db.fetch_one("SELECT max(id) FROM ingest_log")
+    assert second is not None and second[0] > first[0]

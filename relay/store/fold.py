@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 FOLD_INTERVAL = 1.0
 """Seconds between two folds of worker 0 of each instance: the log holds about this much
 traffic (reads fold first whatever its length)."""
-PASS_BYTES = 8 * 1024 * 1024
-"""Log bytes (JSON) one pass takes at most (one row at least): what it holds in memory."""
+PASS_BYTES = 2 * 1024 * 1024
+"""Log bytes (JSON) one pass takes at most (one row at least): what it holds in memory
+(~30,000 counts when none share a key, ~15 MB decoded)."""
 PASS_ROWS = 1000
 FOLD_LOCK = 0x72656C6179666F6C  # "relayfol": pg_advisory_xact_lock key of a fold pass
 
@@ -158,14 +159,10 @@ class Folder:
 def summed(rows: Sequence[Row]) -> tuple[IngestBatch, dict[MetricKey, float]]:
     """The log rows (id, arrived, batch) summed in id order, totals kept within
     ``MAX_TOTAL`` as the tables keep them; when each count last arrived."""
-    batch = IngestBatch()
-    arrived: dict[MetricKey, float] = {}
+    sums = ingest_log.Summed()
     for row in sorted(rows, key=lambda row: int(row[0])):
-        one = ingest_log.decode(row[2])
-        batch.merge(one)
-        at = float(row[1])
-        for key in one.counts:
-            arrived[key] = max(at, arrived.get(key, at))
+        sums.add(row[2], float(row[1]))
+    batch, arrived = sums.result()
     for counts in batch.counts.values():
         counts.yes, counts.no = min(counts.yes, MAX_TOTAL), min(counts.no, MAX_TOTAL)
         for name, count in counts.variants.items():

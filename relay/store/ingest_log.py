@@ -59,17 +59,59 @@ def encode(batch: IngestBatch) -> str:
 
 def decode(text: str) -> IngestBatch:
     """Raises ``ValueError`` for a row this version cannot read."""
-    try:
-        return _decode(text)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(f"unreadable ingest log row: {type(exc).__name__}: {exc}") from exc
+    summed = Summed()
+    summed.add(text, 0.0)
+    return summed.result()[0]
 
 
-def _decode(text: str) -> IngestBatch:
-    data = json.loads(text)
+class Summed:
+    """Log rows summed in the order added, as ``IngestBatch.merge`` sums batches, with when
+    each count last arrived. Counts, the bulk of a row, are summed as the lists they decode
+    to, a domain value made per key only at the end: what the fold spends most on."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str, str, int], list[Any]] = {}
+        self._rest = IngestBatch()
+
+    def add(self, text: str, arrived: float) -> None:
+        """Raises ``ValueError`` for a row this version cannot read."""
+        try:
+            data = json.loads(text)
+            self._add_counts(data.get("c", ()), arrived)
+            if data.keys() - {"c"}:
+                self._rest.merge(_rest(data))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"unreadable ingest log row: {type(exc).__name__}: {exc}") from exc
+
+    def _add_counts(self, rows: list[list[Any]], arrived: float) -> None:
+        counts = self._counts
+        for app, environment, feature, hour, yes, no, variants in rows:
+            key = (app, environment, feature, hour)
+            found = counts.get(key)
+            if found is None:
+                counts[key] = [yes, no, dict(variants), arrived]
+                continue
+            found[0] += yes
+            found[1] += no
+            into = found[2]
+            for name, count in variants.items():
+                into[name] = into.get(name, 0) + count
+            if arrived > found[3]:
+                found[3] = arrived
+
+    def result(self) -> tuple[IngestBatch, dict[MetricKey, float]]:
+        """The sums, and when each count last arrived."""
+        batch, arrived = self._rest, {}
+        for (app, environment, feature, hour), (yes, no, variants, at) in self._counts.items():
+            key = MetricKey(app, environment, feature, hour)
+            batch.counts[key] = Counts(yes, no, variants)
+            arrived[key] = at
+        return batch, arrived
+
+
+def _rest(data: dict[str, Any]) -> IngestBatch:
+    """A row's registrations, instances seen and impact series."""
     batch = IngestBatch()
-    for app, environment, feature, hour, yes, no, variants in data.get("c", ()):
-        batch.counts[MetricKey(app, environment, feature, hour)] = Counts(yes, no, variants)
     for app, environment, instance, via, sdk, strategies, interval, started, seen in data.get(
         "r", ()
     ):

@@ -4,9 +4,11 @@
 -- impact_metrics; the fold (``relay.store.fold``) sums the log into those tables and deletes
 -- what it summed, in one transaction. Instances on one PostgreSQL then never wait on each
 -- other's row locks to answer 202. ``bytes``: the batch's length, which bounds a fold pass.
+-- AUTOINCREMENT: ids never handed out again once the log is emptied, so a fold that takes
+-- the rows up to the last id it saw ends however busy ingest is.
 
 CREATE TABLE ingest_log (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     arrived REAL NOT NULL,
     bytes INTEGER NOT NULL,
     batch TEXT NOT NULL
