@@ -158,12 +158,14 @@ async def test_a_replay_on_another_instance_is_counted_once(instances: list[Inst
 async def test_rows_it_cannot_fold_are_set_aside_and_the_rest_is_folded(
     instances: list[Instance], backend: str
 ) -> None:
-    """Below the API's validation: a log row this version cannot read (both backends) and, on
-    PostgreSQL, a key too large for its index, merged into one group with innocent counts."""
+    """Below the API's validation: log rows this version cannot read (a damaged one, a later
+    version's) on both backends and, on PostgreSQL, a key too large for its index, merged
+    into one group with innocent counts."""
     [one, other, _] = instances
     before = REGISTRY.get_sample_value("relay_fold_refused_total") or 0.0
     async with one.db.transaction() as tx:
         await ingest_log.append(tx, '{"c": [["not a count"]]}', 0.0)
+        await ingest_log.append(tx, '{"c": [], "later": [["a part of a later version"]]}', 0.0)
     poison = []
     if backend == "postgres":  # (feature, app, environment, hour, variant) over 2,704 bytes
         batch, key = IngestBatch(), MetricKey(FOUR_BYTES, "development", FOUR_BYTES, HOUR)
@@ -177,13 +179,13 @@ async def test_rows_it_cannot_fold_are_set_aside_and_the_rest_is_folded(
     for i in range(5):
         assert await stored(one.db, f"f{i}") == (40, 40)
     refused = await one.db.fetch_all("SELECT batch, error FROM ingest_refused ORDER BY id")
-    assert len(refused) == 1 + len(poison)
-    assert "not a count" in refused[0][0]
+    assert len(refused) == 2 + len(poison)
+    assert "not a count" in refused[0][0] and "later" in refused[1][0]
     if poison:  # the one count alone, not the group it shared
-        batch = ingest_log.decode(refused[1][0])
+        batch = ingest_log.decode(refused[2][0])
         assert [key.feature_name for key in batch.counts] == [FOUR_BYTES]
     after = REGISTRY.get_sample_value("relay_fold_refused_total") or 0.0
-    assert after - before == 1 + len(poison)
+    assert after - before == 2 + len(poison)
 
 
 async def test_totals_past_the_largest_integer_stay_there_in_one_fold(

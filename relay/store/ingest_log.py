@@ -64,6 +64,9 @@ def decode(text: str) -> IngestBatch:
     return summed.result()[0]
 
 
+_PARTS = {"c", "r", "s", "i"}  # counts, registrations, instances seen, impact series
+
+
 class Summed:
     """Log rows summed in the order added, as ``IngestBatch.merge`` sums batches, with when
     each count last arrived. Counts, the bulk of a row, are summed as the lists they decode
@@ -77,6 +80,8 @@ class Summed:
         """Raises ``ValueError`` for a row this version cannot read."""
         try:
             data = json.loads(text)
+            if data.keys() - _PARTS:  # a later version's: set aside, never half folded
+                raise ValueError(f"unknown parts {sorted(data.keys() - _PARTS)}")
             self._add_counts(data.get("c", ()), arrived)
             if data.keys() - {"c"}:
                 self._rest.merge(_rest(data))
