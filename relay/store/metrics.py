@@ -47,6 +47,7 @@ class MetricsStore:
         on_write: Callable[[int], object] | None = None,
         instances_kept: int | None = None,
         logged: bool = False,
+        linger: float = 0.0,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
         ``touched``: keep when each count was written (the relay's buffer, whose eviction
@@ -59,7 +60,8 @@ class MetricsStore:
         (application, environment) keeps, the least recently seen replaced (the central
         service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
         bounded by bytes). ``logged``: each group appended to the ingest log, for the fold to
-        write (the central service); else written into the tables at once."""
+        write (the central service); else written into the tables at once. ``linger``:
+        ``GroupCommitter``'s."""
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
@@ -68,7 +70,7 @@ class MetricsStore:
         self._kept = instances_kept
         self._logged = logged
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
-            db.run, self._plan, max_group
+            db.run, self._plan, max_group, linger
         )
 
     def start(self) -> None:
