@@ -219,25 +219,32 @@ async def test_arrival_times_are_kept_per_count_whatever_order_they_come_in(
 async def test_every_read_sees_what_another_instance_acknowledged(
     make_client: MakeClient, tmp_path: Path
 ) -> None:
-    """Raw counts, applications, unknown flags, impact metrics and the web page, read on a
-    second instance at once after the first answered 202: no wait, no retry."""
+    """Raw counts, applications, unknown flags, impact metrics and the web page's usage,
+    read on a second instance at once after the first answered 202: no wait, no retry."""
     first = await make_client(tmp_path / "shared")
     second = await make_client(tmp_path / "shared")
+    made = await first.post(
+        "/api/admin/projects/default/features", json={"name": "checkout"}, headers=auth(ADMIN_KEY)
+    )
+    assert made.status == 201
+    await sign_in(second)
     registration = {"appName": "shop", "environment": "development", "instanceId": "pod-1"}
     for n in range(1, 4):
+        counted = [metric("checkout", app="shop", yes=n), metric("ghost", app="shop", no=1)]
         body = {
-            **bulk([metric("checkout", app="shop", yes=n)], applications=[registration]),
+            **bulk(counted, applications=[registration]),
             "impactMetrics": impact(n, n, [0.3]),
         }
         answer = await first.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
         assert answer.status == 202
-        assert sum(row["yes"] for row in await raw(second, "checkout")) == n * (n + 1) // 2
-        assert (await series(second))["checkouts"]["value"] == n * (n + 1) // 2
+        total = n * (n + 1) // 2
+        assert sum(row["yes"] for row in await raw(second, "checkout")) == total
+        assert (await series(second))["checkouts"]["value"] == total
+        assert f"{total} / {total}" in await page(second, "/")  # the flags page's usage
     answer = await second.get("/api/admin/metrics/applications", headers=auth(ADMIN_KEY))
     assert [app["appName"] for app in (await answer.json())["applications"]] == ["shop"]
     answer = await second.get("/api/admin/metrics/unknown-flags", headers=auth(ADMIN_KEY))
-    assert [flag["name"] for flag in (await answer.json())["unknownFlags"]] == ["checkout"]
-    await sign_in(second)
+    assert [flag["name"] for flag in (await answer.json())["unknownFlags"]] == ["ghost"]
     assert "shop" in await page(second, "/applications")
 
 

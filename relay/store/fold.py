@@ -123,7 +123,7 @@ class Folder:
 
     async def _pass(self, ids: Sequence[int]) -> None:
         try:
-            await self._db.run(functools.partial(self._write, ids))
+            FOLDED.inc(await self._db.run(functools.partial(self._write, ids)))
         except DataRefused as exc:
             if len(ids) > 1:
                 await self._pass(ids[: len(ids) // 2])
@@ -139,21 +139,22 @@ class Folder:
             for part in parts:
                 await self._pass([part])
 
-    async def _write(self, ids: Sequence[int], tx: Transaction) -> None:
+    async def _write(self, ids: Sequence[int], tx: Transaction) -> int:
+        """The log rows folded (none: another instance's pass took them)."""
         await tx.lock(FOLD_LOCK)
         rows = await tx.fetch_all(
             f"DELETE FROM ingest_log WHERE id IN ({', '.join('?' * len(ids))})"
             " RETURNING id, arrived, batch",
             ids,
         )
-        if not rows:  # another instance's pass took them
-            return
+        if not rows:
+            return 0
         try:
             batch, arrived = summed(rows)
         except ValueError as exc:  # a row this version cannot read: set aside as refused
             raise DataRefused(str(exc)) from exc
         await write_folded(tx, batch, arrived, self._kept)
-        FOLDED.inc(len(rows))
+        return len(rows)
 
 
 def summed(rows: Sequence[Row]) -> tuple[IngestBatch, dict[MetricKey, float]]:
