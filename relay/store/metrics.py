@@ -263,8 +263,8 @@ class _Planned(NamedTuple):
 
 
 def _when(stamp: str, at: float) -> tuple[float, ...]:
-    """The values of the stamped columns of a count written at ``at``."""
-    return {"": (), "arrived": (at,), "touched": (at, at)}[stamp]
+    """The values of the stamped columns of a count written at ``at`` (per count: no dict)."""
+    return () if not stamp else (at,) if stamp == "arrived" else (at, at)
 
 
 class _Logged(NamedTuple):
