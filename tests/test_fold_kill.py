@@ -110,17 +110,18 @@ def test_kill_9_of_any_instance_mid_load_and_mid_fold_loses_and_doubles_nothing(
     }
     names = ["a", "b", "c"]
     services = {name: start(tmp_path / name, env=env, name=name) for name in names}
-    urls = [services[name].url for name in names]  # a restarted instance keeps its port
+    urls = [services[name].url for name in names]  # the load's: a restarted one's new URL
     load = FleetLoad(urls)
     load.start()
     try:
         for victim in ["a", "b", "c", "a"]:  # whatever each was doing: ingesting, folding
             load.wait_accepted(30)
-            port = services[victim].port
             services[victim].stop(signal.SIGKILL)
-            services[victim] = start(tmp_path / victim, env=env, name=victim, port=port)
+            services[victim] = start(tmp_path / victim, env=env, name=victim)
+            urls[names.index(victim)] = services[victim].url
         load.wait_accepted(30)
         asyncio.run(_kill_all_mid_fold(services, tmp_path, env, postgres_url))
+        urls[:] = [services[name].url for name in names]
         load.wait_accepted(30)
         load.stop()
         for name in names:  # every instance reads every acknowledged count, once
@@ -154,7 +155,5 @@ async def _kill_all_mid_fold(
     finally:
         await blocker.close()
         await watcher.close()
-    for name, service in list(services.items()):
-        services[name] = await asyncio.to_thread(
-            start, tmp_path / name, env=env, name=name, port=service.port
-        )
+    for name in list(services):
+        services[name] = await asyncio.to_thread(start, tmp_path / name, env=env, name=name)
