@@ -36,6 +36,7 @@ from relay.edge.metrics.flusher import REFUSALS
 from relay.edge.metrics.outbox import SqliteOutbox
 from relay.edge.metrics.shards import drain_shards
 from relay.settings import SettingsError, load_settings
+from relay.store.fold import Folder
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -221,7 +222,7 @@ async def test_a_total_stays_at_the_largest_64_bit_integer(
     BIGINT overflow) nor becomes a float (SQLite), and writing goes on."""
     db = central_database(standalone_settings(tmp_path, database_url=database_url))
     await db.open()
-    store = MetricsStore(db, max_group=8, idempotency_ttl=3600)
+    store = MetricsStore(db, max_group=8, idempotency_ttl=3600, logged=True)
     store.start()
     key = MetricKey("app", "development", "huge", 3600)
     try:
@@ -229,11 +230,16 @@ async def test_a_total_stays_at_the_largest_64_bit_integer(
             batch = IngestBatch()
             batch.add_count(key, 2**62, 1, {"v": 2**62})
             assert await store.write(batch, None)
-        [row] = await UsageReader(db).raw_metrics("huge", 0)
+        reader = UsageReader(db, Folder(db, None).caught_up)
+        [row] = await reader.raw_metrics("huge", 0)  # summed past it in one fold
+        assert (row.yes, row.no, row.variants) == (MAX_TOTAL, 3, {"v": MAX_TOTAL})
+        assert isinstance(row.yes, int)
+        assert await store.write(batch, None)
+        [row] = await reader.raw_metrics("huge", 0)  # added to the total stored
     finally:
         await store.stop()
         await db.close()
-    assert (row.yes, row.no, row.variants) == (MAX_TOTAL, 3, {"v": MAX_TOTAL})
+    assert (row.yes, row.no, row.variants) == (MAX_TOTAL, 4, {"v": MAX_TOTAL})
     assert isinstance(row.yes, int)
 
 

@@ -35,6 +35,7 @@ from service import Service, eventually, free_port, running, start
 from relay.app import build_app
 from relay.central.usage import UsageReader
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
+from relay.store.fold import Folder
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase, numbered
 from relay.store.sql import CENTRAL_SCHEMA, migration_scripts
@@ -85,7 +86,8 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
     databases = [PostgresDatabase(postgres_url, CENTRAL_SCHEMA, 4, 10) for _ in range(2)]
     for db in databases:
         await db.open()
-    stores = [MetricsStore(db, 8, 3600) for db in databases]
+    stores = [MetricsStore(db, 8, 3600, logged=True) for db in databases]
+    reader = UsageReader(databases[0], Folder(databases[0], None).caught_up)
     for store in stores:
         store.start()
 
@@ -104,7 +106,7 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
         applied = await asyncio.gather(*writes)
         assert sum(applied) == 100  # each key sent to both instances, applied once
         for feature in FEATURES:
-            [row] = await UsageReader(databases[0]).raw_metrics(feature, 0)
+            [row] = await reader.raw_metrics(feature, 0)
             assert (row.yes, row.variants) == (100, {"v": 100})
     finally:
         for store, db in zip(stores, databases, strict=True):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from service import eventually
 
 from relay.central.key_store import KeyStore
 from relay.core.domain import (
@@ -21,6 +22,7 @@ from relay.core.domain import (
 )
 from relay.core.errors import StorageError
 from relay.core.keys import new_key
+from relay.store.groupcommit import GroupCommitter
 from relay.store.metrics import MetricsStore
 from relay.store.sql import CENTRAL_SCHEMA, ROWS_PER_STATEMENT, migration_scripts
 from relay.store.sqlite import SqliteDatabase
@@ -181,3 +183,41 @@ async def test_unopenable_database_is_a_storage_error(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "file" / "x.db", CENTRAL_SCHEMA)
     with pytest.raises(StorageError, match="cannot open database"):
         await db.open()
+
+
+async def test_a_lingering_group_waits_for_as_many_as_the_last_and_no_one_alone() -> None:
+    """``linger``: a group waits (at most that long) for as many items as the previous group
+    held; a group after a group of one never waits."""
+    groups: list[list[int]] = []
+    release = asyncio.Event()
+
+    def plan(items: Sequence[int]) -> Callable[[None], Awaitable[list[int]]]:
+        async def work(_: None) -> list[int]:
+            groups.append(list(items))
+            if len(groups) == 1:
+                await release.wait()  # the first commit is slow: three queue meanwhile
+            return list(items)
+
+        return work
+
+    async def run(work: Callable[[None], Awaitable[list[int]]]) -> list[int]:
+        return await work(None)
+
+    committer: GroupCommitter[None, int, int] = GroupCommitter(run, plan, 64, linger=3600)
+    committer.start()
+    try:
+        first = asyncio.create_task(committer.submit(0))  # alone: committed at once
+        await eventually(lambda: len(groups) == 1, "the first group committing")
+        queued = [asyncio.create_task(committer.submit(n)) for n in (1, 2, 3)]
+        await eventually(lambda: all(not task.done() for task in queued))
+        release.set()
+        await asyncio.gather(first, *queued)
+        trickling = [asyncio.create_task(committer.submit(4))]
+        await eventually(lambda: len(groups) == 2, "the group of three committed")
+        for n in (5, 6):  # the linger ends when the group is as large as the last
+            await asyncio.sleep(0)
+            trickling.append(asyncio.create_task(committer.submit(n)))
+        assert await asyncio.gather(*trickling) == [4, 5, 6]
+    finally:
+        await committer.stop()
+    assert groups == [[0], [1, 2, 3], [4, 5, 6]]

@@ -1,17 +1,23 @@
-"""What the central service reads of its usage records: a feature's hourly counts and the
-registered applications (the admin API's ``client-metrics`` and ``metrics`` reads)."""
+"""What the central service reads of its usage records: a feature's hourly counts, the
+registered applications (the admin API's ``client-metrics`` and ``metrics`` reads) and the
+names counted that no flag has.
+
+Each read first waits for a fold of the ingest log begun after it was asked
+(``relay.store.fold``): it includes every count answered 202 before it, on any instance."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from relay.central.flags.unknown import unknown_flags
 from relay.core.domain import from_epoch, hour_start
 from relay.store.sql import Database, Row
 from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.client import ConnectVia
+from relay.wire.flags import UnknownFlag
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +50,11 @@ class Instance:
 
 
 class UsageReader:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, caught_up: Callable[[], Awaitable[None]]) -> None:
+        """``caught_up``: returns once every count acknowledged before the call is in the
+        tables (``Folder.caught_up``)."""
         self._db = db
+        self._caught_up = caught_up
 
     async def raw_metrics(
         self, feature_name: str, since_hour: int, after: Position | None = None, limit: int = 500
@@ -55,6 +64,7 @@ class UsageReader:
         index, however many rows the feature has. One statement: a consistent snapshot, with
         variants folded in here rather than by a JSON aggregate, whose name differs between
         SQLite and PostgreSQL."""
+        await self._caught_up()
         where, params = "", [feature_name, since_hour]
         if after is not None:
             where = " AND (app_name, environment, hour) > (?, ?, ?)"
@@ -96,6 +106,7 @@ class UsageReader:
         hours, and when counts last arrived in ``SUMMARY_DAYS`` days (older counts are not read)."""
         if not names:
             return {}
+        await self._caught_up()
         now = now or datetime.now(UTC)
         hour, day, week = (hour_start(now - timedelta(hours=h)) for h in (1, 24, 24 * SUMMARY_DAYS))
         rows = await self._db.fetch_all(
@@ -117,6 +128,7 @@ class UsageReader:
         """Up to ``limit`` registered instances after ``after`` in the primary key's order
         (app, environment, instance), of ``app_name`` only when given: a page read along
         the index, however many instances there are."""
+        await self._caught_up()
         where, params = ["1 = 1"], list[object]()
         if app_name is not None:  # then the cursor's app is this one: the range is in it
             where.append("app_name = ?")
@@ -141,6 +153,7 @@ class UsageReader:
         Read by primary key for the applications of one page."""
         if not apps:
             return {}
+        await self._caught_up()
         marks = ", ".join("?" * len(apps))
         rows = await self._db.fetch_all(
             "SELECT app_name, environment, arrived FROM application_counts"
@@ -157,12 +170,18 @@ class UsageReader:
         through relays, among the ``scanned`` most recently seen (read along the last-seen
         index): what the relays page tells of relays known only from registrations, at a
         bounded cost however many instances there are."""
+        await self._caught_up()
         rows = await self._db.fetch_all(
             "SELECT app_name, connect_via FROM (SELECT app_name, connect_via FROM registrations"
             " ORDER BY last_seen DESC LIMIT ?) recent WHERE connect_via <> '[]' LIMIT ?",
             (scanned, limit),
         )
         return [(row[0], [(a, i) for a, i in json.loads(row[1])]) for row in rows]
+
+    async def unknown_flags(self) -> list[UnknownFlag]:
+        """Names counted in the last 24 hours that no flag has (``flags.unknown``)."""
+        await self._caught_up()
+        return await unknown_flags(self._db)
 
 
 def _instance(row: Row) -> ApplicationInstance:

@@ -1,5 +1,6 @@
 """Impact metric series in the ``impact_metrics`` table: written with a group's counts (in
-its transaction), read a page at a time, pruned by age and per application.
+its transaction: a relay's buffer; the central service's in the fold of its ingest log), read
+a page at a time, pruned by age and per application.
 
 A state is folded in Python (``ImpactState.then``), which SQL cannot do portably for
 histograms. So that two PostgreSQL instances folding into one series cannot lose either's
@@ -10,7 +11,7 @@ in sorted order, like every other multi-row write here: no deadlock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 from relay.core.impact import ImpactKey, ImpactState
@@ -83,15 +84,18 @@ Position = tuple[str, str, str, str]
 
 
 class ImpactStore:
-    """What the central service reads and prunes of the series."""
+    """What the central service reads and prunes of the series. ``caught_up``: as
+    ``UsageReader``'s, awaited before each read (the series are folded from the ingest log)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, caught_up: Callable[[], Awaitable[None]]) -> None:
         self._db = db
+        self._caught_up = caught_up
 
     async def page(
         self, app_name: str | None, environment: str | None, after: Position | None, limit: int
     ) -> Sequence[Row]:
         """Up to ``limit`` series in read order after ``after``, along the read index."""
+        await self._caught_up()
         where, params = ["1 = 1"], []
         for column, value in (("app_name", app_name), ("environment", environment)):
             if value is not None:

@@ -8,9 +8,11 @@ transaction: their batches are summed in memory first, so a hot key costs one up
 commit rather than one per request. Idempotency keys are claimed in that transaction
 (``relay.store.idempotency``).
 
-Several instances upsert into one PostgreSQL database at once, so every multi-row write
-touches its rows in sorted key order: two transactions then lock shared rows in the same
-order and cannot deadlock.
+The central service (``logged``) appends each group's merged batch to the ingest log
+(``relay.store.ingest_log``) instead, and ``relay.store.fold`` sums the log into the tables
+with the same writes as here: instances on one PostgreSQL then never wait on each other's
+row locks to answer. Every multi-row write touches its rows in sorted key order: two
+transactions that lock shared rows lock them in the same order and cannot deadlock.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from relay.core.domain import IdempotencyKey, IngestBatch, epoch
-from relay.store import idempotency, impact
+from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey, epoch
+from relay.store import idempotency, impact, ingest_log
 from relay.store.groupcommit import GroupCommitter
 from relay.store.sql import Database, Transaction, upsert
 
@@ -42,8 +44,9 @@ class MetricsStore:
         *,
         touched: bool = False,
         arrived: bool = False,
-        on_write: Callable[[int], object] | None = None,
         instances_kept: int | None = None,
+        logged: bool = False,
+        linger: float = 0.0,
         group_bytes: int | None = None,
     ) -> None:
         """``clock`` is the time idempotency keys are seen and expire by (tests move it).
@@ -52,20 +55,22 @@ class MetricsStore:
         when first (``written``: the age of the oldest unsent write).
         ``arrived``: keep when each count last arrived, refreshed by every write (the
         central service's, whose page says when a flag's counts last arrived).
-        ``group_bytes``: a group of requests stops growing at about that many bytes.
-        ``on_write`` hears of the bytes each group is about to write (an estimate, like
-        ``relay.edge.metrics.space``'s), before its commit. ``instances_kept``: the instances each
+        ``group_bytes``: a group of requests stops growing at about that many bytes (a
+        relay's buffer counts what a request writes before it writes it:
+        ``relay.edge.metrics.reserve.Admitted``). ``instances_kept``: the instances each
         (application, environment) keeps, the least recently seen replaced (the central
         service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
-        bounded by bytes)."""
+        bounded by bytes). ``logged``: each group appended to the ingest log, for the fold to
+        write (the central service); else written into the tables at once. ``linger``:
+        ``GroupCommitter``'s."""
         self._db = db
         self._ttl = idempotency_ttl
         self._clock = clock
         self._stamp = "touched" if touched else "arrived" if arrived else ""
-        self._on_write = on_write
         self._kept = instances_kept
+        self._logged = logged
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
-            db.run, self._plan, max_group, _item_size, group_bytes
+            db.run, self._plan, max_group, linger, _item_size, group_bytes
         )
 
     def start(self) -> None:
@@ -89,14 +94,13 @@ class MetricsStore:
         and writes, and merges again should a claim find a key taken."""
         keys = [i.idempotency_key for i in items if i.idempotency_key is not None]
         now = time.time()
-        planned = _Planned.of(items, {}, self._stamp, now)
-        if self._on_write is not None:  # keys too: a flood of them must wake the bound
-            self._on_write(planned.size + sum(_key_size(key) for key in keys))
+        plan_of = _Logged.of if self._logged else _Planned.of
+        planned = plan_of(items, {}, self._stamp, now)
 
         async def work(tx: Transaction) -> list[idempotency.Outcome]:
             now = self._clock()
             taken = await idempotency.claim(tx, keys, now, now - self._ttl)
-            plan = _Planned.of(items, taken, self._stamp, now) if taken else planned
+            plan = plan_of(items, taken, self._stamp, now) if taken else planned
             await plan.write(tx, self._kept)
             return plan.outcomes
 
@@ -123,8 +127,9 @@ def _item_size(item: IngestItem) -> int:
 
 
 def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> int:
-    """An estimate of what a request writes, as ``_Planned.size`` estimates a group's: what
-    bounds a group (``group_bytes``), and what a relay's buffer counts before it writes."""
+    """An estimate of what a request writes, in the units ``relay.edge.metrics.space``
+    estimates data: what bounds a group (``group_bytes``), and what a relay's buffer counts
+    before it writes."""
     counts = sum(
         len(k.feature_name) + len(k.app_name) + len(k.environment) + ROW_BYTES for k in batch.counts
     )
@@ -170,17 +175,33 @@ class _Planned(NamedTuple):
         cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
     ) -> _Planned:
         batch, outcomes = merge_group(items, taken)
+        return cls.of_batch(batch, outcomes, stamp, lambda _: now)
+
+    @classmethod
+    def of_batch(
+        cls,
+        batch: IngestBatch,
+        outcomes: list[idempotency.Outcome],
+        stamp: str,
+        arrived: Callable[[MetricKey], float],
+    ) -> _Planned:
+        """``arrived``: when each count arrived, the time stamped."""
         counts = sorted(
-            ((k.feature_name, k.app_name, k.environment, k.hour), c)
+            ((k.feature_name, k.app_name, k.environment, k.hour), c, arrived(k))
             for k, c in batch.counts.items()
         )
-        when = {"": (), "arrived": (now,), "touched": (now, now)}[stamp]
         variants = sorted(
-            (*key, name, count) for key, c in counts for name, count in c.variants.items()
+            (*key, name, count) for key, c, _ in counts for name, count in c.variants.items()
         )
         registrations = list(_registration_rows(batch))
+        applications: dict[tuple[str, str], float] = {}
+        if stamp == "arrived":
+            for (_, app_name, environment, _), _, at in counts:
+                applications[app_name, environment] = max(
+                    at, applications.get((app_name, environment), at)
+                )
         return cls(
-            metrics=[(*key, c.yes, c.no, *when) for key, c in counts],
+            metrics=[(*key, c.yes, c.no, *_when(stamp, at)) for key, c, at in counts],
             variants=variants,
             registrations=registrations,
             impact=impact.rows(batch.impact),
@@ -190,24 +211,7 @@ class _Planned(NamedTuple):
             # central service's page reads it, and a relay's buffer evicts registrations
             # by it while they wait for the upstream
             seen=[(epoch(at), *key, epoch(at)) for key, at in sorted(batch.seen.items())],
-            applications=(
-                sorted({(k.app_name, k.environment, now) for k in batch.counts})
-                if stamp == "arrived"
-                else []
-            ),
-        )
-
-    @property
-    def size(self) -> int:
-        """An estimate of the bytes this writes, as ``relay.edge.metrics.space`` estimates data."""
-        return (
-            sum(len(m[0]) + len(m[1]) + len(m[2]) + ROW_BYTES for m in self.metrics)
-            + sum(len(v[0]) + len(v[1]) + len(v[2]) + len(v[4]) + ROW_BYTES for v in self.variants)
-            + sum(
-                len(r[0]) + len(r[2]) + len(r[3]) + len(r[5]) + REGISTRATION_BYTES
-                for r in self.registrations
-            )
-            + sum(series.size for series in self.impact)
+            applications=sorted((*app, at) for app, at in applications.items()),
         )
 
     async def write(self, tx: Transaction, instances_kept: int | None) -> None:
@@ -257,6 +261,46 @@ class _Planned(NamedTuple):
         if instances_kept is not None:
             await _bound_registrations(tx, self.registrations, instances_kept)
         await impact.write(tx, self.impact, time.time())
+
+
+def _when(stamp: str, at: float) -> tuple[float, ...]:
+    """The values of the stamped columns of a count written at ``at`` (per count: no dict)."""
+    return () if not stamp else (at,) if stamp == "arrived" else (at, at)
+
+
+class _Logged(NamedTuple):
+    """A group's batch as one row of the ingest log, and which of its items apply."""
+
+    text: str
+    arrived: float
+    outcomes: list[idempotency.Outcome]
+
+    @classmethod
+    def of(
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
+    ) -> _Logged:
+        batch, outcomes = merge_group(items, taken)
+        return cls("" if batch.is_empty() else ingest_log.encode(batch), now, outcomes)
+
+    @property
+    def size(self) -> int:
+        return len(self.text)
+
+    async def write(self, tx: Transaction, instances_kept: int | None) -> None:
+        if self.text:  # nothing but replays
+            await ingest_log.append(tx, self.text, self.arrived)
+
+
+async def write_folded(
+    tx: Transaction,
+    batch: IngestBatch,
+    arrived: Mapping[MetricKey, float],
+    instances_kept: int | None,
+) -> None:
+    """The fold's write of batches summed from the ingest log: the central service's
+    tables, as its group commits wrote them before the log, each count stamped with when
+    it ``arrived``."""
+    await _Planned.of_batch(batch, [], "arrived", arrived.__getitem__).write(tx, instances_kept)
 
 
 INSTANCES_KEPT = 1_000

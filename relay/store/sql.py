@@ -38,6 +38,12 @@ class Transaction(Protocol):
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Row]: ...
 
+    async def lock(self, key: int) -> None:
+        """Wait for the lock named ``key``, held until this transaction ends: of all the
+        transactions that take it, one at a time runs. PostgreSQL: an advisory lock, released
+        too when the connection drops; SQLite: a no-op, its write transactions take turns."""
+        ...
+
 
 class Database(Protocol):
     async def open(self) -> None: ...

@@ -51,6 +51,9 @@ class _Direct:
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return self._conn.execute(sql, params).fetchall()
 
+    async def lock(self, key: int) -> None:
+        """Write transactions take turns already (the flock, ``BEGIN IMMEDIATE``)."""
+
 
 class _Hops:
     """The ``Transaction`` face of a ``transaction()`` block: each statement a hop to the
@@ -67,6 +70,9 @@ class _Hops:
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return await self._db.on_writer(lambda c: c.execute(sql, params).fetchall())
+
+    async def lock(self, key: int) -> None:
+        """Write transactions take turns already (the flock, ``BEGIN IMMEDIATE``)."""
 
 
 class SqliteDatabase:

@@ -13,7 +13,7 @@ from relay.api.responses import model_response
 from relay.api.routing import Route
 from relay.central.admin import actor, admin_route
 from relay.central.flags.segments import segment_id
-from relay.central.state import FLAGS, SEGMENTS, STRATEGIES
+from relay.central.state import FLAGS, SEGMENTS, STRATEGIES, USAGE
 from relay.wire import flags as wire
 from relay.wire.strategies import SetStrategySortOrder, Strategy, StrategyOut
 
@@ -172,7 +172,7 @@ async def delete_segment(request: web.Request) -> web.Response:
 
 
 async def get_unknown_flags(request: web.Request) -> web.Response:
-    found = await request.app[FLAGS].unknown()
+    found = await request.app[USAGE].unknown_flags()
     return model_response(wire.UnknownFlagsOut(unknownFlags=found))
 
 

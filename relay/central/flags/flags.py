@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from relay.central.flags.records import Reads, load_flags
-from relay.central.flags.unknown import unknown_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
@@ -119,9 +118,6 @@ class FlagService:
         if not rows:
             raise NotFound(f"Feature {name} does not exist")
         return str(rows[0][0])
-
-    async def unknown(self) -> list[wire.UnknownFlag]:
-        return await unknown_flags(self._db)
 
     async def update(
         self, actor: Actor, project: str, name: str, body: wire.UpdateFlag

@@ -270,7 +270,7 @@ async def _unreported(request: web.Request) -> list[tuple[tuple[str, str], list[
 
 @page
 async def unknown(request: web.Request) -> web.Response:
-    return render(request, "unknown.html", flags=await request.app[FLAGS].unknown())
+    return render(request, "unknown.html", flags=await request.app[USAGE].unknown_flags())
 
 
 async def keys_page(request: web.Request, status: int = 200, error: str = "") -> web.Response:
