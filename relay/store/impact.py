@@ -25,12 +25,6 @@ class SeriesRow(NamedTuple):
     key: ImpactKey
     state: ImpactState
 
-    @property
-    def size(self) -> int:
-        """An estimate of the bytes this writes, as ``relay.edge.metrics.space`` estimates data."""
-        k = self.key
-        return len(self.series) + sum(map(len, k)) + len(self.state.help) + SERIES_BYTES
-
 
 SERIES_BYTES = 96  # the state and what a row costs beyond its text
 

@@ -135,7 +135,8 @@ def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> 
     )
     variants = sum(len(c.variants) for c in batch.counts.values()) * 2 * ROW_BYTES
     key = 0 if idempotency_key is None else _key_size(idempotency_key)
-    return counts + variants + len(batch.registrations) * REGISTRATION_BYTES + key
+    series = sum(sum(map(len, k)) + impact.SERIES_BYTES for k in batch.impact)
+    return counts + variants + len(batch.registrations) * REGISTRATION_BYTES + series + key
 
 
 def _key_size(key: IdempotencyKey) -> int:
