@@ -37,7 +37,11 @@ from relay.core.delta import Delta
 from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
 
-OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
+OPEN = Gauge(
+    "relay_streams",
+    "Open streams: /api/client/streaming, and OFREP's /ofrep/v1/events",
+    multiprocess_mode="livesum",
+)
 OPENED = Counter(
     "relay_streams_opened_total",
     "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events"
@@ -152,7 +156,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         await write_part(request, response, *_message("unleash-connected", found))
         at = found.revision
         while True:
-            changed = await _changed(deltas.changed(at), end, settings.stream_keepalive)
+            changed = await change_within(deltas.changed(at), end, settings.stream_keepalive)
             if end.is_set() or resolver.known(secret) is None:
                 break  # shutting down, its client gone, or the key was revoked
             if not changed:
@@ -172,9 +176,9 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _changed(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
+async def change_within(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
     """True once ``change`` is done; False after ``wait`` seconds, or once the stream is
-    to end."""
+    to end (OFREP's stream waits so too)."""
     changed = asyncio.ensure_future(change)
     closed = asyncio.ensure_future(end.wait())
     try:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from relay.api import client, delta, frontend, frontend_metrics, streaming
+from relay.api import client, delta, frontend, frontend_metrics, ofrep, streaming
 from relay.api.application import new_application, serve_routes
 from relay.api.jobs import every
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
@@ -171,6 +171,8 @@ def build(settings: Settings, worker: int) -> web.Application:
             every(MONITOR_INTERVAL, monitor.check, "buffer-monitor", wake=monitor.wake)
         )
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, store.prune_idempotency, "prune"))
+    ofrep.add_ofrep(app, flags)
+    app.cleanup_ctx.append(ofrep.counting)  # after started: it ends before the buffer closes
     serve_routes(
         app,
         [
@@ -180,6 +182,7 @@ def build(settings: Settings, worker: int) -> web.Application:
             *delta.ROUTES,
             *streaming.ROUTES,
             *frontend.routes(not settings.disable_all_endpoint, ()),
+            *ofrep.ROUTES,
             *backstage.routes(settings),
         ],
     )

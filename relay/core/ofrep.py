@@ -1,0 +1,309 @@
+"""OFREP's answers (the OpenFeature Remote Evaluation Protocol), pure: a context read as
+the Frontend API reads one, a scope's flags evaluated by the same evaluator and compiled
+form (``relay.core.frontend.Scoped``), each answer rendered once as OFREP's JSON, and the
+evaluations counted as SDKs count theirs.
+
+- **Context.** As the Frontend API's (``relay.core.frontend.context_of``), with
+  ``targetingKey`` the ``userId`` unless the context names one; no ``sessionId`` is made
+  up: a flag that would hash a user finds none, and says so (``TARGETING_KEY_MISSING``)
+  rather than answering a coin toss that changes at every request.
+- **Value.** OFREP has no type in its requests: the flag decides. A flag none of whose
+  variants carries a payload is a boolean flag: its value is its enabled state. A flag
+  with payloads is a typed flag: its value is the payload of the variant chosen, by its
+  type (``string`` and ``csv`` a string, ``number`` a JSON number as written, ``json``
+  the document); when it is off, or the strategy that matched gives no variant, there is
+  no value and the provider returns the code's default. A payload that does not parse as
+  its type is ``PARSE_ERROR``; the provider answers a type the code did not ask for with
+  ``TYPE_MISMATCH``: nothing is converted.
+- **Reason** (``Decision`` and ``Basis``): ``DISABLED`` off in the environment;
+  ``DEFAULT`` no strategy matched, or a parent flag's condition did not hold (the flag's
+  default: off); otherwise ``SPLIT`` when a hash shared users out (a rollout under 100 %,
+  a variant by weight among several), ``TARGETING_MATCH`` when the context's fields
+  decided (constraints, segments, a list of users or addresses, a variant's override),
+  ``STATIC`` when everyone gets the same. **Variant**: the chosen variant's name, else
+  ``enabled`` or ``disabled``.
+- **Bulk answers** list a scope's flags in the client features' order; their ETag hashes
+  the digests of the answers they list (as the Frontend API's), so the same answers have
+  the same ETag in every worker and after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import Counter
+
+from relay.core.domain import Counts, MetricKey
+from relay.core.evaluate import Basis, Context, Decision, Drawn, Evaluation
+from relay.core.frontend import Scoped, context_of, from_model
+from relay.wire.common import MAX_COUNT
+from relay.wire.ofrep import FailureCode, OfrepContext
+
+MAX_SCOPES = 256
+"""Scopes whose rendered answers are kept (each holds its compiled form alive)."""
+MAX_TALLIED = 10_000
+"""(app, environment, flag, hour) keys a worker holds before they are written: the app
+name is the caller's to choose, so past it an evaluation is not counted (and that is)."""
+
+DROPPED = Counter(
+    "relay_ofrep_counts_dropped_total",
+    "OFREP evaluations not counted: the tally was full (too many application names at"
+    " once), or a count would pass its limit",
+)
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_DIGITS = 4300  # Python's own limit on converting text to int (sys.int_info)
+
+
+def context(given: OfrepContext, caller: str | None, now: datetime) -> Context:
+    """The context OFREP's ``given`` is evaluated for (see the module's docstring)."""
+    targeting = given.targetingKey
+    if targeting is not None and targeting != "" and given.userId in (None, ""):
+        given = given.model_copy(update={"userId": targeting})
+    fields, properties = from_model(given)
+    return context_of(fields, properties, caller, now, session=lambda: None)
+
+
+def reason(evaluation: Evaluation) -> str:
+    """OFREP's ``reason`` for an answer (see the module's docstring)."""
+    match evaluation.reason.decision:
+        case Decision.OFF:
+            return "DISABLED"
+        case Decision.NO_MATCH | Decision.PARENT:
+            return "DEFAULT"
+        case Decision.MATCHED | Decision.NO_STRATEGIES:
+            match evaluation.reason.basis:
+                case Basis.SPLIT:
+                    return "SPLIT"
+                case Basis.TARGETED:
+                    return "TARGETING_MATCH"
+                case _:
+                    return "STATIC"
+
+
+class Unparsable(ValueError):
+    """A payload that does not parse as its type."""
+
+
+_NO_VALUE = object()
+
+
+def value(evaluation: Evaluation, typed: bool) -> Any:
+    """The answer's value, ``_NO_VALUE`` for the code's default; ``Unparsable``."""
+    if not typed:
+        return evaluation.enabled
+    payload = evaluation.variant.payload if evaluation.variant.enabled else None
+    if payload is None:
+        return _NO_VALUE
+    kind, text = payload["type"], payload["value"]
+    match kind:
+        case "string" | "csv":
+            return text
+        case "number":
+            return _number(text)
+        case "json":
+            try:
+                return json.loads(text, parse_constant=_not_json)
+            except (ValueError, RecursionError):
+                raise Unparsable(f"its json payload does not parse: {text[:80]!r}") from None
+        case _:
+            raise Unparsable(f"its payload's type {kind[:40]!r} is none OpenFeature has")
+
+
+def _number(text: str) -> int | float:
+    stripped = text.strip()
+    if _NUMBER.fullmatch(stripped) is None:
+        raise Unparsable(f"its number payload is not a number: {text[:80]!r}")
+    if stripped.lstrip("-").isdigit() and len(stripped) <= _MAX_DIGITS:
+        return int(stripped)
+    number = float(stripped)
+    if number in (float("inf"), float("-inf")):
+        raise Unparsable(f"its number payload is out of range: {text[:80]!r}")
+    return number
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _json(item: Mapping[str, Any]) -> bytes:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One flag's answer as OFREP gives it: its JSON object, 16 bytes of that object's
+    SHA-256 (what a bulk ETag hashes), and the failure's code and details, if it is one."""
+
+    fragment: bytes
+    digest: bytes
+    error: tuple[FailureCode, str] | None = None
+
+
+def _outcome(item: Mapping[str, Any], error: tuple[FailureCode, str] | None = None) -> Outcome:
+    try:
+        fragment = _json(item)
+    except (ValueError, RecursionError):  # a payload too deep to write back
+        return _failure(str(item["key"]), "PARSE_ERROR", "its json payload is too deep")
+    return Outcome(fragment, hashlib.sha256(fragment).digest()[:16], error)
+
+
+def _failure(key: str, code: FailureCode, details: str) -> Outcome:
+    return _outcome({"key": key, "errorCode": code, "errorDetails": details}, (code, details))
+
+
+def _rendered(drawn: Drawn) -> Outcome:
+    evaluation = drawn.evaluation
+    name = evaluation.name
+    try:
+        found = value(evaluation, drawn.typed)
+    except Unparsable as exc:
+        return _failure(name, "PARSE_ERROR", f"Flag '{name}': {exc}")
+    variant = evaluation.variant
+    shown = variant.name if variant.enabled else "enabled" if evaluation.enabled else "disabled"
+    item: dict[str, Any] = {"key": name, "reason": reason(evaluation), "variant": shown}
+    if found is not _NO_VALUE:
+        item["value"] = found
+    return _outcome(item)
+
+
+def _keyless(name: str) -> Outcome:
+    return _failure(
+        name,
+        "TARGETING_KEY_MISSING",
+        f"Flag '{name}' shares users out by hashing their targetingKey (or sessionId):"
+        " the context has neither",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Bulk:
+    body: bytes
+    etag: str
+    evaluated: list[Evaluation]
+    """The answers given (not the failures): what is counted."""
+
+
+class OfrepScoped:
+    """One scope's flags, compiled once (``Scoped``, shared with the Frontend API, held
+    alive here: the answers are kept by their evaluations' identity), and each answer
+    rendered once."""
+
+    __slots__ = ("keyless", "outcomes", "scoped")
+
+    def __init__(self, scoped: Scoped) -> None:
+        self.scoped = scoped
+        self.outcomes: dict[int, Outcome] = {}
+        self.keyless: dict[str, Outcome] = {}
+
+    def _of(self, drawn: Drawn) -> Outcome:
+        if drawn.nameless:
+            name = drawn.evaluation.name
+            found = self.keyless.get(name)
+            if found is None:
+                found = self.keyless[name] = _keyless(name)
+            return found
+        key = id(drawn.evaluation)
+        found = self.outcomes.get(key)
+        if found is None:
+            found = self.outcomes[key] = _rendered(drawn)
+        return found
+
+    def bulk(self, context: Context, everything: bool, after: bytes = b"") -> Bulk:
+        """Every flag (``everything``), or the enabled ones; ``after``: JSON members the
+        body ends with (``eventStreams``), not part of the ETag."""
+        parts: list[Outcome] = []
+        evaluated: list[Evaluation] = []
+        for drawn in self.scoped.compiled.drawn(context):
+            if everything or drawn.evaluation.enabled:
+                outcome = self._of(drawn)
+                parts.append(outcome)
+                if outcome.error is None:
+                    evaluated.append(drawn.evaluation)
+        flags = b",".join([part.fragment for part in parts])
+        body = b'{"flags":[' + flags + b"]" + (b"," + after if after else b"") + b"}"
+        digest = hashlib.sha256(b"".join([part.digest for part in parts])).hexdigest()
+        return Bulk(body, f'"{digest[:32]}"', evaluated)
+
+    def one(self, context: Context, name: str) -> tuple[Outcome, Evaluation] | None:
+        """The flag ``name``'s answer, and its evaluation; None: the scope has no such flag."""
+        for drawn in self.scoped.compiled.drawn(context, name):
+            return self._of(drawn), drawn.evaluation
+        return None
+
+
+class Ofreps:
+    """Scopes' rendered answers, by the compiled scope they came from, least recently used
+    first out. Asked with the ``Scoped`` the Frontend API's cache holds for a scope: a new
+    one (the flags changed, or it was compiled again) starts afresh."""
+
+    def __init__(self, most: int = MAX_SCOPES) -> None:
+        self._held: OrderedDict[str, OfrepScoped] = OrderedDict()
+        self._most = most
+
+    def of(self, etag: str, scoped: Scoped) -> OfrepScoped:
+        found = self._held.get(etag)
+        if found is not None and found.scoped is scoped:
+            self._held.move_to_end(etag)
+            return found
+        found = self._held[etag] = OfrepScoped(scoped)
+        self._held.move_to_end(etag)
+        while len(self._held) > self._most:
+            self._held.popitem(last=False)
+        return found
+
+
+@dataclass
+class Tally:
+    """OFREP's evaluations counted per (app, environment, flag, UTC hour) until written:
+    SDKs count the evaluations they make and post them; OFREP's are made here, so they
+    are counted here, and written through the ingest path as an SDK's would be. At most
+    ``most`` keys are held (the app name is the caller's): past them an evaluation is not
+    counted (``DROPPED``)."""
+
+    most: int = MAX_TALLIED
+    counts: dict[MetricKey, Counts] = field(default_factory=dict)
+
+    def add(self, app: str, environment: str, hour: int, evaluated: Iterable[Evaluation]) -> None:
+        for evaluation in evaluated:
+            variant = evaluation.variant
+            variants = {variant.name: 1} if variant.enabled else {}
+            yes = 1 if evaluation.enabled else 0
+            self._add(MetricKey(app, environment, evaluation.name, hour), yes, 1 - yes, variants)
+
+    def take(self) -> dict[MetricKey, Counts]:
+        taken, self.counts = self.counts, {}
+        return taken
+
+    def put_back(self, taken: Mapping[MetricKey, Counts]) -> None:
+        """Counts whose write failed, for the next one."""
+        for key, counts in taken.items():
+            self._add(key, counts.yes, counts.no, counts.variants)
+
+    def _add(self, key: MetricKey, yes: int, no: int, variants: Mapping[str, int]) -> None:
+        counts = self.counts.get(key)
+        if counts is None:
+            if len(self.counts) >= self.most:
+                DROPPED.inc(yes + no)
+                return
+            counts = self.counts[key] = Counts()
+        over = max(counts.yes + yes - MAX_COUNT, counts.no + no - MAX_COUNT, 0)
+        if over:
+            DROPPED.inc(yes + no)
+            return
+        counts.add(yes, no, dict(variants))
+
+
+def stream_event(revision: int) -> bytes:
+    """An SSE message telling a provider to fetch its flags again (``refetchEvaluation``);
+    ``etag`` and ``id`` are the scope's revision, which the provider sends back as
+    ``flagConfigEtag`` (and ``Last-Event-ID`` when it reconnects)."""
+    data = _json({"type": "refetchEvaluation", "etag": str(revision)})
+    return b"id: %d\nevent: message\ndata: %s\n\n" % (revision, data)
