@@ -8,12 +8,14 @@ Expected values come from the flags' configuration (Unleash's MurmurHash3 bucket
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from conftest import standalone_settings
-from flagkit import add_strategy, create_flag, feature_path, ok, rollout, turn
+from flagkit import add_strategy, create_flag, feature_path, http, ok, rollout, turn
 from sdks import VARIANT_SEED, bucket
+from service import Service, wait_until
 
 from relay.app import build_app
 
@@ -118,3 +120,25 @@ def colour_of(user: str) -> str:
     """doc or list: the typed flag's variant by weight (500 each), as every SDK hashes (a
     flag's own variants: by its name)."""
     return "doc" if bucket("typed", user, 1000, VARIANT_SEED) <= 500 else "list"
+
+
+def every_worker_answers(relay: Service, key: str) -> None:
+    """Waits until each of the relay's workers (its default count) answered an OFREP
+    evaluation from its copy: they share copies through cache.db within two ticks
+    (docs/relays.md), and one started just before the upstream left may not have it yet.
+    Each request is a new connection; the access log names the worker that answered."""
+    said = re.search(r'"workers: (\d+)', relay.logs())
+    assert said is not None, "the relay says how many workers it runs"
+    workers = int(said.group(1))
+    since = len(relay.logs())
+
+    def answered() -> bool:
+        http("POST", f"{relay.url}/ofrep/v1/evaluate/flags", {"context": {}}, key)
+        lines = [json.loads(line) for line in relay.logs()[since:].splitlines() if line]
+        return {
+            line.get("worker")
+            for line in lines
+            if line.get("route") == "/ofrep/v1/evaluate/flags" and line.get("status") == 200
+        } == set(range(workers))
+
+    wait_until(answered, f"each of {workers} workers answered from its copy")

@@ -13,15 +13,14 @@ did not ask for, a flag the key does not see, no one to hash).
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flagkit import FEATURES, env_path, http
+from ofrepkit import every_worker_answers
 from sdks import VARIANT_SEED, Evaluation, bucket, ofrep_node, ofrep_python
-from service import Service, relay_env, running, wait_until
+from service import relay_env, running
 
 pytestmark = pytest.mark.process
 
@@ -178,31 +177,9 @@ def _through_all(tmp_path: Path, check: Any) -> None:
         ) as relay:
             check(relay.url, CLIENT)
             central.stop()
-            every_worker_answers(relay)
+            every_worker_answers(relay, CLIENT)
             check(relay.url, CLIENT)
             assert "Traceback" not in relay.logs()
-
-
-def every_worker_answers(relay: Service) -> None:
-    """Waits until each of the relay's workers (its default count) answered an OFREP
-    evaluation from its copy: they share copies through cache.db within two ticks
-    (docs/relays.md), and one started just before the upstream left may not have it yet.
-    Each request is a new connection; the access log names the worker that answered."""
-    said = re.search(r'"workers: (\d+)', relay.logs())
-    assert said is not None, "the relay says how many workers it runs"
-    workers = int(said.group(1))
-    since = len(relay.logs())
-
-    def answered() -> bool:
-        http("POST", f"{relay.url}/ofrep/v1/evaluate/flags", {"context": {}}, CLIENT)
-        lines = [json.loads(line) for line in relay.logs()[since:].splitlines() if line]
-        return {
-            line.get("worker")
-            for line in lines
-            if line.get("route") == "/ofrep/v1/evaluate/flags" and line.get("status") == 200
-        } == set(range(workers))
-
-    wait_until(answered, f"each of {workers} workers answered from its copy")
 
 
 def test_python_sdk(tmp_path: Path) -> None:
