@@ -142,3 +142,11 @@ def every_worker_answers(relay: Service, key: str) -> None:
         } == set(range(workers))
 
     wait_until(answered, f"each of {workers} workers answered from its copy")
+
+
+def readme_example(name: str, url: str) -> str:
+    """The README's OpenFeature example marked ``<!-- run: NAME -->``, calling ``url``."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    found = re.search(rf"<!-- run: {name} -->\n```\w+\n(.+?)\n```", readme, re.S)
+    assert found, name
+    return found.group(1).replace("http://localhost:4242", url)

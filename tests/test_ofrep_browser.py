@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from flagkit import FEATURES, env_path, http
-from ofrepkit import every_worker_answers
+from ofrepkit import every_worker_answers, readme_example
 from sdks import VARIANT_SEED, WEB_DIR, WEB_PACKAGES, bucket, node_modules
 from service import Service, free_port, relay_env, running, scrape, wait_until
 
@@ -47,6 +47,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
             for name, value in (("dark", '{"dark": true}'), ("light", '{"dark": false}'))
         ],
     },
+    "new-checkout": {"name": "default"},  # the README's example reads it
     "banner": {
         "name": "default",
         "variants": [
@@ -98,6 +99,21 @@ window.ready = true;
 </script>""".replace("IMPORTS", IMPORTS).encode()
 
 
+def readme_page(url: str) -> bytes:
+    """A page running the README's browser example, at ``url`` with the test's key, what it
+    logs kept in ``window.said``."""
+    example = readme_example("openfeature-web", url).replace(
+        "default:development.your-frontend-key", FRONT
+    )
+    return (
+        '<!doctype html><meta charset="utf-8"><title>readme</title>'
+        f'<script type="importmap">{{"imports": {{{IMPORTS}}}}}</script>'
+        "<script>window.said = []; const log = console.log;"
+        " console.log = (...words) => { window.said.push(words.join(' ')); log(...words); };"
+        f'</script><script type="module">\n{example}\n</script>'
+    ).encode()
+
+
 def expected(user: str, vip_on: bool = True) -> dict[str, Any]:
     dark = bucket("theme", user, 1000, VARIANT_SEED) <= 500
     return {
@@ -124,15 +140,19 @@ def web_sdk() -> Path:
     return found
 
 
+PAGES: dict[str, bytes] = {"/": PAGE}
+"""The origin's pages by path (a test adds the README's)."""
+
+
 @pytest.fixture
 def page_origin(web_sdk: Path) -> Iterator[str]:
-    """The shop's own web server: the page, and the SDK's modules (from npm)."""
+    """The shop's own web server: the pages, and the SDK's modules (from npm)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body, kind = b"", "text/plain"
-            if self.path == "/":
-                body, kind = PAGE, "text/html"
+            if self.path in PAGES:
+                body, kind = PAGES[self.path], "text/html"
             elif self.path.startswith("/m/") and ".." not in self.path:
                 file = web_sdk / self.path[3:]
                 if file.is_file():
@@ -223,6 +243,11 @@ def test_the_web_provider_against_a_standalone_and_a_relay(
     }
     with running(tmp_path / "central", env=central_env, name="central") as central:
         build_flags(central.url)
+        # the README's example, as written but for the address and the key
+        PAGES["/readme"] = readme_page(central.url)
+        browser.get(f"{page_origin}/readme")
+        said = "return window.said.includes('new-checkout is on')"
+        wait_until(lambda: browser.execute_script(said), "the README's example said on")
         page = Page(browser, page_origin, central.url, "carol")
         users_and_a_change(page, central, central)
 

@@ -13,12 +13,15 @@ did not ask for, a flag the key does not see, no one to hash).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flagkit import FEATURES, env_path, http
-from ofrepkit import every_worker_answers
+from ofrepkit import every_worker_answers, readme_example
 from sdks import VARIANT_SEED, Evaluation, bucket, ofrep_node, ofrep_python
 from service import relay_env, running
 
@@ -188,3 +191,21 @@ def test_python_sdk(tmp_path: Path) -> None:
 
 def test_node_sdk(tmp_path: Path, node_sdk: Path) -> None:
     _through_all(tmp_path, lambda url, key: check_node(node_sdk, url, key))
+
+
+def test_the_readme_examples(tmp_path: Path, node_sdk: Path) -> None:
+    """The README's Python and Node examples, as written but for the port, after its five
+    minutes (a flag new-checkout turned on, CLIENT_KEY in the environment)."""
+    central_env, _ = _services(tmp_path)
+    with running(tmp_path / "central", env=central_env, name="central") as central:
+        path = f"{central.url}{FEATURES.format(project='default')}"
+        assert http("POST", path, {"name": "new-checkout"}, ADMIN)[0] == 201
+        assert http("POST", f"{central.url}{env_path('new-checkout')}/on", key=ADMIN)[0] == 200
+        env = {**os.environ, "CLIENT_KEY": CLIENT, "NODE_PATH": str(node_sdk)}
+        for program, name in ((sys.executable, "openfeature-python"), ("node", "openfeature-node")):
+            example = readme_example(name, central.url)
+            done = subprocess.run(
+                [program, "-"], input=example, env=env, capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == "new-checkout is on", (name, done.stdout)
