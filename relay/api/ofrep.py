@@ -61,7 +61,7 @@ from relay.core.catalog import Rendered
 from relay.core.domain import hour_start
 from relay.core.errors import DomainError, InvalidInput, StorageError
 from relay.core.evaluate import Context, Evaluation
-from relay.core.frontend import DEFAULT_APP
+from relay.core.frontend import DEFAULT_APP, Scoped
 from relay.core.keys import Principal, hash_key
 from relay.wire.common import ErrorDetail, KeyType
 from relay.wire.ofrep import (
@@ -130,8 +130,10 @@ def _context_details(details: list[ErrorDetail]) -> list[ErrorDetail]:
     return list(found.values())
 
 
-def _scoped(request: web.Request, rendered: Rendered) -> ofrep.OfrepScoped:
-    return request.app[OFREPS].of(rendered.etag, request.app[FRONTENDS].scoped(rendered))
+def _scoped(request: web.Request, rendered: Rendered) -> tuple[Scoped, ofrep.Answers]:
+    """The scope compiled (the Frontend API's cache), and its answers rendered."""
+    scoped = request.app[FRONTENDS].scoped(rendered)
+    return scoped, request.app[OFREPS].of(scoped)
 
 
 def _count(request: web.Request, context: Context, evaluated: list[Evaluation]) -> None:
@@ -144,7 +146,8 @@ async def one(request: web.Request) -> web.Response:
     name = request.match_info["key"]
     context = await _context(request, name)
     rendered = await request.app[EVALUATION_SOURCE].flags(api_key(request), request[PRINCIPAL])
-    found = _scoped(request, rendered).one(context, name)
+    scoped, answers = _scoped(request, rendered)
+    found = answers.one(scoped, context, name)
     if found is None:
         raise OfrepNotFound("FLAG_NOT_FOUND", f"Flag '{name}' was not found", key=name)
     outcome, evaluation = found
@@ -164,7 +167,8 @@ async def bulk(request: web.Request) -> web.Response:
     frontend = principal.type is KeyType.FRONTEND
     everything = not (frontend and request.app[SETTINGS].disable_all_endpoint)
     after = _streams(key, rendered.revision) if frontend else b""
-    answer = _scoped(request, rendered).bulk(context, everything, after)
+    scoped, answers = _scoped(request, rendered)
+    answer = answers.bulk(scoped, context, everything, after)
     _count(request, context, answer.evaluated)
     headers = {"ETag": answer.etag, "Cache-Control": "no-cache"}
     if fresh(request.headers.get("If-None-Match"), answer.etag):

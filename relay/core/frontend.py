@@ -159,7 +159,7 @@ class Scoped:
     a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
     not its body (the same answer has the same ETag in every worker and after a restart)."""
 
-    __slots__ = ("compiled", "fragments", "size")
+    __slots__ = ("__weakref__", "compiled", "fragments", "size")  # OFREP's answers: weakly
 
     def __init__(self, rendered: Rendered) -> None:
         document = json.loads(rendered.body)

@@ -24,7 +24,8 @@ evaluations counted as SDKs count theirs.
   ``enabled`` or ``disabled``.
 - **Bulk answers** list a scope's flags in the client features' order; their ETag hashes
   the digests of the answers they list (as the Frontend API's), so the same answers have
-  the same ETag in every worker and after a restart.
+  the same ETag in every worker and after a restart. Each answer is rendered once per
+  compiled scope, and lives as long as the Frontend API's cache holds that scope.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from prometheus_client import Counter
 
@@ -46,8 +47,6 @@ from relay.core.frontend import Scoped, context_of, from_model
 from relay.wire.common import MAX_COUNT
 from relay.wire.ofrep import FailureCode, OfrepContext
 
-MAX_SCOPES = 256
-"""Scopes whose rendered answers are kept (each holds its compiled form alive)."""
 MAX_TALLIED = 10_000
 """(app, environment, flag, hour) keys a worker holds before they are written: the app
 name is the caller's to choose, so past it an evaluation is not counted (and that is)."""
@@ -191,15 +190,14 @@ class Bulk:
     """The answers given (not the failures): what is counted."""
 
 
-class OfrepScoped:
-    """One scope's flags, compiled once (``Scoped``, shared with the Frontend API, held
-    alive here: the answers are kept by their evaluations' identity), and each answer
-    rendered once."""
+class Answers:
+    """Each answer of one compiled scope rendered once, by the evaluation it renders (the
+    evaluator answers with evaluations built once per compiled scope): the compiled scope
+    (``Scoped``) is the caller's, held by the Frontend API's cache."""
 
-    __slots__ = ("keyless", "outcomes", "scoped")
+    __slots__ = ("keyless", "outcomes")
 
-    def __init__(self, scoped: Scoped) -> None:
-        self.scoped = scoped
+    def __init__(self) -> None:
         self.outcomes: dict[int, Outcome] = {}
         self.keyless: dict[str, Outcome] = {}
 
@@ -216,12 +214,12 @@ class OfrepScoped:
             found = self.outcomes[key] = _rendered(drawn)
         return found
 
-    def bulk(self, context: Context, everything: bool, after: bytes = b"") -> Bulk:
+    def bulk(self, scoped: Scoped, context: Context, everything: bool, after: bytes = b"") -> Bulk:
         """Every flag (``everything``), or the enabled ones; ``after``: JSON members the
         body ends with (``eventStreams``), not part of the ETag."""
         parts: list[Outcome] = []
         evaluated: list[Evaluation] = []
-        for drawn in self.scoped.compiled.drawn(context):
+        for drawn in scoped.compiled.drawn(context):
             if everything or drawn.evaluation.enabled:
                 outcome = self._of(drawn)
                 parts.append(outcome)
@@ -232,31 +230,30 @@ class OfrepScoped:
         digest = hashlib.sha256(b"".join([part.digest for part in parts])).hexdigest()
         return Bulk(body, f'"{digest[:32]}"', evaluated)
 
-    def one(self, context: Context, name: str) -> tuple[Outcome, Evaluation] | None:
+    def one(
+        self, scoped: Scoped, context: Context, name: str
+    ) -> tuple[Outcome, Evaluation] | None:
         """The flag ``name``'s answer, and its evaluation; None: the scope has no such flag."""
-        for drawn in self.scoped.compiled.drawn(context, name):
+        for drawn in scoped.compiled.drawn(context, name):
             return self._of(drawn), drawn.evaluation
         return None
 
 
 class Ofreps:
-    """Scopes' rendered answers, by the compiled scope they came from, least recently used
-    first out. Asked with the ``Scoped`` the Frontend API's cache holds for a scope: a new
-    one (the flags changed, or it was compiled again) starts afresh."""
+    """The rendered answers of each compiled scope the Frontend API's cache holds, for as
+    long as it holds it (weakly keyed: a scope it lets go, by a change or its bounds, takes
+    its answers with it), so OFREP holds no compiled scope of its own."""
 
-    def __init__(self, most: int = MAX_SCOPES) -> None:
-        self._held: OrderedDict[str, OfrepScoped] = OrderedDict()
-        self._most = most
+    def __init__(self) -> None:
+        self._held: WeakKeyDictionary[Scoped, Answers] = WeakKeyDictionary()
 
-    def of(self, etag: str, scoped: Scoped) -> OfrepScoped:
-        found = self._held.get(etag)
-        if found is not None and found.scoped is scoped:
-            self._held.move_to_end(etag)
-            return found
-        found = self._held[etag] = OfrepScoped(scoped)
-        self._held.move_to_end(etag)
-        while len(self._held) > self._most:
-            self._held.popitem(last=False)
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def of(self, scoped: Scoped) -> Answers:
+        found = self._held.get(scoped)
+        if found is None:
+            found = self._held[scoped] = Answers()
         return found
 
 
