@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from relay.core import ofrep
 from relay.core.catalog import Rendered
+from relay.core.evaluate import Decision, Evaluation, Reason, Variant
 from relay.core.frontend import Frontends
 
 
@@ -35,3 +36,29 @@ def test_answers_rendered_live_no_longer_than_the_compiled_scopes_they_came_from
         answers.of(scoped).bulk(scoped, context, True)
     gc.collect()
     assert len(answers) <= 2
+
+
+def _evaluations(flags: int, enabled: bool = True) -> list[Evaluation]:
+    reason = Reason(Decision.MATCHED, 1, "default")
+    variant = Variant("disabled", False, None, enabled)
+    return [Evaluation(f"f{n}", "default", enabled, variant, False, reason) for n in range(flags)]
+
+
+def test_one_key_s_made_up_applications_cost_no_other_key_its_counts() -> None:
+    """The application counted is the caller's to name: a key naming thousands fills only
+    its own share of the tally (the rest of its evaluations not counted, and counted as
+    such); another key's evaluations, of this environment or another, are all counted."""
+    tally = ofrep.Tally(most=100)
+    for n in range(50):
+        tally.add("flooder", f"app-{n}", "development", 0, _evaluations(10))
+    tally.add("shop", "shop", "development", 0, _evaluations(10))
+    tally.add("other", "shop", "production", 0, _evaluations(10))
+    assert tally.overflowing
+    counts = tally.take()
+    assert sum(1 for key in counts if key.app_name.startswith("app-")) == 100
+    for environment in ("development", "production"):
+        kept = [
+            c for k, c in counts.items() if k.app_name == "shop" and k.environment == environment
+        ]
+        assert [c.yes for c in kept] == [1] * 10, environment
+    assert not tally.overflowing and tally.take() == {}

@@ -75,6 +75,8 @@ log = logging.getLogger(__name__)
 
 OFREPS = web.AppKey("ofreps", ofrep.Ofreps)
 TALLY = web.AppKey("ofrep_tally", ofrep.Tally)
+COUNTS_DUE = web.AppKey("ofrep_counts_due", asyncio.Event)
+"""Set when a key's share of the tally is full: the counts are written at once."""
 
 COUNT_EVERY = 1.0
 """Seconds between two writes of the counts (an SDK posts its own every 15 to 60)."""
@@ -136,10 +138,16 @@ def _scoped(request: web.Request, rendered: Rendered) -> tuple[Scoped, ofrep.Ans
     return scoped, request.app[OFREPS].of(scoped)
 
 
-def _count(request: web.Request, context: Context, evaluated: list[Evaluation]) -> None:
-    app = context.app_name or DEFAULT_APP
+def _count(
+    request: web.Request, key: str, context: Context, evaluated: list[Evaluation]
+) -> None:
+    """The evaluations counted for the context's app in the key's environment, in the key's
+    share of the tally; a full share is written at once."""
+    app, tally = context.app_name or DEFAULT_APP, request.app[TALLY]
     hour = hour_start(context.current_time)
-    request.app[TALLY].add(app, request[PRINCIPAL].environment, hour, evaluated)
+    tally.add(hash_key(key), app, request[PRINCIPAL].environment, hour, evaluated)
+    if tally.overflowing:
+        request.app[COUNTS_DUE].set()
 
 
 async def one(request: web.Request) -> web.Response:
@@ -154,7 +162,7 @@ async def one(request: web.Request) -> web.Response:
     if outcome.error is not None:
         code, details = outcome.error
         raise OfrepBadRequest(code, details, key=name)
-    _count(request, context, [evaluation])
+    _count(request, api_key(request), context, [evaluation])
     headers = {"Cache-Control": "no-cache"}
     return web.Response(body=outcome.fragment, content_type="application/json", headers=headers)
 
@@ -169,7 +177,7 @@ async def bulk(request: web.Request) -> web.Response:
     after = _streams(key, rendered.revision) if frontend else b""
     scoped, answers = _scoped(request, rendered)
     answer = answers.bulk(scoped, context, everything, after)
-    _count(request, context, answer.evaluated)
+    _count(request, key, context, answer.evaluated)
     headers = {"ETag": answer.etag, "Cache-Control": "no-cache"}
     if fresh(request.headers.get("If-None-Match"), answer.etag):
         return web.Response(status=304, headers=headers)
@@ -251,6 +259,7 @@ class _Counting:
         self._failing = False
 
     async def write(self) -> None:
+        self._app[COUNTS_DUE].clear()
         tally = self._app[TALLY]
         taken = tally.take()
         if not taken:
@@ -277,7 +286,7 @@ async def counting(app: web.Application) -> AsyncIterator[None]:
     after its last requests: a mode's wiring appends this after the context that opens
     its storage, so that it ends before that one closes it."""
     writer = _Counting(app)
-    periodic = every(COUNT_EVERY, writer.write, "ofrep-counts")(app)
+    periodic = every(COUNT_EVERY, writer.write, "ofrep-counts", app[COUNTS_DUE])(app)
     await anext(periodic)
     yield
     with contextlib.suppress(StopAsyncIteration):
@@ -290,6 +299,7 @@ def add_ofrep(app: web.Application, source: EvaluationSource) -> None:
     app[EVALUATION_SOURCE] = source
     app[OFREPS] = ofrep.Ofreps()
     app[TALLY] = ofrep.Tally()
+    app[COUNTS_DUE] = asyncio.Event()
 
 
 _ERRORS = (400, 408, 413, 415, 503)

@@ -34,7 +34,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -48,8 +48,9 @@ from relay.wire.common import MAX_COUNT
 from relay.wire.ofrep import FailureCode, OfrepContext
 
 MAX_TALLIED = 10_000
-"""(app, environment, flag, hour) keys a worker holds before they are written: the app
-name is the caller's to choose, so past it an evaluation is not counted (and that is)."""
+"""(app, environment, flag, hour) keys a worker holds for one API key between two writes:
+the app name is the caller's to choose, so past it the key's evaluations are not counted
+(and that is), until the write it calls for."""
 
 DROPPED = Counter(
     "relay_ofrep_counts_dropped_total",
@@ -257,42 +258,70 @@ class Ofreps:
         return found
 
 
-@dataclass
 class Tally:
     """OFREP's evaluations counted per (app, environment, flag, UTC hour) until written:
     SDKs count the evaluations they make and post them; OFREP's are made here, so they
-    are counted here, and written through the ingest path as an SDK's would be. At most
-    ``most`` keys are held (the app name is the caller's): past them an evaluation is not
-    counted (``DROPPED``)."""
+    are counted here, and written through the ingest path as an SDK's would be.
 
-    most: int = MAX_TALLIED
-    counts: dict[MetricKey, Counts] = field(default_factory=dict)
+    The app is the caller's to name, so each key (``owner``: its hash) has its own share
+    of ``most`` keys: one that names thousands of applications fills its own, and the rest
+    of its evaluations are not counted (``DROPPED``), never another key's. A full share
+    says so (``overflowing``): the caller writes at once rather than at the next second.
+    Counts whose write failed wait in a share of their own."""
 
-    def add(self, app: str, environment: str, hour: int, evaluated: Iterable[Evaluation]) -> None:
+    def __init__(self, most: int = MAX_TALLIED) -> None:
+        self.most = most
+        self.overflowing = False
+        self._shares: dict[str, dict[MetricKey, Counts]] = {}
+
+    def add(
+        self, owner: str, app: str, environment: str, hour: int, evaluated: Iterable[Evaluation]
+    ) -> None:
+        share = self._shares.setdefault(owner, {})
         for evaluation in evaluated:
             variant = evaluation.variant
             variants = {variant.name: 1} if variant.enabled else {}
             yes = 1 if evaluation.enabled else 0
-            self._add(MetricKey(app, environment, evaluation.name, hour), yes, 1 - yes, variants)
+            key = MetricKey(app, environment, evaluation.name, hour)
+            self._add(share, key, yes, 1 - yes, variants)
 
     def take(self) -> dict[MetricKey, Counts]:
-        taken, self.counts = self.counts, {}
+        """Every share's counts, summed per key; the tally empty again."""
+        shares, self._shares, self.overflowing = self._shares, {}, False
+        if len(shares) == 1:
+            return next(iter(shares.values()))
+        taken: dict[MetricKey, Counts] = {}
+        for share in shares.values():
+            for key, counts in share.items():
+                found = taken.get(key)
+                if found is None:
+                    taken[key] = counts
+                else:
+                    found.add(counts.yes, counts.no, counts.variants)
         return taken
 
     def put_back(self, taken: Mapping[MetricKey, Counts]) -> None:
         """Counts whose write failed, for the next one."""
+        share = self._shares.setdefault("", {})
         for key, counts in taken.items():
-            self._add(key, counts.yes, counts.no, counts.variants)
+            self._add(share, key, counts.yes, counts.no, counts.variants)
 
-    def _add(self, key: MetricKey, yes: int, no: int, variants: Mapping[str, int]) -> None:
-        counts = self.counts.get(key)
+    def _add(
+        self,
+        share: dict[MetricKey, Counts],
+        key: MetricKey,
+        yes: int,
+        no: int,
+        variants: Mapping[str, int],
+    ) -> None:
+        counts = share.get(key)
         if counts is None:
-            if len(self.counts) >= self.most:
+            if len(share) >= self.most:
+                self.overflowing = True
                 DROPPED.inc(yes + no)
                 return
-            counts = self.counts[key] = Counts()
-        over = max(counts.yes + yes - MAX_COUNT, counts.no + no - MAX_COUNT, 0)
-        if over:
+            counts = share[key] = Counts()
+        if max(counts.yes + yes, counts.no + no) > MAX_COUNT:
             DROPPED.inc(yes + no)
             return
         counts.add(yes, no, dict(variants))
