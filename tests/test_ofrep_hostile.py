@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DEV_KEY, PROD_KEY
+from ofrepkit import BULK, FRONT, by_key, evaluate, one_path, standalone
 
 from relay.core import ofrep
 from relay.core.catalog import Rendered
@@ -62,3 +69,50 @@ def test_one_key_s_made_up_applications_cost_no_other_key_its_counts() -> None:
         ]
         assert [c.yes for c in kept] == [1] * 10, environment
     assert not tally.overflowing and tally.take() == {}
+
+
+@pytest.fixture
+async def service(aiohttp_client: Any, tmp_path: Path) -> Any:
+    return await standalone(aiohttp_client, tmp_path / "data")
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"context": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}", "PARSE_ERROR"),
+        (b'{"context": {"x": ' + b"9" * 5000 + b"}}", "PARSE_ERROR"),  # out of range
+        (b'{"context": {"x": "\\u0000"}}', "INVALID_CONTEXT"),
+        (b'{"context": {"targetingKey": {"id": 1}}}', "INVALID_CONTEXT"),
+        (b'{"context": {"p": "' + b"x" * 5000 + b'"}}', "INVALID_CONTEXT"),
+        (json.dumps({"context": {f"p{n}": n for n in range(101)}}).encode(), "INVALID_CONTEXT"),
+        (b"\xff\xfe{}", "PARSE_ERROR"),
+        (b"null", "PARSE_ERROR"),
+    ],
+)
+async def test_a_body_no_one_should_send_is_a_400_with_its_code(
+    service: Any, body: bytes, code: str
+) -> None:
+    for path in (BULK, one_path("on")):
+        status, answer, _ = await evaluate(service, path, body=body)
+        assert status == 400 and answer["errorCode"] == code, answer
+
+
+async def test_a_refetch_naming_a_revision_never_reached_waits_three_seconds_at_most(
+    service: Any,
+) -> None:
+    """Its caller's own time, nobody else's: the answer then is the flags held."""
+    started = time.monotonic()
+    path = f"{BULK}?flagConfigEtag=999999999"
+    status, body, _ = await evaluate(service, path, {"targetingKey": "u"})
+    assert status == 200 and by_key(body)["on"]["value"] is True
+    assert 2.5 <= time.monotonic() - started < 10
+
+
+async def test_a_key_sees_no_other_scope_s_flags_in_any_answer(service: Any) -> None:
+    """Another project's flag is unknown to the key in every way it could ask (one flag, all
+    of them, with a client key of another environment), and so are its changes."""
+    for key in (FRONT, DEV_KEY, PROD_KEY):
+        status, body, _ = await evaluate(service, one_path("elsewhere"), {"targetingKey": "u"}, key)
+        assert (status, body["errorCode"]) == (404, "FLAG_NOT_FOUND")
+        _, body, _ = await evaluate(service, BULK, {"targetingKey": "u"}, key)
+        assert "elsewhere" not in by_key(body)
