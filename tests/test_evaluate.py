@@ -300,9 +300,5 @@ def test_a_flag_whose_variants_carry_payloads_is_typed() -> None:
         _flag("strategy", {"name": "default", "variants": [{"name": "v", "payload": payload}]}),
     ]
     compiled = compile_features({"features": flags})
-    context = Context(current_time=NOW, user_id="u1")
-    assert {d.evaluation.name: d.typed for d in compiled.drawn(context)} == {
-        "plain": False,
-        "own": True,
-        "strategy": True,
-    }
+    typed = {name: compiled.typed(name) for name in ("plain", "own", "strategy", "nothing")}
+    assert typed == {"plain": False, "own": True, "strategy": True, "nothing": False}

@@ -55,20 +55,34 @@ def test_one_key_s_made_up_applications_cost_no_other_key_its_counts() -> None:
     """The application counted is the caller's to name: a key naming thousands fills only
     its own share of the tally (the rest of its evaluations not counted, and counted as
     such); another key's evaluations, of this environment or another, are all counted."""
-    tally = ofrep.Tally(most=100)
+    tally = ofrep.Tally(most=5)
     for n in range(50):
         tally.add("flooder", f"app-{n}", "development", 0, _evaluations(10))
     tally.add("shop", "shop", "development", 0, _evaluations(10))
-    tally.add("other", "shop", "production", 0, _evaluations(10))
+    tally.add("other", "shop", "production", 0, _evaluations(10, enabled=False))
+    tally.add("other", "shop", "production", 0, _evaluations(10, enabled=False))
     assert tally.overflowing
     counts = tally.take()
-    assert sum(1 for key in counts if key.app_name.startswith("app-")) == 100
-    for environment in ("development", "production"):
-        kept = [
-            c for k, c in counts.items() if k.app_name == "shop" and k.environment == environment
-        ]
-        assert [c.yes for c in kept] == [1] * 10, environment
+    assert sum(1 for key in counts if key.app_name.startswith("app-")) == 5 * 10
+    shop = {
+        (k.environment, k.feature_name): (c.yes, c.no)
+        for k, c in counts.items()
+        if k.app_name == "shop"
+    }
+    assert shop == {
+        **{("development", f"f{n}"): (1, 0) for n in range(10)},
+        **{("production", f"f{n}"): (0, 2) for n in range(10)},
+    }
     assert not tally.overflowing and tally.take() == {}
+
+
+def test_counts_whose_write_failed_are_counted_with_the_next() -> None:
+    tally = ofrep.Tally()
+    tally.add("shop", "shop", "development", 0, _evaluations(3))
+    failed = tally.take()
+    tally.add("shop", "shop", "development", 0, _evaluations(3))
+    tally.put_back(failed)
+    assert {k.feature_name: c.yes for k, c in tally.take().items()} == {"f0": 2, "f1": 2, "f2": 2}
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections import Counter as CounterOf
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,15 +43,17 @@ from weakref import WeakKeyDictionary
 from prometheus_client import Counter
 
 from relay.core.domain import Counts, MetricKey
-from relay.core.evaluate import Basis, Context, Decision, Drawn, Evaluation
+from relay.core.evaluate import Basis, Compiled, Context, Decision, Evaluation
 from relay.core.frontend import Scoped, context_of, from_model
 from relay.wire.common import MAX_COUNT
 from relay.wire.ofrep import FailureCode, OfrepContext
 
-MAX_TALLIED = 10_000
-"""(app, environment, flag, hour) keys a worker holds for one API key between two writes:
-the app name is the caller's to choose, so past it the key's evaluations are not counted
-(and that is), until the write it calls for."""
+MAX_APPS = 100
+"""Applications (and hours) a worker counts for one API key between two writes: the app
+name is the caller's to choose, so past it the key's evaluations are not counted (and that
+is), until the write it calls for. Each holds at most one count per answer of its scope."""
+MAX_FLAGS_KEPT = 1_000
+"""Flags per application whose counts wait for a write that failed, at most."""
 
 DROPPED = Counter(
     "relay_ofrep_counts_dropped_total",
@@ -159,11 +162,10 @@ def _failure(key: str, code: FailureCode, details: str) -> Outcome:
     return _outcome({"key": key, "errorCode": code, "errorDetails": details}, (code, details))
 
 
-def _rendered(drawn: Drawn) -> Outcome:
-    evaluation = drawn.evaluation
+def _rendered(evaluation: Evaluation, typed: bool) -> Outcome:
     name = evaluation.name
     try:
-        found = value(evaluation, drawn.typed)
+        found = value(evaluation, typed)
     except Unparsable as exc:
         return _failure(name, "PARSE_ERROR", f"Flag '{name}': {exc}")
     variant = evaluation.variant
@@ -202,41 +204,60 @@ class Answers:
         self.outcomes: dict[int, Outcome] = {}
         self.keyless: dict[str, Outcome] = {}
 
-    def _of(self, drawn: Drawn) -> Outcome:
-        if drawn.nameless:
-            name = drawn.evaluation.name
-            found = self.keyless.get(name)
-            if found is None:
-                found = self.keyless[name] = _keyless(name)
-            return found
-        key = id(drawn.evaluation)
-        found = self.outcomes.get(key)
+    def _answer(self, evaluation: Evaluation, compiled: Compiled) -> Outcome:
+        found = self.outcomes.get(id(evaluation))
         if found is None:
-            found = self.outcomes[key] = _rendered(drawn)
+            typed = compiled.typed(evaluation.name)
+            found = self.outcomes[id(evaluation)] = _rendered(evaluation, typed)
         return found
+
+    def _keyless(self, name: str) -> Outcome:
+        found = self.keyless.get(name)
+        if found is None:
+            found = self.keyless[name] = _keyless(name)
+        return found
+
+    def _evaluated(
+        self, compiled: Compiled, context: Context, name: str | None = None
+    ) -> list[tuple[Evaluation, Outcome]]:
+        """Each flag's evaluation (or the one named) and its answer. A context that names
+        someone (a userId or a sessionId) has no answer left to chance for want of one: it
+        is evaluated as the Frontend API's, without watching each flag's draws."""
+        if context.user_id is not None or context.session_id is not None:
+            if name is None:
+                found = compiled.evaluate(context)
+            else:
+                one = compiled.evaluate_one(name, context)
+                found = [] if one is None else [one]
+            return [(e, self._answer(e, compiled)) for e in found]
+        return [
+            (
+                d.evaluation,
+                self._keyless(d.evaluation.name)
+                if d.nameless
+                else self._answer(d.evaluation, compiled),
+            )
+            for d in compiled.drawn(context, name)
+        ]
 
     def bulk(self, scoped: Scoped, context: Context, everything: bool, after: bytes = b"") -> Bulk:
         """Every flag (``everything``), or the enabled ones; ``after``: JSON members the
         body ends with (``eventStreams``), not part of the ETag."""
-        parts: list[Outcome] = []
-        evaluated: list[Evaluation] = []
-        for drawn in scoped.compiled.drawn(context):
-            if everything or drawn.evaluation.enabled:
-                outcome = self._of(drawn)
-                parts.append(outcome)
-                if outcome.error is None:
-                    evaluated.append(drawn.evaluation)
-        flags = b",".join([part.fragment for part in parts])
+        answered = [
+            (e, outcome)
+            for e, outcome in self._evaluated(scoped.compiled, context)
+            if everything or e.enabled
+        ]
+        flags = b",".join([outcome.fragment for _, outcome in answered])
         body = b'{"flags":[' + flags + b"]" + (b"," + after if after else b"") + b"}"
-        digest = hashlib.sha256(b"".join([part.digest for part in parts])).hexdigest()
-        return Bulk(body, f'"{digest[:32]}"', evaluated)
+        digest = hashlib.sha256(b"".join([outcome.digest for _, outcome in answered]))
+        evaluated = [e for e, outcome in answered if outcome.error is None]
+        return Bulk(body, f'"{digest.hexdigest()[:32]}"', evaluated)
 
-    def one(
-        self, scoped: Scoped, context: Context, name: str
-    ) -> tuple[Outcome, Evaluation] | None:
+    def one(self, scoped: Scoped, context: Context, name: str) -> tuple[Outcome, Evaluation] | None:
         """The flag ``name``'s answer, and its evaluation; None: the scope has no such flag."""
-        for drawn in scoped.compiled.drawn(context, name):
-            return self._of(drawn), drawn.evaluation
+        for evaluation, outcome in self._evaluated(scoped.compiled, context, name):
+            return outcome, evaluation
         return None
 
 
@@ -263,68 +284,74 @@ class Tally:
     SDKs count the evaluations they make and post them; OFREP's are made here, so they
     are counted here, and written through the ingest path as an SDK's would be.
 
-    The app is the caller's to name, so each key (``owner``: its hash) has its own share
-    of ``most`` keys: one that names thousands of applications fills its own, and the rest
-    of its evaluations are not counted (``DROPPED``), never another key's. A full share
-    says so (``overflowing``): the caller writes at once rather than at the next second.
-    Counts whose write failed wait in a share of their own."""
+    Counted by answer: each evaluation is one the compiled scope built once (its flag,
+    state and variant), so a request adds its list of them to a C counter by identity (held
+    until written) and the counts per flag are made at ``take``, once a second, not per
+    request. The app is the caller's to name, so each key (``owner``: its hash) has its own
+    share of ``most`` applications: a key that names more has the rest of its evaluations
+    not counted (``DROPPED``), never another key's. A full share says so (``overflowing``):
+    the caller writes at once rather than at the next second. Counts whose write failed are
+    kept, as counts, for the next."""
 
-    def __init__(self, most: int = MAX_TALLIED) -> None:
+    def __init__(self, most: int = MAX_APPS) -> None:
         self.most = most
         self.overflowing = False
-        self._shares: dict[str, dict[MetricKey, Counts]] = {}
+        self._shares: dict[str, dict[tuple[str, str, int], CounterOf[int]]] = {}
+        self._held: dict[int, Evaluation] = {}
+        self._failed: dict[MetricKey, Counts] = {}
 
     def add(
-        self, owner: str, app: str, environment: str, hour: int, evaluated: Iterable[Evaluation]
+        self, owner: str, app: str, environment: str, hour: int, evaluated: list[Evaluation]
     ) -> None:
         share = self._shares.setdefault(owner, {})
-        for evaluation in evaluated:
-            variant = evaluation.variant
-            variants = {variant.name: 1} if variant.enabled else {}
-            yes = 1 if evaluation.enabled else 0
-            key = MetricKey(app, environment, evaluation.name, hour)
-            self._add(share, key, yes, 1 - yes, variants)
+        group = (app, environment, hour)
+        counted = share.get(group)
+        if counted is None:
+            if len(share) >= self.most:
+                self.overflowing = True
+                DROPPED.inc(len(evaluated))
+                return
+            counted = share[group] = CounterOf()
+        ids = list(map(id, evaluated))
+        counted.update(ids)
+        self._held.update(zip(ids, evaluated, strict=True))
 
     def take(self) -> dict[MetricKey, Counts]:
-        """Every share's counts, summed per key; the tally empty again."""
+        """The counts per key of every share; the tally empty again."""
         shares, self._shares, self.overflowing = self._shares, {}, False
-        if len(shares) == 1:
-            return next(iter(shares.values()))
-        taken: dict[MetricKey, Counts] = {}
+        held, self._held = self._held, {}
+        taken, self._failed = self._failed, {}
         for share in shares.values():
-            for key, counts in share.items():
-                found = taken.get(key)
-                if found is None:
-                    taken[key] = counts
-                else:
-                    found.add(counts.yes, counts.no, counts.variants)
+            for (app, environment, hour), counted in share.items():
+                for found, times in counted.items():
+                    evaluation = held[found]
+                    key = MetricKey(app, environment, evaluation.name, hour)
+                    yes = times if evaluation.enabled else 0
+                    variant = evaluation.variant
+                    variants = {variant.name: times} if variant.enabled else {}
+                    _add(taken, key, yes, times - yes, variants)
         return taken
 
     def put_back(self, taken: Mapping[MetricKey, Counts]) -> None:
-        """Counts whose write failed, for the next one."""
-        share = self._shares.setdefault("", {})
+        """Counts whose write failed, for the next one (as many keys as a share holds)."""
         for key, counts in taken.items():
-            self._add(share, key, counts.yes, counts.no, counts.variants)
+            if key not in self._failed and len(self._failed) >= self.most * MAX_FLAGS_KEPT:
+                DROPPED.inc(counts.yes + counts.no)
+                continue
+            _add(self._failed, key, counts.yes, counts.no, counts.variants)
 
-    def _add(
-        self,
-        share: dict[MetricKey, Counts],
-        key: MetricKey,
-        yes: int,
-        no: int,
-        variants: Mapping[str, int],
-    ) -> None:
-        counts = share.get(key)
-        if counts is None:
-            if len(share) >= self.most:
-                self.overflowing = True
-                DROPPED.inc(yes + no)
-                return
-            counts = share[key] = Counts()
-        if max(counts.yes + yes, counts.no + no) > MAX_COUNT:
-            DROPPED.inc(yes + no)
-            return
-        counts.add(yes, no, dict(variants))
+
+def _add(
+    counts: dict[MetricKey, Counts], key: MetricKey, yes: int, no: int, variants: Mapping[str, int]
+) -> None:
+    """Adds to ``key``'s counts; what would take a count past its limit is not counted."""
+    found = counts.get(key)
+    if found is None:
+        found = counts[key] = Counts()
+    if max(found.yes + yes, found.no + no) > MAX_COUNT:
+        DROPPED.inc(yes + no)
+        return
+    found.add(yes, no, dict(variants))
 
 
 def stream_event(revision: int) -> bytes:

@@ -187,7 +187,6 @@ class Drawn:
 
     evaluation: Evaluation
     nameless: bool  # chance decided it, for want of a userId or sessionId to hash
-    typed: bool  # the flag's variants carry payloads: its value is theirs, not on/off
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,13 +215,18 @@ class Compiled:
 
     def drawn(self, context: Context, name: str | None = None) -> Iterator[Drawn]:
         """Every flag (or the one named, if there is one), each with whether chance decided
-        its answer because the context names no one (``Context.nameless``), and whether its
-        variants carry payloads."""
+        its answer because the context names no one (``Context.nameless``: only a context
+        without userId and sessionId can have such an answer)."""
         flags = self.flags if name is None else [f for f in (self.by_name.get(name),) if f]
         for flag in flags:
             before = context.nameless_draws
             found = flag.evaluate(context)
-            yield Drawn(found, context.nameless_draws != before, flag.typed)
+            yield Drawn(found, context.nameless_draws != before)
+
+    def typed(self, name: str) -> bool:
+        """Whether flag ``name``'s variants carry payloads: OFREP's value is then theirs."""
+        flag = self.by_name.get(name)
+        return flag is not None and flag.typed
 
     def restrict(self, projects: Collection[str] | None) -> Compiled:
         """Only the flags of ``projects`` (None: all of them)."""
