@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, standalone_settings
+from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, MakeClient, standalone_settings
+from fake_upstream import Answer, FakeUpstream
 from flagkit import create_flag, turn
 from ofrepkit import (
     BULK,
@@ -256,3 +257,16 @@ async def test_disable_all_endpoint_leaves_a_frontend_key_the_enabled_flags(
     assert list(by_key(body)) == ["shown"]
     _, body, _ = await evaluate(client, key=DEV_KEY, context={"targetingKey": "u"})
     assert sorted(by_key(body)) == ["secret-plan", "shown"]
+
+
+async def test_a_relay_that_cannot_answer_says_general(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """No copy of the key's flags yet, and the upstream down: 503 with OpenFeature's GENERAL
+    (the provider then answers the code's default), not a bare error."""
+    upstream.features_answer = Answer(503)
+    relay = await make_relay(client_tokens=[])
+    for path in (BULK, one_path("on")):
+        status, body, _ = await evaluate(relay, path, {"targetingKey": "u"}, DEV_KEY)
+        assert status == 503, body
+        assert body["errorCode"] == "GENERAL" and body["errorDetails"] == body["message"]

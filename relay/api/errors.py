@@ -86,6 +86,10 @@ class OfrepNotFound(OfrepError):
     status, name = 404, "NotFoundError"
 
 
+class OfrepUnavailable(OfrepError):
+    status, name = 503, "ServiceUnavailableError"
+
+
 class MethodNotAllowed(ApiError):
     status, name = 405, "MethodNotAllowedError"
 

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -44,7 +44,13 @@ from relay.api.client_address import caller_address
 from relay.api.client_features import fresh
 from relay.api.connections import write_part
 from relay.api.delta import revision
-from relay.api.errors import BadDataError, OfrepBadRequest, OfrepNotFound, TooManyRequests
+from relay.api.errors import (
+    BadDataError,
+    OfrepBadRequest,
+    OfrepNotFound,
+    OfrepUnavailable,
+    TooManyRequests,
+)
 from relay.api.jobs import every
 from relay.api.routing import Route
 from relay.api.state import (
@@ -59,7 +65,7 @@ from relay.api.streaming import EVENT_STREAM, STREAMS, change_within
 from relay.core import ofrep
 from relay.core.catalog import Rendered
 from relay.core.domain import hour_start
-from relay.core.errors import DomainError, InvalidInput, StorageError
+from relay.core.errors import DomainError, InvalidInput, StorageError, Throttled, Unavailable
 from relay.core.evaluate import Context, Evaluation
 from relay.core.frontend import DEFAULT_APP, Scoped
 from relay.core.keys import Principal, hash_key
@@ -151,9 +157,10 @@ def _count(
 
 
 async def one(request: web.Request) -> web.Response:
-    name = request.match_info["key"]
+    name, key = request.match_info["key"], api_key(request)
     context = await _context(request, name)
-    rendered = await request.app[EVALUATION_SOURCE].flags(api_key(request), request[PRINCIPAL])
+    source = request.app[EVALUATION_SOURCE]
+    rendered = await _flags(source.flags(key, request[PRINCIPAL]), name)
     scoped, answers = _scoped(request, rendered)
     found = answers.one(scoped, context, name)
     if found is None:
@@ -162,7 +169,7 @@ async def one(request: web.Request) -> web.Response:
     if outcome.error is not None:
         code, details = outcome.error
         raise OfrepBadRequest(code, details, key=name)
-    _count(request, api_key(request), context, [evaluation])
+    _count(request, key, context, [evaluation])
     headers = {"Cache-Control": "no-cache"}
     return web.Response(body=outcome.fragment, content_type="application/json", headers=headers)
 
@@ -171,7 +178,8 @@ async def bulk(request: web.Request) -> web.Response:
     context = await _context(request)
     key, principal = api_key(request), request[PRINCIPAL]
     source = request.app[EVALUATION_SOURCE]
-    rendered = await _caught_up(source, key, principal, request.query.get("flagConfigEtag"))
+    named = request.query.get("flagConfigEtag")
+    rendered = await _flags(_caught_up(source, key, principal, named))
     frontend = principal.type is KeyType.FRONTEND
     everything = not (frontend and request.app[SETTINGS].disable_all_endpoint)
     after = _streams(key, rendered.revision) if frontend else b""
@@ -182,6 +190,17 @@ async def bulk(request: web.Request) -> web.Response:
     if fresh(request.headers.get("If-None-Match"), answer.etag):
         return web.Response(status=304, headers=headers)
     return web.Response(body=answer.body, content_type="application/json", headers=headers)
+
+
+async def _flags(found: Awaitable[Rendered], flag: str | None = None) -> Rendered:
+    """The key's flags, or OpenFeature's ``GENERAL`` when they cannot be had (a relay
+    without a copy while its upstream is down); a 429 stays one (its ``Retry-After``)."""
+    try:
+        return await found
+    except Throttled:
+        raise
+    except Unavailable as exc:
+        raise OfrepUnavailable("GENERAL", exc.message, key=flag) from None
 
 
 def _streams(key: str, at: int) -> bytes:
@@ -302,7 +321,7 @@ def add_ofrep(app: web.Application, source: EvaluationSource) -> None:
     app[COUNTS_DUE] = asyncio.Event()
 
 
-_ERRORS = (400, 408, 413, 415, 503)
+_ERRORS = (400, 408, 413, 415, 503)  # 503: OpenFeature's GENERAL
 
 ROUTES = [
     Route(

@@ -57,8 +57,8 @@ MAX_FLAGS_KEPT = 1_000
 
 DROPPED = Counter(
     "relay_ofrep_counts_dropped_total",
-    "OFREP evaluations not counted: the tally was full (too many application names at"
-    " once), or a count would pass its limit",
+    "OFREP evaluations not counted: a key's share of the tally was full (too many application"
+    " names at once), or a count would pass its limit",
 )
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
