@@ -45,10 +45,16 @@ def test_answers_rendered_live_no_longer_than_the_compiled_scopes_they_came_from
     assert len(answers) <= 2
 
 
-def _evaluations(flags: int, enabled: bool = True) -> list[Evaluation]:
+def _evaluations(flags: int, enabled: bool = True) -> list[ofrep.Outcome]:
+    """Answers of ``flags`` flags, as a request answered them."""
     reason = Reason(Decision.MATCHED, 1, "default")
     variant = Variant("disabled", False, None, enabled)
-    return [Evaluation(f"f{n}", "default", enabled, variant, False, reason) for n in range(flags)]
+    return [
+        ofrep.Outcome(
+            b"{}", b"", None, Evaluation(f"f{n}", "default", enabled, variant, False, reason)
+        )
+        for n in range(flags)
+    ]
 
 
 def test_one_key_s_made_up_applications_cost_no_other_key_its_counts() -> None:

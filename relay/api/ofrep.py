@@ -66,7 +66,7 @@ from relay.core import ofrep
 from relay.core.catalog import Rendered
 from relay.core.domain import hour_start
 from relay.core.errors import DomainError, InvalidInput, StorageError, Throttled, Unavailable
-from relay.core.evaluate import Context, Evaluation
+from relay.core.evaluate import Context
 from relay.core.frontend import DEFAULT_APP, Scoped
 from relay.core.keys import Principal, hash_key
 from relay.wire.common import ErrorDetail, KeyType
@@ -144,14 +144,12 @@ def _scoped(request: web.Request, rendered: Rendered) -> tuple[Scoped, ofrep.Ans
     return scoped, request.app[OFREPS].of(scoped)
 
 
-def _count(
-    request: web.Request, key: str, context: Context, evaluated: list[Evaluation]
-) -> None:
-    """The evaluations counted for the context's app in the key's environment, in the key's
+def _count(request: web.Request, key: str, context: Context, answered: list[ofrep.Outcome]) -> None:
+    """The answers counted for the context's app in the key's environment, in the key's
     share of the tally; a full share is written at once."""
     app, tally = context.app_name or DEFAULT_APP, request.app[TALLY]
     hour = hour_start(context.current_time)
-    tally.add(hash_key(key), app, request[PRINCIPAL].environment, hour, evaluated)
+    tally.add(hash_key(key), app, request[PRINCIPAL].environment, hour, answered)
     if tally.overflowing:
         request.app[COUNTS_DUE].set()
 
@@ -162,14 +160,13 @@ async def one(request: web.Request) -> web.Response:
     source = request.app[EVALUATION_SOURCE]
     rendered = await _flags(source.flags(key, request[PRINCIPAL]), name)
     scoped, answers = _scoped(request, rendered)
-    found = answers.one(scoped, context, name)
-    if found is None:
+    outcome = answers.one(scoped, context, name)
+    if outcome is None:
         raise OfrepNotFound("FLAG_NOT_FOUND", f"Flag '{name}' was not found", key=name)
-    outcome, evaluation = found
     if outcome.error is not None:
         code, details = outcome.error
         raise OfrepBadRequest(code, details, key=name)
-    _count(request, key, context, [evaluation])
+    _count(request, key, context, [outcome])
     headers = {"Cache-Control": "no-cache"}
     return web.Response(body=outcome.fragment, content_type="application/json", headers=headers)
 
@@ -185,7 +182,7 @@ async def bulk(request: web.Request) -> web.Response:
     after = _streams(key, rendered.revision) if frontend else b""
     scoped, answers = _scoped(request, rendered)
     answer = answers.bulk(scoped, context, everything, after)
-    _count(request, key, context, answer.evaluated)
+    _count(request, key, context, answer.answered)
     headers = {"ETag": answer.etag, "Cache-Control": "no-cache"}
     if fresh(request.headers.get("If-None-Match"), answer.etag):
         return web.Response(status=304, headers=headers)

@@ -140,26 +140,31 @@ def _json(item: Mapping[str, Any]) -> bytes:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Outcome:
     """One flag's answer as OFREP gives it: its JSON object, 16 bytes of that object's
-    SHA-256 (what a bulk ETag hashes), and the failure's code and details, if it is one."""
+    SHA-256 (what a bulk ETag hashes), and the failure's code and details if it is one,
+    else the evaluation it answers (what is counted). Built once per outcome and compared
+    by identity: a request's answers are counted by adding them to a ``Counter``."""
 
     fragment: bytes
     digest: bytes
     error: tuple[FailureCode, str] | None = None
+    evaluation: Evaluation | None = None
 
 
-def _outcome(item: Mapping[str, Any], error: tuple[FailureCode, str] | None = None) -> Outcome:
+def _outcome(item: Mapping[str, Any], evaluation: Evaluation | None = None) -> Outcome:
     try:
         fragment = _json(item)
     except (ValueError, RecursionError):  # a payload too deep to write back
         return _failure(str(item["key"]), "PARSE_ERROR", "its json payload is too deep")
-    return Outcome(fragment, hashlib.sha256(fragment).digest()[:16], error)
+    return Outcome(fragment, hashlib.sha256(fragment).digest()[:16], None, evaluation)
 
 
 def _failure(key: str, code: FailureCode, details: str) -> Outcome:
-    return _outcome({"key": key, "errorCode": code, "errorDetails": details}, (code, details))
+    item = {"key": key, "errorCode": code, "errorDetails": details}
+    fragment = _json(item)
+    return Outcome(fragment, hashlib.sha256(fragment).digest()[:16], (code, details))
 
 
 def _rendered(evaluation: Evaluation, typed: bool) -> Outcome:
@@ -173,7 +178,7 @@ def _rendered(evaluation: Evaluation, typed: bool) -> Outcome:
     item: dict[str, Any] = {"key": name, "reason": reason(evaluation), "variant": shown}
     if found is not _NO_VALUE:
         item["value"] = found
-    return _outcome(item)
+    return _outcome(item, evaluation)
 
 
 def _keyless(name: str) -> Outcome:
@@ -189,7 +194,7 @@ def _keyless(name: str) -> Outcome:
 class Bulk:
     body: bytes
     etag: str
-    evaluated: list[Evaluation]
+    answered: list[Outcome]
     """The answers given (not the failures): what is counted."""
 
 
@@ -217,48 +222,43 @@ class Answers:
             found = self.keyless[name] = _keyless(name)
         return found
 
-    def _evaluated(
-        self, compiled: Compiled, context: Context, name: str | None = None
-    ) -> list[tuple[Evaluation, Outcome]]:
-        """Each flag's evaluation (or the one named) and its answer. A context that names
-        someone (a userId or a sessionId) has no answer left to chance for want of one: it
-        is evaluated as the Frontend API's, without watching each flag's draws."""
-        if context.user_id is not None or context.session_id is not None:
-            if name is None:
-                found = compiled.evaluate(context)
-            else:
-                one = compiled.evaluate_one(name, context)
-                found = [] if one is None else [one]
-            return [(e, self._answer(e, compiled)) for e in found]
-        return [
-            (
-                d.evaluation,
+    def _outcomes(
+        self, compiled: Compiled, context: Context, everything: bool, name: str | None = None
+    ) -> list[Outcome]:
+        """Each flag's answer (or the one named's): every flag's (``everything``) or the
+        enabled ones'. A context that names someone (a userId or a sessionId) has no answer
+        left to chance for want of one: it is evaluated as the Frontend API's, without
+        watching each flag's draws."""
+        if context.user_id is None and context.session_id is None:
+            return [
                 self._keyless(d.evaluation.name)
                 if d.nameless
-                else self._answer(d.evaluation, compiled),
-            )
-            for d in compiled.drawn(context, name)
-        ]
+                else self._answer(d.evaluation, compiled)
+                for d in compiled.drawn(context, name)
+                if everything or d.evaluation.enabled
+            ]
+        if name is None:
+            found = compiled.evaluate(context)
+        else:
+            one = compiled.evaluate_one(name, context)
+            found = [] if one is None else [one]
+        held, answer = self.outcomes.get, self._answer
+        return [held(id(e)) or answer(e, compiled) for e in found if everything or e.enabled]
 
     def bulk(self, scoped: Scoped, context: Context, everything: bool, after: bytes = b"") -> Bulk:
         """Every flag (``everything``), or the enabled ones; ``after``: JSON members the
         body ends with (``eventStreams``), not part of the ETag."""
-        answered = [
-            (e, outcome)
-            for e, outcome in self._evaluated(scoped.compiled, context)
-            if everything or e.enabled
-        ]
-        flags = b",".join([outcome.fragment for _, outcome in answered])
+        outcomes = self._outcomes(scoped.compiled, context, everything)
+        flags = b",".join([outcome.fragment for outcome in outcomes])
         body = b'{"flags":[' + flags + b"]" + (b"," + after if after else b"") + b"}"
-        digest = hashlib.sha256(b"".join([outcome.digest for _, outcome in answered]))
-        evaluated = [e for e, outcome in answered if outcome.error is None]
-        return Bulk(body, f'"{digest.hexdigest()[:32]}"', evaluated)
+        digest = hashlib.sha256(b"".join([outcome.digest for outcome in outcomes]))
+        answered = [outcome for outcome in outcomes if outcome.error is None]
+        return Bulk(body, f'"{digest.hexdigest()[:32]}"', answered)
 
-    def one(self, scoped: Scoped, context: Context, name: str) -> tuple[Outcome, Evaluation] | None:
-        """The flag ``name``'s answer, and its evaluation; None: the scope has no such flag."""
-        for evaluation, outcome in self._evaluated(scoped.compiled, context, name):
-            return outcome, evaluation
-        return None
+    def one(self, scoped: Scoped, context: Context, name: str) -> Outcome | None:
+        """The flag ``name``'s answer; None: the scope has no such flag."""
+        found = self._outcomes(scoped.compiled, context, True, name)
+        return found[0] if found else None
 
 
 class Ofreps:
@@ -284,9 +284,9 @@ class Tally:
     SDKs count the evaluations they make and post them; OFREP's are made here, so they
     are counted here, and written through the ingest path as an SDK's would be.
 
-    Counted by answer: each evaluation is one the compiled scope built once (its flag,
-    state and variant), so a request adds its list of them to a C counter by identity (held
-    until written) and the counts per flag are made at ``take``, once a second, not per
+    Counted by answer: each is built once per compiled scope (its flag, state and variant),
+    so a request adds its list of them to a ``Counter`` (by identity, in C; they are held
+    until written), and the counts per flag are made at ``take``, once a second, not per
     request. The app is the caller's to name, so each key (``owner``: its hash) has its own
     share of ``most`` applications: a key that names more has the rest of its evaluations
     not counted (``DROPPED``), never another key's. A full share says so (``overflowing``):
@@ -296,12 +296,11 @@ class Tally:
     def __init__(self, most: int = MAX_APPS) -> None:
         self.most = most
         self.overflowing = False
-        self._shares: dict[str, dict[tuple[str, str, int], CounterOf[int]]] = {}
-        self._held: dict[int, Evaluation] = {}
+        self._shares: dict[str, dict[tuple[str, str, int], CounterOf[Outcome]]] = {}
         self._failed: dict[MetricKey, Counts] = {}
 
     def add(
-        self, owner: str, app: str, environment: str, hour: int, evaluated: list[Evaluation]
+        self, owner: str, app: str, environment: str, hour: int, answered: list[Outcome]
     ) -> None:
         share = self._shares.setdefault(owner, {})
         group = (app, environment, hour)
@@ -309,22 +308,21 @@ class Tally:
         if counted is None:
             if len(share) >= self.most:
                 self.overflowing = True
-                DROPPED.inc(len(evaluated))
+                DROPPED.inc(len(answered))
                 return
             counted = share[group] = CounterOf()
-        ids = list(map(id, evaluated))
-        counted.update(ids)
-        self._held.update(zip(ids, evaluated, strict=True))
+        counted.update(answered)
 
     def take(self) -> dict[MetricKey, Counts]:
         """The counts per key of every share; the tally empty again."""
         shares, self._shares, self.overflowing = self._shares, {}, False
-        held, self._held = self._held, {}
         taken, self._failed = self._failed, {}
         for share in shares.values():
             for (app, environment, hour), counted in share.items():
-                for found, times in counted.items():
-                    evaluation = held[found]
+                for outcome, times in counted.items():
+                    evaluation = outcome.evaluation
+                    if evaluation is None:  # a failure: nothing was answered
+                        continue
                     key = MetricKey(app, environment, evaluation.name, hour)
                     yes = times if evaluation.enabled else 0
                     variant = evaluation.variant
