@@ -58,7 +58,8 @@ ANSWERS = Counter(
 )
 COMPILES = Counter(
     "relay_frontend_compiles_total",
-    "A scope's flags compiled for evaluation (the Frontend API, the playground), per change",
+    "A scope's flags compiled for evaluation (the Frontend API, OFREP, the playground), per"
+    " change",
 )
 HELD = Gauge(
     "relay_frontend_held_bytes",
