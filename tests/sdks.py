@@ -3,9 +3,9 @@
 ``sdk_node.js``), each fetching flags from a server and answering a list of checks
 (``isEnabled``, or ``getVariant`` when ``variant`` is set).
 
-The Node packages (and the browser SDK, ``unleash-proxy-client``) come from npm, pinned,
-installed once into ``tests/.node`` (ignored by git): ``node_modules()`` installs them, or
-says why it could not.
+The Node packages (and the browser SDK, ``unleash-proxy-client``; OpenFeature's SDKs and
+OFREP providers) come from npm, pinned, installed once into ``tests/.node`` (ignored by
+git): ``node_modules()`` installs them, or says why it could not.
 """
 
 from __future__ import annotations
@@ -29,7 +29,17 @@ PACKAGES = {
     "unleash-client": "6.12.1",
     "@unleash/client-specification": "6.1.0",
     "unleash-proxy-client": "3.8.2",  # the browser SDK: tests/test_frontend_browser.py
+    # OpenFeature's server SDK and its OFREP provider: tests/test_ofrep_sdks.py
+    "@openfeature/server-sdk": "1.23.0",
+    "@openfeature/ofrep-provider": "0.1.3",
 }
+WEB_PACKAGES = {
+    # OpenFeature's web SDK and its OFREP provider, in a page: tests/test_ofrep_browser.py
+    # (a folder of their own: the server provider's OFREP core is another major version)
+    "@openfeature/web-sdk": "1.10.0",
+    "@openfeature/ofrep-web-provider": "0.4.3",
+}
+WEB_DIR = NODE_DIR / "web"
 
 
 @dataclass(frozen=True)
@@ -163,3 +173,71 @@ VARIANT_SEED = 86028157
 def quiet_sdk_logs() -> None:
     """The Python SDK warns for every flag it does not know; the tests ask on purpose."""
     logging.getLogger("UnleashClient").setLevel(logging.ERROR)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One OpenFeature evaluation: the client's method by ``kind`` (boolean, string,
+    integer, float, object; Node has one number), the code's default, the context (its
+    ``targetingKey`` and attributes)."""
+
+    kind: str
+    flag: str
+    fallback: Any
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def ofrep_python(url: str, key: str, evaluations: list[Evaluation]) -> list[dict[str, Any]]:
+    """Each evaluation's details through OpenFeature's Python SDK and its OFREP provider
+    (PyPI ``openfeature-sdk``, ``openfeature-provider-ofrep``): value, reason, variant,
+    error code."""
+    from openfeature import api
+    from openfeature.contrib.provider.ofrep import OFREPProvider
+    from openfeature.evaluation_context import EvaluationContext
+
+    domain = f"ofrep-{uuid.uuid4()}"
+    api.set_provider(OFREPProvider(url, headers_factory=lambda: {"Authorization": key}), domain)
+    client = api.get_client(domain)
+    found = []
+    for e in evaluations:
+        attributes = {k: v for k, v in e.context.items() if k != "targetingKey"}
+        context = EvaluationContext(e.context.get("targetingKey"), attributes)
+        details = getattr(client, f"get_{e.kind}_details")(e.flag, e.fallback, context)
+        code = details.error_code
+        found.append(
+            {
+                "value": details.value,
+                "reason": getattr(details.reason, "value", details.reason),
+                "variant": details.variant,
+                "errorCode": None if code is None else code.value,
+            }
+        )
+    api.clear_providers()
+    return found
+
+
+def ofrep_node(
+    modules: Path, url: str, key: str, evaluations: list[Evaluation]
+) -> list[dict[str, Any]]:
+    """The same through OpenFeature's Node server SDK and its OFREP provider (npm
+    ``@openfeature/server-sdk``, ``@openfeature/ofrep-provider``; ``ofrep_node.js``)."""
+    checks = [
+        {
+            "kind": "number" if e.kind in ("integer", "float") else e.kind,
+            "flag": e.flag,
+            "fallback": e.fallback,
+            "context": e.context,
+        }
+        for e in evaluations
+    ]
+    done = subprocess.run(
+        ["node", str(HERE / "ofrep_node.js")],
+        input=json.dumps({"url": url, "key": key, "checks": checks}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        check=False,
+    )
+    assert done.returncode == 0, f"node exited {done.returncode}: {done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines()]

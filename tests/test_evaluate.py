@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from relay.core.evaluate import Context, Decision, compile_features
+from relay.core.evaluate import Basis, Context, Decision, compile_features
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -157,6 +157,10 @@ def _rollout(stickiness: str) -> dict[str, Any]:
     return {"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": stickiness}}
 
 
+def _two_by(stickiness: str) -> list[dict[str, Any]]:
+    return [{"name": n, "weight": 1, "stickiness": stickiness} for n in ("a", "b")]
+
+
 def _after(context_name: str) -> dict[str, Any]:
     return {"contextName": context_name, "operator": "DATE_AFTER", "value": "2020-01-01T00:00:00Z"}
 
@@ -195,12 +199,10 @@ def _after(context_name: str) -> dict[str, Any]:
             {},
             True,
         ),
-        (_flag("pick", variants=[{"name": "a", "weight": 1, "stickiness": "plan"}]), {}, True),
-        (
-            _flag("pick", variants=[{"name": "a", "weight": 1, "stickiness": "plan"}]),
-            {"properties": {"plan": "gold"}},
-            False,
-        ),
+        (_flag("pick", variants=_two_by("plan")), {}, True),
+        (_flag("pick", variants=_two_by("plan")), {"properties": {"plan": "gold"}}, False),
+        # one variant with all the weight: nothing to draw
+        (_flag("one", variants=[{"name": "a", "weight": 1, "stickiness": "plan"}]), {}, False),
         # a parent's read is its child's too
         (
             _flag("child", dependencies=[{"feature": "parent"}]),
@@ -219,3 +221,84 @@ def test_an_evaluation_says_whether_it_read_the_clock_or_chance(
     asked = Context(current_time=NOW, **context)
     compiled.evaluate_one(flag["name"], asked)
     assert asked.varies is varies
+
+
+_SPLIT_VARIANTS = [{"name": n, "weight": 1, "stickiness": "default"} for n in ("a", "b")]
+_ANN = [_in("userId", "ann")]
+_OVERRIDDEN = [
+    {"name": "a", "weight": 1, "overrides": [{"contextName": "userId", "values": ["ann"]}]},
+    {"name": "b", "weight": 1},
+]
+
+
+@pytest.mark.parametrize(
+    ("flag", "context", "basis"),
+    [
+        (_flag("f"), {}, Basis.EVERYONE),
+        (_flag("f", {"name": "default"}), {}, Basis.EVERYONE),
+        (_flag("f", {"name": "default", "constraints": _ANN}), {}, Basis.TARGETED),
+        (_flag("f", {"name": "default", "segments": [7]}), {}, Basis.TARGETED),
+        (_flag("f", {"name": "userWithId", "parameters": {"userIds": "ann"}}), {}, Basis.TARGETED),
+        (_flag("f", _rollout("default")), {}, Basis.SPLIT),
+        (_flag("f", {**_rollout("default"), "parameters": {"rollout": "100"}}), {}, Basis.EVERYONE),
+        (
+            _flag("f", {**_rollout("x"), "parameters": {"rollout": "100", "stickiness": "userId"}}),
+            {},
+            Basis.TARGETED,
+        ),
+        (_flag("f", variants=_SPLIT_VARIANTS), {}, Basis.SPLIT),
+        (_flag("f", variants=_SPLIT_VARIANTS[:1]), {}, Basis.EVERYONE),
+        (_flag("f", variants=_OVERRIDDEN), {}, Basis.TARGETED),  # ann's variant by override
+        (_flag("f", {"name": "default", "variants": _SPLIT_VARIANTS}), {}, Basis.SPLIT),
+    ],
+)
+def test_an_answer_says_whom_it_goes_to(
+    flag: dict[str, Any], context: dict[str, Any], basis: Basis
+) -> None:
+    """OFREP's reason comes from it: the same for everyone, targeted, or split by a hash."""
+    document = {"features": [flag], "segments": [{"id": 7, "constraints": []}]}
+    compiled = compile_features(document)
+    found = compiled.evaluate_one("f", Context(current_time=NOW, user_id="ann", **context))
+    assert found is not None and found.enabled
+    assert found.reason.basis is basis
+
+
+@pytest.mark.parametrize(
+    ("flag", "context", "nameless"),
+    [
+        (_flag("f", _rollout("default")), {}, True),  # no user, no session: a coin toss
+        (_flag("f", _rollout("default")), {"user_id": "u1"}, False),
+        (_flag("f", _rollout("default")), {"session_id": "s1"}, False),
+        (_flag("f", _rollout("random")), {}, False),  # chance by design, not for want of a key
+        (_flag("f", {**_rollout("default"), "parameters": {"rollout": "100"}}), {}, False),
+        (_flag("f", variants=_SPLIT_VARIANTS), {}, True),
+        (_flag("f", variants=_SPLIT_VARIANTS), {"session_id": "s1"}, False),
+        (_flag("f", variants=_SPLIT_VARIANTS[:1]), {}, False),  # one variant: nothing to draw
+        (_flag("f", variants=_two_by("plan")), {}, False),  # a property absent: not the key
+        (_flag("f", dependencies=[{"feature": "parent"}]), {}, True),  # the parent's draw
+        (_flag("f", {"name": "default"}), {}, False),
+    ],
+)
+def test_an_answer_says_whether_chance_decided_it_for_want_of_a_key(
+    flag: dict[str, Any], context: dict[str, Any], nameless: bool
+) -> None:
+    """OFREP's TARGETING_KEY_MISSING: flag by flag, told by the draws themselves."""
+    parent = _flag("parent", _rollout("default"))
+    compiled = compile_features({"features": [parent, flag]}, rng=random.Random(1))
+    asked = Context(current_time=NOW, **context)
+    (found,) = compiled.drawn(asked, "f")
+    assert found.nameless is nameless
+    assert [d.evaluation.name for d in compiled.drawn(asked)] == ["parent", "f"]
+    assert list(compiled.drawn(asked, "nothing")) == []
+
+
+def test_a_flag_whose_variants_carry_payloads_is_typed() -> None:
+    payload = {"type": "string", "value": "x"}
+    flags = [
+        _flag("plain", variants=_SPLIT_VARIANTS),
+        _flag("own", variants=[{**_SPLIT_VARIANTS[0], "payload": payload}]),
+        _flag("strategy", {"name": "default", "variants": [{"name": "v", "payload": payload}]}),
+    ]
+    compiled = compile_features({"features": flags})
+    typed = {name: compiled.typed(name) for name in ("plain", "own", "strategy", "nothing")}
+    assert typed == {"plain": False, "own": True, "strategy": True, "nothing": False}

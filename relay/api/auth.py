@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from aiohttp import web
 
@@ -25,13 +25,25 @@ PRINCIPAL = web.RequestKey("principal", Principal)
 ADMIN_KEYS = frozenset({KeyType.ADMIN})
 CLIENT_KEYS = frozenset({KeyType.CLIENT})
 FRONTEND_KEYS = frozenset({KeyType.FRONTEND})
+SDK_KEYS = frozenset({KeyType.CLIENT, KeyType.FRONTEND})
+
+KeySource = Callable[[web.Request], str]
+"""Where a route takes its key from: ``authorization`` but for OFREP's paths."""
 
 
-async def authenticate(request: web.Request, accepted: frozenset[KeyType]) -> Principal:
+def authorization(request: web.Request) -> str:
+    """The key in ``Authorization``, bare or after ``Bearer ``."""
+    return strip_scheme(request.headers.get("Authorization", ""))
+
+
+async def authenticate(
+    request: web.Request, accepted: frozenset[KeyType], presented: KeySource = authorization
+) -> Principal:
     """The principal of the request's key, if its type is one the route accepts. As in
     Unleash, a client key reaches only ``/api/client``, a frontend key only the frontend
-    paths (it is public: shipped in browser code), and an admin key only the admin API."""
-    key = strip_scheme(request.headers.get("Authorization", ""))
+    paths (it is public: shipped in browser code), and an admin key only the admin API;
+    both SDK keys reach OFREP's."""
+    key = presented(request)
     if not key:
         raise AuthenticationRequired(
             "This endpoint requires an API token. Please add an authorization header"

@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from relay.core import errors as domain
 from relay.wire.common import ErrorBody, ErrorDetail
+from relay.wire.ofrep import ErrorCode, OfrepErrorBody
 
 
 class ApiError(Exception):
@@ -54,6 +55,39 @@ class InvalidOperationError(ApiError):
 
 class NotFoundError(ApiError):
     status, name = 404, "NotFoundError"
+
+
+class OfrepError(ApiError):
+    """An error OFREP's providers read: its ``errorCode`` and ``errorDetails`` (the
+    message), and the flag's ``key`` when there is one, in Unleash's shape too."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        details: list[ErrorDetail] | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message, details)
+        self.code, self.key = code, key
+
+    def body(self) -> ErrorBody:
+        plain = super().body()
+        return OfrepErrorBody(
+            **plain.model_dump(), key=self.key, errorCode=self.code, errorDetails=self.message
+        )
+
+
+class OfrepBadRequest(OfrepError):
+    status, name = 400, "BadDataError"
+
+
+class OfrepNotFound(OfrepError):
+    status, name = 404, "NotFoundError"
+
+
+class OfrepUnavailable(OfrepError):
+    status, name = 503, "ServiceUnavailableError"
 
 
 class MethodNotAllowed(ApiError):

@@ -64,6 +64,8 @@ def _models(routes: Sequence[Route]) -> list[type[BaseModel]]:
         for model in route.responses.values():
             if model is not None:
                 found[model] = None
+        if route.error_body is not None:
+            found[route.error_body] = None
     return list(found)
 
 
@@ -100,10 +102,11 @@ def _operation(route: Route, names: dict[str, str]) -> dict[str, Any]:
         errors.add(400)
     if route.auth is not None:
         errors |= {401, 403, 429}
+    error_body = route.error_body or ErrorBody
     for status in sorted(errors):
         op["responses"][str(status)] = {
             "description": HTTPStatus(status).phrase,
-            "content": {"application/json": {"schema": _ref(ErrorBody, names)}},
+            "content": {"application/json": {"schema": _ref(error_body, names)}},
         }
     return op
 

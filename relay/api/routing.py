@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import AbstractResource
 from pydantic import BaseModel
 
-from relay.api.auth import PRINCIPAL, authenticate
+from relay.api.auth import PRINCIPAL, KeySource, authenticate, authorization
 from relay.api.errors import BadDataError
 from relay.wire.common import MAX_NAME, ErrorDetail, KeyType
 
@@ -43,6 +43,10 @@ class Route:
     errors: Sequence[int] = ()
     operation: str | None = None
     """The OpenAPI ``operationId``; the handler's name when not given. Unique per document."""
+    key_from: KeySource = authorization
+    """Where the key is (routes with ``auth``): ``Authorization`` but for OFREP's paths."""
+    error_body: type[BaseModel] | None = None
+    """The body model of its errors, when it is more than Unleash's (``ErrorBody``)."""
 
     @property
     def browser(self) -> bool:
@@ -81,10 +85,11 @@ def _checked(route: Route) -> Handler:
     inner, required, parameters = route.handler, route.auth, route.parameters
     if required is None and not parameters:
         return inner
+    presented = route.key_from
 
     async def handler(request: web.Request) -> web.StreamResponse:
         if required:
-            request[PRINCIPAL] = await authenticate(request, required)
+            request[PRINCIPAL] = await authenticate(request, required, presented)
         for name in parameters:
             _check_parameter(name, request.match_info[name])
         return await inner(request)

@@ -60,6 +60,24 @@ class FrontendSource(Protocol):
 FRONTEND_SOURCE = web.AppKey("frontend_source", FrontendSource)
 
 
+class EvaluationSource(Protocol):
+    """The flags OFREP evaluates for a key (``relay.api.ofrep``): a frontend key's are the
+    Frontend API's; a client key's, its own scope's, as ``/api/client/features`` has them."""
+
+    async def flags(self, key: str, principal: Principal) -> Rendered:
+        """The client features answer of ``key``'s scope: its projects, its environment,
+        segments as ids."""
+        ...
+
+    async def next_change(self) -> None:
+        """Returns after the next change of any flags held (a key's answer may be the same:
+        the caller compares)."""
+        ...
+
+
+EVALUATION_SOURCE = web.AppKey("evaluation_source", EvaluationSource)
+
+
 class KeyDeltas(Protocol):
     """The events of the flags one key sees (``DeltaSource.for_key``)."""
 

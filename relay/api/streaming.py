@@ -40,7 +40,11 @@ from relay.core.delta import Delta
 from relay.core.errors import DomainError
 from relay.core.keys import hash_key, strip_scheme
 
-OPEN = Gauge("relay_streams", "Open /api/client/streaming streams", multiprocess_mode="livesum")
+OPEN = Gauge(
+    "relay_streams",
+    "Open streams: /api/client/streaming, and OFREP's /ofrep/v1/events",
+    multiprocess_mode="livesum",
+)
 OPENED = Counter(
     "relay_streams_opened_total",
     "Streams opened, by how they started: a hydration, or (after Last-Event-ID) the events missed",
@@ -163,7 +167,7 @@ async def streaming(request: web.Request) -> web.StreamResponse:
         at, clock = found.revision, asyncio.get_running_loop().time
         due = clock() + settings.stream_keepalive  # a change it does not see leaves it due
         while True:
-            changed = await _changed(deltas.changed(at), end, max(0.0, due - clock()))
+            changed = await change_within(deltas.changed(at), end, max(0.0, due - clock()))
             await resolver.current()
             if end.is_set() or resolver.known(secret) is None:
                 break  # shutting down, its client gone, or the key was revoked
@@ -186,9 +190,9 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _changed(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
+async def change_within(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
     """True once ``change`` is done; False after ``wait`` seconds, or once the stream is
-    to end."""
+    to end (OFREP's stream waits so too)."""
     changed = asyncio.ensure_future(change)
     closed = asyncio.ensure_future(end.wait())
     try:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from relay.api import client, delta, frontend, frontend_metrics, streaming, validate
+from relay.api import client, delta, frontend, frontend_metrics, ofrep, streaming, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -221,6 +221,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += transfer_api.ROUTES
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
+    ofrep.add_ofrep(app, served)
+    app.cleanup_ctx.append(ofrep.counting)  # after storage: it ends before storage closes
+    routes += ofrep.ROUTES
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 

@@ -72,7 +72,8 @@ ANSWERS = Counter(
 )
 COMPILES = Counter(
     "relay_frontend_compiles_total",
-    "A scope's flags compiled for evaluation (the Frontend API, the playground), per change",
+    "A scope's flags compiled for evaluation (the Frontend API, OFREP, the playground), per"
+    " change",
 )
 REFUSED = Counter(
     "relay_frontend_scopes_refused_total",
@@ -181,7 +182,8 @@ class Scoped:
     a digest of it: an answer's ETag hashes the digests of its toggles (16 bytes each),
     not its body (the same answer has the same ETag in every worker and after a restart)."""
 
-    __slots__ = ("compiled", "fragments", "query", "size", "used")
+    # __weakref__: OFREP's answers are held weakly by their scope's (relay.core.ofrep)
+    __slots__ = ("__weakref__", "compiled", "fragments", "query", "size", "used")
 
     def __init__(self, rendered: Rendered) -> None:
         document = json.loads(rendered.body)

@@ -16,7 +16,7 @@ from prometheus_client import Counter
 
 from relay.core import convert
 from relay.core.convert import Conversion
-from relay.core.domain import Hop, IdempotencyKey, IngestBatch
+from relay.core.domain import Counts, Hop, IdempotencyKey, IngestBatch, MetricKey
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,11 @@ class Ingest:
             body, environment, datetime.now(UTC), self._hop
         )
         await self._write(conversion, idempotency_key)
+
+    async def evaluated(self, counts: dict[MetricKey, Counts]) -> None:
+        """Counts of evaluations the service made itself (OFREP's, ``relay.core.ofrep.Tally``),
+        aggregated and named as an SDK's are: written to the same sink."""
+        await self._write(Conversion(IngestBatch(counts=counts), accepted=len(counts)), None)
 
     async def _write(self, conversion: Conversion, idempotency_key: IdempotencyKey | None) -> None:
         applied = await self._sink.write(conversion.batch, idempotency_key)

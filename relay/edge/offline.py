@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from relay.api import client, delta, frontend, frontend_metrics, streaming
+from relay.api import client, delta, frontend, frontend_metrics, ofrep, streaming
 from relay.api.application import new_application, serve_routes
 from relay.api.jobs import every
 from relay.api.shared import Shared
@@ -184,6 +184,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         )
         app.cleanup_ctx.append(every(LISTEN_INTERVAL, monitor.listen, "buffer-writes"))
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, store.prune_idempotency, "prune"))
+    ofrep.add_ofrep(app, flags)
+    app.cleanup_ctx.append(ofrep.counting)  # after started: it ends before the buffer closes
     serve_routes(
         app,
         [
@@ -193,6 +195,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
             *delta.ROUTES,
             *streaming.ROUTES,
             *frontend.routes(not settings.disable_all_endpoint, ()),
+            *ofrep.ROUTES,
             *backstage.routes(settings),
         ],
     )

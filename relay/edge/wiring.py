@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.api import client, delta, frontend, frontend_metrics, streaming, validate
+from relay.api import client, delta, frontend, frontend_metrics, ofrep, streaming, validate
 from relay.api.application import new_application, serve_routes
 from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
@@ -174,7 +174,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[DELTA_SOURCE] = FlagDeltas(flags)
     streaming.add_streams(app)
     fetching = settings.client_tokens + settings.upstream_tokens
-    app[FRONTEND_SOURCE] = FrontendFlags(flags, fetching, settings.frontend_tokens)
+    frontend_flags = FrontendFlags(flags, fetching, settings.frontend_tokens)
+    app[FRONTEND_SOURCE] = frontend_flags
+    ofrep.add_ofrep(app, frontend_flags)
     app[FRONTENDS] = Frontends()
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
@@ -258,6 +260,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         app.cleanup_ctx.append(every(PRUNE_INTERVAL, monitor.prune, "prune-dead-letters"))
         app.cleanup_ctx.append(every(WORDS_PRUNE_INTERVAL, _prune(words), "prune-key-words"))
         app.cleanup_ctx.append(every(settings.report_interval, reporter.tick, "report"))
+    # last: its final write ends before the flusher's final flush and the buffers close
+    app.cleanup_ctx.append(ofrep.counting)
     routes = [
         *client.ROUTES,
         *frontend_metrics.ROUTES,
@@ -265,6 +269,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         *delta.ROUTES,
         *streaming.ROUTES,
         *frontend.routes(not settings.disable_all_endpoint, (403, 503)),
+        *ofrep.ROUTES,
         *reporter_routes,
         *passthrough.ROUTES,
         *validate.ROUTES,

@@ -147,6 +147,16 @@ class ClientFeaturesCache:
         projects = projects_of(principal.projects, ())
         return await self.answer(Scope(principal.environment, projects, None, False))
 
+    async def flags(self, key: str, principal: Principal) -> Rendered:
+        """A key's flags for OFREP (``EvaluationSource``): a frontend or client key's
+        alike, its projects in its environment."""
+        return await self.document(principal)
+
+    async def next_change(self) -> None:
+        """Returns once another snapshot is served (waiting, it polls the revision as
+        streams do)."""
+        await self._moved.wait()
+
     async def feature(self, scope: Scope, name: str) -> bytes | None:
         return self._catalog(await self._current(), scope).feature(scope, name)
 

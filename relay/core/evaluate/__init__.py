@@ -9,14 +9,16 @@ stickiness, overrides), ``hashing`` (MurmurHash3 normalisation), ``outcome`` (ev
 and reasons), ``compiled`` (flags, dependencies, the compiled document).
 """
 
-from relay.core.evaluate.compiled import Compiled, compile_features
+from relay.core.evaluate.compiled import Compiled, Drawn, compile_features
 from relay.core.evaluate.context import Context
-from relay.core.evaluate.outcome import Decision, Evaluation, Miss, Reason, Variant
+from relay.core.evaluate.outcome import Basis, Decision, Evaluation, Miss, Reason, Variant
 
 __all__ = [
+    "Basis",
     "Compiled",
     "Context",
     "Decision",
+    "Drawn",
     "Evaluation",
     "Miss",
     "Reason",

@@ -1,16 +1,16 @@
 """A client features document compiled once per revision, and evaluated per context.
 
 Every answer a flag can give is built at compile time (one ``Evaluation`` per strategy and
-variant, per dependency failure), so an evaluation walks the compiled checks and hands back
-one of those: no JSON is read and nothing is allocated. Only ``explain`` (the playground)
-builds a reason per call, naming each strategy's miss.
+variant, chosen by weight or by override, per dependency failure), so an evaluation walks
+the compiled checks and hands back one of those: no JSON is read and nothing is allocated.
+Only ``explain`` (the playground) builds a reason per call, naming each strategy's miss.
 """
 
 from __future__ import annotations
 
 import random
 import socket
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from relay.core.evaluate.context import Context, Random
 from relay.core.evaluate.outcome import (
     DISABLED,
     DISABLED_ON,
+    Basis,
     Decision,
     Evaluation,
     Reason,
@@ -32,12 +33,23 @@ from relay.core.flag_shapes import named, problem, segment_problem
 def _answers(
     flag: Mapping[str, Any], enabled: bool, reason: Reason, variants: VariantSet | None
 ) -> tuple[Evaluation, ...]:
-    """One evaluation per variant of ``variants``, then (index ``NONE``) one without."""
+    """One evaluation per variant of ``variants`` chosen by weight, one per variant chosen
+    by an override (``VariantSet.choose``'s indexes), then (index ``NONE``) one without."""
     name, project = str(flag.get("name", "")), str(flag.get("project") or "default")
     impression = flag.get("impressionData") is True
-    chosen: list[Variant] = list(variants.variants) if variants is not None else []
-    chosen.append(DISABLED_ON if enabled else DISABLED)
-    return tuple(Evaluation(name, project, enabled, v, impression, reason) for v in chosen)
+
+    def answer(variant: Variant, why: Reason) -> Evaluation:
+        return Evaluation(name, project, enabled, variant, impression, why)
+
+    without = answer(DISABLED_ON if enabled else DISABLED, reason)
+    if variants is None:
+        return (without,)
+    basis = reason.basis or Basis.EVERYONE
+    by_weight = replace(reason, basis=basis.widest(Basis.SPLIT if variants.split else None))
+    by_override = replace(reason, basis=basis.widest(Basis.TARGETED))
+    weighed = [answer(v, by_weight) for v in variants.variants]
+    overridden = [answer(v, by_override) for v in variants.variants]
+    return (*weighed, *overridden, without)
 
 
 @dataclass(slots=True, eq=False)
@@ -76,6 +88,7 @@ class _Flag:
     off: Evaluation
     unconditional: tuple[Evaluation, ...]  # on with no strategy, per variant
     unmatched: Evaluation  # no strategy matched (the misses left out: see explain)
+    typed: bool  # some variant of it carries a payload
     dependencies: tuple[_Dependency, ...] = ()
 
     def evaluate(self, context: Context) -> Evaluation:
@@ -120,14 +133,21 @@ def _compile_flag(
         stickiness = params.get("stickiness")
         variants = compile_variants(raw.get("variants") or (), group, stickiness, randrange)
         rule = compile_rule(raw, position, name, segments, hostname, randrange)
-        reason = Reason(Decision.MATCHED, position, str(raw.get("name")))
+        reason = Reason(Decision.MATCHED, position, str(raw.get("name")), basis=rule.basis)
         matched = _answers(flag, True, reason, variants or own)
         strategies.append(_Strategy(rule.all_checks(), variants or own, matched, rule))
     off = _answers(flag, False, Reason(Decision.OFF), None)[NONE]
-    unconditional = _answers(flag, True, Reason(Decision.NO_STRATEGIES), own)
+    everyone = Reason(Decision.NO_STRATEGIES, basis=Basis.EVERYONE)
+    unconditional = _answers(flag, True, everyone, own)
     unmatched = _answers(flag, False, Reason(Decision.NO_MATCH), None)[NONE]
     enabled = flag.get("enabled") is True
-    return _Flag(name, enabled, tuple(strategies), own, off, unconditional, unmatched)
+    typed = any(
+        v.payload is not None
+        for found in (own, *(s.variants for s in strategies))
+        if found is not None
+        for v in found.variants
+    )
+    return _Flag(name, enabled, tuple(strategies), own, off, unconditional, unmatched, typed)
 
 
 def _first_stickiness(flag: Mapping[str, Any]) -> str | None:
@@ -163,6 +183,14 @@ def _dependency_detail(parent: _Flag | None, enabled: bool, variants: frozenset[
 
 
 @dataclass(frozen=True, slots=True)
+class Drawn:
+    """One flag's answer, as OFREP needs to tell it (``Compiled.drawn``)."""
+
+    evaluation: Evaluation
+    nameless: bool  # chance decided it, for want of a userId or sessionId to hash
+
+
+@dataclass(frozen=True, slots=True)
 class Compiled:
     """A document's flags, ready to evaluate. ``restrict`` narrows it to some projects (a
     frontend key's); parents are still found in the whole document."""
@@ -187,6 +215,21 @@ class Compiled:
         if flag is None:
             return None
         return flag.explain(context) if explain else flag.evaluate(context)
+
+    def drawn(self, context: Context, name: str | None = None) -> Iterator[Drawn]:
+        """Every flag (or the one named, if there is one), each with whether chance decided
+        its answer because the context names no one (``Context.nameless``: only a context
+        without userId and sessionId can have such an answer)."""
+        flags = self.flags if name is None else [f for f in (self.by_name.get(name),) if f]
+        for flag in flags:
+            before = context.nameless_draws
+            found = flag.evaluate(context)
+            yield Drawn(found, context.nameless_draws != before)
+
+    def typed(self, name: str) -> bool:
+        """Whether flag ``name``'s variants carry payloads: OFREP's value is then theirs."""
+        flag = self.by_name.get(name)
+        return flag is not None and flag.typed
 
     def restrict(self, projects: Collection[str] | None) -> Compiled:
         """Only the flags of ``projects`` (None: all of them)."""

@@ -41,6 +41,9 @@ class Context:
     context: a check reads it with one ``dict.get`` instead of calling a getter."""
     varies: bool = field(default=False, init=False, repr=False, compare=False)
     """Whether an evaluation for this context read the clock or chance (see ``varied``)."""
+    nameless_draws: int = field(default=0, init=False, repr=False, compare=False)
+    """Draws made for want of anyone to hash (see ``nameless``): a caller compares it
+    before and after one flag's evaluation."""
 
     def __post_init__(self) -> None:
         if self.current_time.utcoffset() is None:  # it would not compare with a date's
@@ -68,6 +71,22 @@ class Context:
         if self.session_made_up:
             self.varied()
         return self.session_id
+
+    def nameless(self) -> None:
+        """Told by a ``default`` stickiness that found neither userId nor a sessionId of the
+        caller's (none, or one the server made up), as it draws by chance instead: the
+        answer is a coin toss because the context names no one (what OFREP calls a missing
+        targeting key), unlike a draw the flag asks for (``random`` stickiness,
+        ``gradualRolloutRandom``)."""
+        object.__setattr__(self, "nameless_draws", self.nameless_draws + 1)
+        self.varied()
+
+    def someone(self) -> bool:
+        """The context names a user or a session of the caller's; else ``nameless``."""
+        if self.user_id is not None or (self.session_id is not None and not self.session_made_up):
+            return True
+        self.nameless()
+        return False
 
 
 def _current_time(moment: datetime) -> str:
@@ -110,6 +129,7 @@ def rollout_stickiness(stickiness: str, randrange: Random) -> Getter:
     def default(context: Context) -> str:
         if context.user_id is not None:
             return context.user_id
+        context.someone()
         return context.session() or random_value(context)
 
     return default
@@ -117,11 +137,16 @@ def rollout_stickiness(stickiness: str, randrange: Random) -> Getter:
 
 def variant_stickiness(stickiness: str | None) -> Getter:
     """The value a variant's weight is chosen by: ``default`` (or none) is userId, then
-    sessionId; any other reads that field or property. None means random (the caller's)."""
+    sessionId; any other reads that field or property. None means random (the caller's):
+    only asked when the weights do choose (the caller's), so a ``default`` that finds no
+    one says so (``Context.nameless``)."""
     if stickiness is not None and stickiness != "default":
         return getter(stickiness)
 
     def default(context: Context) -> str | None:
-        return context.user_id if context.user_id is not None else context.session()
+        if context.user_id is not None:
+            return context.user_id
+        context.someone()
+        return context.session()
 
     return default

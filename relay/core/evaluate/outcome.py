@@ -21,6 +21,23 @@ class Decision(StrEnum):
     NO_MATCH = "no match"  # no strategy matched
 
 
+class Basis(StrEnum):
+    """Whom a matched answer goes to, from the strategy and the variant that gave it (what
+    OFREP's ``reason`` tells): everyone alike (nothing of the context decided it), those
+    the context's fields target (constraints, segments, a list of users or addresses, a
+    variant's override), or a share of them drawn by hashing (a rollout under 100 %, one
+    variant by weight among several). Ordered: a split of a targeted answer is a split."""
+
+    EVERYONE = "everyone"
+    TARGETED = "targeted"
+    SPLIT = "split"
+
+    def widest(self, other: Basis | None) -> Basis:
+        """The wider of two bases (``other`` None: this one)."""
+        order = (Basis.EVERYONE, Basis.TARGETED, Basis.SPLIT)
+        return self if other is None or order.index(self) >= order.index(other) else other
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Miss:
     """Why one strategy did not match: a constraint (its own or a segment's) that failed, or
@@ -56,6 +73,8 @@ class Reason:
     parent: str | None = None
     detail: str | None = None
     misses: tuple[Miss, ...] = ()
+    basis: Basis | None = None
+    """Whom the answer goes to, for an enabled one (``MATCHED``, ``NO_STRATEGIES``)."""
 
     def __str__(self) -> str:
         match self.decision:

@@ -20,7 +20,7 @@ from typing import Any
 from relay.core.evaluate.constraints import Check, address_in, compile_constraint, network, never
 from relay.core.evaluate.context import Context, Random, getter, rollout_stickiness
 from relay.core.evaluate.hashing import bucket
-from relay.core.evaluate.outcome import Miss
+from relay.core.evaluate.outcome import Basis, Miss
 
 _WHOLE = re.compile(r"\+?[0-9]+")  # what Rust's usize parses
 
@@ -40,6 +40,7 @@ class Rule:
     checks: tuple[tuple[Check, Miss], ...]
     test: Check | None  # None: the strategy matches whoever passes its constraints
     test_miss: Miss
+    basis: Basis = Basis.EVERYONE  # whom a match goes to (``_basis``)
 
     def all_checks(self) -> tuple[Check, ...]:
         """The checks in order, the strategy's own test last: what a match needs."""
@@ -82,6 +83,9 @@ def compile_rule(
     pending: list[tuple[Check, Mapping[str, Any], int | None]] = [
         (compile_constraint(c), c, None) for c in raw.get("constraints") or ()
     ]
+    basis = _basis(name, params)
+    if raw.get("constraints") or raw.get("segments"):
+        basis = basis.widest(Basis.TARGETED)
     for segment_id in raw.get("segments") or ():
         segment = segments.get(segment_id)
         if segment is None:
@@ -91,7 +95,7 @@ def compile_rule(
         (check, _constraint_miss(position, name, k, constraint, segment))
         for k, (check, constraint, segment) in enumerate(pending, start=1)
     )
-    return Rule(checks, test, Miss(position, name, detail))
+    return Rule(checks, test, Miss(position, name, detail), basis)
 
 
 def _constraint_miss(
@@ -109,6 +113,28 @@ def _percentage(params: Mapping[str, str], key: str) -> int | None:
     return parsed if parsed <= 100 else None
 
 
+def _basis(name: str, params: Mapping[str, str]) -> Basis:
+    """Whom the strategy's own test lets through: a share (a rollout under 100 %), those a
+    field of the context names (a list, a rollout of a field that may be absent), or
+    everyone (``default``, a 100 % rollout of ``default`` or ``random`` stickiness, a host
+    name: this server's, the same for every caller)."""
+    match name:
+        case "userWithId" | "remoteAddress":
+            return Basis.TARGETED
+        case "flexibleRollout":
+            rollout = _percentage(params, "rollout")
+            if rollout != 100:
+                return Basis.SPLIT
+            stickiness = params.get("stickiness") or "default"
+            return Basis.EVERYONE if stickiness in ("default", "random") else Basis.TARGETED
+        case "gradualRolloutUserId" | "gradualRolloutSessionId":
+            return Basis.TARGETED if _percentage(params, "percentage") == 100 else Basis.SPLIT
+        case "gradualRolloutRandom":
+            return Basis.EVERYONE if _percentage(params, "percentage") == 100 else Basis.SPLIT
+        case _:
+            return Basis.EVERYONE
+
+
 def _test(
     name: str, params: Mapping[str, str], flag: str, hostname: str, randrange: Random
 ) -> tuple[Check | None, str] | None:
@@ -122,9 +148,10 @@ def _test(
             rollout = _percentage(params, "rollout")
             stickiness = params.get("stickiness") or "default"
             group = params.get("groupId", flag)
-            return _rollout(rollout, group, rollout_stickiness(stickiness, randrange)), (
-                f"{stickiness} is absent or outside the {rollout}% rollout"
-            )
+            miss = f"{stickiness} is absent or outside the {rollout}% rollout"
+            if rollout == 100 and stickiness in ("default", "random"):
+                return None, miss  # a value always: nothing to hash, nor to draw
+            return _rollout(rollout, group, rollout_stickiness(stickiness, randrange)), miss
         case "gradualRolloutUserId" | "gradualRolloutSessionId":
             percentage = _percentage(params, "percentage")
             field = "userId" if name == "gradualRolloutUserId" else "sessionId"

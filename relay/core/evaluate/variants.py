@@ -5,6 +5,10 @@ The stickiness of a flag's variants is its first variant's; of a strategy's vari
 strategy's ``stickiness`` parameter; ``groupId`` is the flag's name, or the strategy's
 ``groupId`` parameter. With no stickiness value in the context the point is random (the
 injected source): the SDKs do the same.
+
+``choose`` tells a variant chosen by an override from one chosen by weight (an index past
+the variants: ``by_override``), so that each has its own answer (and ``Basis``); a set with
+one variant of positive weight hands it out without drawing (the draw could not change it).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ NONE = -1  # no variant: the "disabled" variant of an enabled flag
 
 @dataclass(frozen=True, slots=True)
 class VariantSet:
-    """Variants to choose from, in order; ``choose`` answers an index into ``variants``."""
+    """Variants to choose from, in order; ``choose`` answers an index into ``variants``
+    (chosen by weight), ``len(variants)`` past it (chosen by an override), or ``NONE``."""
 
     variants: tuple[Variant, ...]
     overrides: tuple[tuple[int, Getter, frozenset[str]], ...]
@@ -32,14 +37,21 @@ class VariantSet:
     prefix: str
     stickiness: Getter
     randrange: Random
+    first: int  # the first variant of positive weight: where a draw of 1 lands
+    split: bool  # whether the weights share users out among several variants
+
+    def by_override(self, index: int) -> int:
+        return len(self.variants) + index
 
     def choose(self, context: Context) -> int:
         for index, read, values in self.overrides:
             if read(context) in values:
-                return index
+                return self.by_override(index)
         total = self.running[-1]
         if total <= 0:
             return NONE
+        if not self.split:  # one variant has all the weight: a draw cannot change it
+            return self.first
         value = self.stickiness(context)
         if value is None:
             context.varied()
@@ -64,8 +76,16 @@ def compile_variants(
         for o in v.get("overrides") or ()
     )
     running = tuple(accumulate(max(int(v.get("weight") or 0), 0) for v in raw))
+    weighted = sum(1 for before, at in zip((0, *running), running, strict=False) if at > before)
     return VariantSet(
-        variants, overrides, running, group + ":", variant_stickiness(stickiness), randrange
+        variants,
+        overrides,
+        running,
+        group + ":",
+        variant_stickiness(stickiness),
+        randrange,
+        bisect_left(running, 1),
+        weighted > 1,
     )
 
 

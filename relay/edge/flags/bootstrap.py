@@ -109,7 +109,8 @@ Following = tuple[Answer, list[tuple[Entry, Changes, Rendered]]]
 class FileFlags(EntrySource):
     """The flags of offline mode: one entry per scope of the configured keys, all rendered
     from the file. The ``FlagSource`` of the client features routes, the ``CopySource`` of the
-    deltas and the ``FrontendSource`` of the Frontend API."""
+    deltas, the ``FrontendSource`` of the Frontend API and the ``EvaluationSource`` of
+    OFREP."""
 
     def __init__(self, path: Path, keys: Mapping[str, Principal]) -> None:
         """``keys``: the configured keys (client and frontend); no other key gets here."""
@@ -197,6 +198,13 @@ class FileFlags(EntrySource):
     async def document(self, principal: Principal) -> Rendered:
         scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)
         return await self.answer("", principal, scope)
+
+    async def flags(self, key: str, principal: Principal) -> Rendered:
+        """OFREP's flags of a configured key, frontend or client (``EvaluationSource``)."""
+        return await self.document(principal)
+
+    async def next_change(self) -> None:
+        await self.moved.wait()
 
     def copies(self) -> Iterable[Entry]:
         return self._entries.values()

@@ -3,7 +3,8 @@ client keys only, so a frontend key's flags come from a copy held for client key
 environment that see all of its projects, narrowed to them (as Unleash Edge does); with no
 such copy yet, one is fetched with a configured client key that does (``client_tokens``,
 then ``upstream_tokens``). A relay with neither answers 403 with what to configure, and
-says so at start for each of its ``frontend_tokens``.
+says so at start for each of its ``frontend_tokens``. OFREP evaluates a frontend key's flags
+from here, and a client key's from the key's own copy (``FrontendFlags.flags``).
 
 A multi-project key (``[]:environment.secret``) names none of its projects: configured as
 a frontend key it would be taken to see every project, so it is refused at start (the
@@ -66,6 +67,18 @@ class FrontendFlags:
             f"No client key of environment {principal.environment} that sees this frontend"
             " key's projects has reached this relay: add one to client_tokens"
         )
+
+    async def flags(self, key: str, principal: Principal) -> Rendered:
+        """A key's flags for OFREP (``EvaluationSource``): a frontend key's as above, a
+        client key's from its own copy (fetched with it, as its SDK's poll would)."""
+        if principal.type is KeyType.FRONTEND:
+            return await self.document(principal)
+        scope = Scope(principal.environment, projects_of(principal.projects, ()), None, False)
+        return await self._cache.answer(key, principal, scope)
+
+    async def next_change(self) -> None:
+        """Returns once a copy's revision moved."""
+        await self._cache.moved.wait()
 
     def _held(self, scope: Scope) -> Entry | None:
         """The copy held for client keys that cover ``scope`` (the one last
