@@ -18,7 +18,7 @@ import pytest
 from relay.core.catalog import Rendered
 from relay.core.errors import Unavailable
 from relay.core.evaluate import Context, compile_features
-from relay.core.evaluate.constraints import RESERVED
+from relay.core.evaluate.constraints import reserved
 from relay.core.frontend import COMPILES, IN_USE, Frontends
 from relay.core.memory import measured
 
@@ -111,7 +111,7 @@ def test_a_new_revision_of_a_scope_replaces_its_last() -> None:
 
 
 def measured_size(rendered: Rendered) -> int:
-    return measured(compile_features(json.loads(rendered.body)), RESERVED)
+    return measured(compile_features(json.loads(rendered.body)), reserved())
 
 
 @pytest.mark.parametrize("flags", [10, 200])

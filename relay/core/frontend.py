@@ -72,8 +72,7 @@ ANSWERS = Counter(
 )
 COMPILES = Counter(
     "relay_frontend_compiles_total",
-    "A scope's flags compiled for evaluation (the Frontend API, OFREP, the playground), per"
-    " change",
+    "A scope's flags compiled for evaluation (the Frontend API, OFREP, the playground), per change",
 )
 REFUSED = Counter(
     "relay_frontend_scopes_refused_total",

@@ -42,9 +42,9 @@ from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
 from relay.edge.key_words import KeyWords
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.flusher import Flusher, claim_entries
+from relay.edge.metrics.flusher import Flusher
 from relay.edge.metrics.keys import UpstreamKeys
-from relay.edge.metrics.outbox import SqliteOutbox
+from relay.edge.metrics.outbox import SqliteOutbox, claim_entries
 from relay.edge.metrics.reserve import (
     START_PATIENCE,
     Admitted,

@@ -81,13 +81,6 @@ class _Sent(enum.Enum):
     STOP = enum.auto()  # the upstream is failing: back off
 
 
-def claim_entries(wal_bytes: int) -> int:
-    """Entries one claim moves: ``CLAIM_ENTRIES``, fewer for a small buffer, whose WAL bound
-    one claim's transaction (it deletes the counts and writes their batches) must not pass
-    far (about 64 bytes of WAL an entry)."""
-    return max(PROBE_ENTRIES, min(CLAIM_ENTRIES, wal_bytes // 64))
-
-
 class Flusher:
     def __init__(
         self,

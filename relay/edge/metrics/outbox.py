@@ -31,6 +31,7 @@ from relay.store.sqlite import SqliteDatabase
 # into batches per claim transaction, which bounds its memory and lock time, and batches
 # read per page.
 CLAIM_ENTRIES = 20_000
+MIN_CLAIM = 100
 PENDING_PAGE = 32
 
 
@@ -42,6 +43,13 @@ class OutboxBatch:
     body: bytes
     entries: int
     attempts: int = 0
+
+
+def claim_entries(wal_bytes: int) -> int:
+    """Entries one claim moves: ``CLAIM_ENTRIES``, fewer for a small buffer, whose WAL bound
+    one claim's transaction (it deletes the counts and writes their batches) must not pass
+    far (about 64 bytes of WAL an entry)."""
+    return max(MIN_CLAIM, min(CLAIM_ENTRIES, wal_bytes // 64))
 
 
 class SqliteOutbox:
