@@ -327,7 +327,8 @@ def _flags(settings: Settings, args: argparse.Namespace) -> int:
                 found = await evaluate_on(db, args.name, args.environment, args.context)
                 return json.dumps(found, ensure_ascii=False)
             case _:
-                return "\n".join(_flag_line(f) for f in await flags.of_project(args.project, known=True))
+                listed = await flags.of_project(args.project, known=True)
+                return "\n".join(_flag_line(f) for f in listed)
 
     return _on_store(settings, run)
 

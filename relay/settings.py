@@ -43,6 +43,10 @@ class Settings(SettingsFields):
             check_database_url(self.database_url)
         if self.strict_keys and not self.client_tokens:
             raise ValueError("strict_keys needs client_tokens (the scopes keys must be within)")
+        if (self.proxy_client_keys or self.proxy_server_keys) and not self.client_tokens:
+            raise ValueError(
+                "proxy_client_keys need client_tokens: they see the flags of its first key"
+            )
         if self.trust_proxy and not self.proxy_trusted_servers:
             # trusting every peer would let any caller choose its address
             raise ValueError("trust_proxy needs proxy_trusted_servers (the proxies' IPs/CIDRs)")

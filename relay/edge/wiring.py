@@ -29,7 +29,7 @@ from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import backstage, passthrough
+from relay.edge import backstage, passthrough, proxy
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore
@@ -217,6 +217,7 @@ def build(settings: Settings, worker: int) -> web.Application:
                     "app_name": hop.app_name,
                     "instance_id": hop.instance_id,
                     "environments": sorted(keys),
+                    **_proxy_paths(settings),
                 },
             )
             yield
@@ -267,8 +268,22 @@ def build(settings: Settings, worker: int) -> web.Application:
         *validate.ROUTES,
         *backstage.routes(settings),
     ]
+    if settings.proxy_client_keys or settings.proxy_server_keys:
+        app[proxy.PROXY] = proxy.Proxy(settings)
+        routes = proxy.alongside(routes, proxy.routes(settings))
     serve_routes(app, routes)
     return app
+
+
+def _proxy_paths(settings: Settings) -> dict[str, object]:
+    """What the start-up line says of the Unleash Proxy's paths, when served."""
+    if not (settings.proxy_client_keys or settings.proxy_server_keys):
+        return {}
+    return {
+        "proxy_paths": f"{settings.proxy_base_path}/proxy",
+        "proxy_client_keys": len(settings.proxy_client_keys),
+        "proxy_all_endpoint": not settings.disable_all_endpoint,
+    }
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:

@@ -1,0 +1,428 @@
+"""The Unleash Proxy's paths at a relay (``proxy_client_keys``; ``relay proxy`` sets them):
+the paths under ``{proxy_base_path}/proxy``, the Proxy's keys in its header, its statuses,
+answers and headers, CORS as its ``cors`` package answered, counts into the buffer. A real
+relay app on a real socket in front of the fake upstream (what the real Proxy answers the
+same requests is tests/test_proxy_unleash.py's)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DEV_KEY, MakeClient, assert_error
+from fake_upstream import FakeUpstream
+from service import eventually
+
+KEY = "some-secret"
+API_KEY = "*:development.proxy-paths-upstream-0123456789abcdef"  # every project
+SERVER = "server-side-key"
+FLAGS = [
+    {"name": "on", "enabled": True, "project": "default", "strategies": []},
+    {"name": "off", "enabled": False, "project": "default", "strategies": []},
+    {
+        "name": "web.colour",
+        "enabled": True,
+        "project": "web",
+        "strategies": [],
+        "variants": [
+            {
+                "name": "blue",
+                "weight": 1000,
+                "weightType": "variable",
+                "stickiness": "default",
+                "payload": {"type": "string", "value": "b"},
+            }
+        ],
+    },
+    {
+        "name": "dated",
+        "enabled": True,
+        "project": "default",
+        "strategies": [
+            {
+                "name": "default",
+                "constraints": [
+                    {
+                        "contextName": "currentTime",
+                        "operator": "DATE_BEFORE",
+                        "value": "2000-01-01T00:00:00.000Z",
+                    }
+                ],
+            }
+        ],
+    },
+    {
+        "name": "for-shop",
+        "enabled": True,
+        "project": "default",
+        "strategies": [
+            {
+                "name": "default",
+                "constraints": [
+                    {"contextName": "appName", "operator": "IN", "values": ["unleash-proxy"]},
+                    {"contextName": "environment", "operator": "IN", "values": ["default"]},
+                ],
+            }
+        ],
+    },
+]
+
+
+async def ready(relay: Any) -> Any:
+    """The relay once it holds the flags of its key (the Proxy's paths answer 503 before)."""
+    await eventually(lambda: _ready(relay), "the relay holds its flags")
+    return relay
+
+
+async def _ready(relay: Any) -> bool:
+    return bool((await relay.get("/ready")).status == 200)
+
+
+@pytest.fixture(autouse=True)
+def _flags(upstream: FakeUpstream) -> None:
+    """The upstream serves FLAGS to API_KEY."""
+    upstream.features = {"version": 2, "features": FLAGS}
+    upstream.valid_keys[API_KEY] = "development"
+
+
+@pytest.fixture
+async def proxied(make_relay: MakeClient, upstream: FakeUpstream) -> Any:
+    relay = await make_relay(
+        client_tokens=[API_KEY],
+        proxy_client_keys=[KEY, "other key"],
+        proxy_server_keys=[SERVER],
+        app_name="unleash-proxy",
+        disable_all_endpoint=True,
+    )
+    return await ready(relay)
+
+
+def names(body: dict[str, Any]) -> list[str]:
+    return [t["name"] for t in body["toggles"]]
+
+
+async def test_the_enabled_toggles_for_a_proxy_key(proxied: Any) -> None:
+    response = await proxied.get("/proxy?userId=1", headers={"Authorization": KEY})
+    assert response.status == 200
+    assert response.headers["Cache-Control"] == "public, max-age=2"
+    assert response.headers["ETag"].startswith('W/"')
+    assert response.content_type == "application/json"
+    body = await response.json()
+    assert names(body) == ["on", "web.colour", "for-shop"]
+    colour = body["toggles"][1]["variant"]
+    assert colour["name"] == "blue" and colour["payload"] == {"type": "string", "value": "b"}
+    again = await proxied.get(
+        "/proxy?userId=1",
+        headers={"Authorization": KEY, "If-None-Match": response.headers["ETag"]},
+    )
+    assert again.status == 304
+    slash = await proxied.get("/proxy/?userId=1", headers={"Authorization": "other key"})
+    assert names(await slash.json()) == names(body)
+
+
+@pytest.mark.parametrize("header", [None, "", "nope", f"Bearer {KEY}", DEV_KEY, SERVER])
+async def test_other_keys_are_401_naming_the_setting(proxied: Any, header: str | None) -> None:
+    """Only the Proxy's client keys, whole, as the Proxy compared them: not with Bearer, not
+    an Unleash key (even the relay's own), not a server key."""
+    headers = {} if header is None else {"Authorization": header}
+    response = await proxied.get("/proxy", headers=headers)
+    assert response.status == 401
+    body = await response.json()
+    assert_error(body, "AuthenticationRequired")
+    assert (
+        "proxy_client_keys (RELAY_PROXY_CLIENT_KEYS), in header authorization" in (body["message"])
+    )
+    assert KEY not in body["message"]
+
+
+async def test_a_post_names_toggles_or_takes_its_context(proxied: Any) -> None:
+    headers = {"Authorization": KEY}
+    posted = await proxied.post("/proxy", json={"context": {"userId": "7"}}, headers=headers)
+    assert posted.status == 200 and names(await posted.json()) == ["on", "web.colour", "for-shop"]
+    body = {"context": {"userId": "7"}, "toggles": ["off", "nothing", "on", "on"]}
+    named = await (await proxied.post("/proxy", json=body, headers=headers)).json()
+    assert named["toggles"] == [
+        {
+            "name": "off",
+            "enabled": False,
+            "impressionData": False,
+            "variant": {
+                "name": "disabled",
+                "enabled": False,
+                "feature_enabled": False,
+                "featureEnabled": False,
+            },
+        },
+        {
+            "name": "nothing",
+            "enabled": False,
+            "impressionData": False,
+            "variant": {
+                "name": "disabled",
+                "enabled": False,
+                "feature_enabled": False,
+                "featureEnabled": False,
+            },
+        },
+        *[named["toggles"][2]] * 2,
+    ]
+    assert named["toggles"][2]["name"] == "on" and named["toggles"][2]["enabled"] is True
+    # no Content-Type: the Proxy took it for JSON; another type is 415
+    raw = await proxied.post(
+        "/proxy",
+        data=json.dumps(body).encode(),
+        headers=headers,
+        skip_auto_headers=["Content-Type"],
+    )
+    assert raw.status == 200, await raw.text()
+    typed = {**headers, "Content-Type": "text/plain"}
+    assert (await proxied.post("/proxy", data=json.dumps(body), headers=typed)).status == 415
+    for bad in (b"[1]", b'{"context": "x"}', b'{"toggles": "on"}', b'{"context": '):
+        refused = await proxied.post(
+            "/proxy", data=bad, headers={**headers, "Content-Type": "application/json"}
+        )
+        assert refused.status == 400, bad
+        assert_error(await refused.json(), "BadDataError")
+
+
+async def test_the_context_as_the_proxy_completed_it(proxied: Any) -> None:
+    """appName is the Proxy's own when none is given, environment ``default``; a caller's
+    ``currentTime`` is honoured, top-level only (under properties it is a property)."""
+    headers = {"Authorization": KEY}
+    plain = names(await (await proxied.get("/proxy", headers=headers)).json())
+    assert "for-shop" in plain and "dated" not in plain
+    other = await proxied.get("/proxy?appName=shop&environment=x", headers=headers)
+    assert "for-shop" not in names(await other.json())
+    past = await proxied.get("/proxy?currentTime=1999-06-01", headers=headers)
+    assert "dated" in names(await past.json())
+    posted = {"context": {"currentTime": "1999-06-01T10:00:00Z"}}
+    assert "dated" in names(
+        await (await proxied.post("/proxy", json=posted, headers=headers)).json()
+    )
+    under = {"context": {"properties": {"currentTime": "1999-06-01T10:00:00Z"}}}
+    assert "dated" not in names(
+        await (await proxied.post("/proxy", json=under, headers=headers)).json()
+    )
+    nonsense = await proxied.get("/proxy?currentTime=yesterday", headers=headers)
+    assert "dated" not in names(await nonsense.json())
+
+
+async def test_all_is_501_unless_enabled(proxied: Any, make_relay: MakeClient) -> None:
+    headers = {"Authorization": KEY}
+    for method in ("GET", "POST"):
+        response = await proxied.request(method, "/proxy/all", headers=headers, json={})
+        assert response.status == 501
+        assert "ENABLE_ALL_ENDPOINT" in (await response.json())["message"]
+    unauthorised = await proxied.get("/proxy/all")
+    assert unauthorised.status == 401  # the key first, as the Proxy
+
+
+async def test_all_lists_every_toggle_when_enabled(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    relay = await ready(
+        await make_relay(tmp_path / "all", client_tokens=[API_KEY], proxy_client_keys=[KEY])
+    )
+    body = await (await relay.get("/proxy/all", headers={"Authorization": KEY})).json()
+    assert names(body) == ["on", "off", "web.colour", "dated", "for-shop"]
+
+
+async def test_base_path_header_project_prefix_environment(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    relay = await ready(
+        await make_relay(
+            tmp_path / "narrow",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            proxy_base_path="edge/",
+            proxy_key_header="X-Proxy-Key",
+            proxy_environment="default",
+            app_name="unleash-proxy",
+            proxy_name_prefix="web.",
+        )
+    )
+    assert (await relay.get("/proxy", headers={"X-Proxy-Key": KEY})).status == 404
+    assert (await relay.get("/edge/proxy", headers={"Authorization": KEY})).status == 401
+    found = await relay.get("/edge/proxy?environment=production", headers={"X-Proxy-Key": KEY})
+    assert names(await found.json()) == ["web.colour"]
+    other = await ready(
+        await make_relay(
+            tmp_path / "project",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            proxy_environment="default",
+            app_name="unleash-proxy",
+            proxy_project="web",
+        )
+    )
+    assert names(await (await other.get("/proxy", headers={"Authorization": KEY})).json()) == [
+        "web.colour"
+    ]
+    # the environment is forced: a caller's other one does not turn for-shop off
+    forced = await ready(
+        await make_relay(
+            tmp_path / "forced",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            proxy_environment="default",
+            app_name="unleash-proxy",
+        )
+    )
+    body = await (await forced.get("/proxy?environment=x", headers={"Authorization": KEY})).json()
+    assert "for-shop" in names(body)
+
+
+async def test_metrics_and_registrations_are_kept_for_the_upstream(
+    proxied: Any, tmp_path: Path
+) -> None:
+    bucket = {
+        "start": "2026-01-01T00:00:00Z",
+        "stop": "2026-01-01T00:01:00Z",
+        "toggles": {"on": {"yes": 3, "no": 1}},
+    }
+    body = {"appName": "shop-web", "instanceId": "browser", "bucket": bucket}
+    for path, key in (("/proxy/client/metrics", KEY), ("/proxy/all/client/metrics", SERVER)):
+        response = await proxied.post(path, json=body, headers={"Authorization": key})
+        assert response.status == 200, await response.text()
+    registration = {
+        "appName": "shop-web",
+        "instanceId": "browser",
+        "sdkVersion": "unleash-proxy-client:3",
+        "strategies": [],
+        "started": "2026-01-01T00:00:00Z",
+        "interval": 1000,
+    }
+    response = await proxied.post(
+        "/proxy/client/register", json=registration, headers={"Authorization": KEY}
+    )
+    assert response.status == 200
+    refused = await proxied.post("/proxy/client/metrics", json=body, headers={"Authorization": "x"})
+    assert refused.status == 401
+    assert (
+        await proxied.post("/proxy/client/metrics", json={}, headers={"Authorization": KEY})
+    ).status == 400
+    await proxied.app.shutdown()  # stores flushed and closed: what is in buffer.db stays
+    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as db:
+        rows = db.execute(
+            "SELECT app_name, environment, feature_name, sum(yes), sum(no) FROM metrics"
+            " GROUP BY 1, 2, 3"
+        ).fetchall()
+    assert rows == [("shop-web", "development", "on", 6, 2)]
+
+
+async def test_health_features_and_prometheus(proxied: Any) -> None:
+    health = await proxied.get("/proxy/health")
+    assert health.status == 200 and await health.text() == "ok"
+    assert (
+        await proxied.get("/proxy/client/features", headers={"Authorization": KEY})
+    ).status == 401
+    served = await proxied.get("/proxy/client/features", headers={"Authorization": SERVER})
+    assert served.status == 200
+    assert [f["name"] for f in (await served.json())["features"]] == [f["name"] for f in FLAGS]
+    metrics = await proxied.get("/proxy/internal-backstage/prometheus")
+    assert metrics.status == 200 and "relay_http_requests_total" in await metrics.text()
+
+
+async def test_not_ready_is_503_with_the_proxys_words(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    from fake_upstream import Answer
+
+    upstream.features_answer = Answer(503)
+    relay = await make_relay(tmp_path / "down", client_tokens=[API_KEY], proxy_client_keys=[KEY])
+    for path in ("/proxy", "/proxy/health"):
+        response = await relay.get(path, headers={"Authorization": KEY})
+        assert response.status == 503, path
+        assert "not ready to accept requests" in (await response.json())["message"]
+
+
+async def test_cors_as_the_proxys_cors_package_answered(proxied: Any) -> None:
+    preflight = await proxied.options(
+        "/proxy",
+        headers={
+            "Origin": "http://shop",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "authorization,x-foo",
+        },
+    )
+    assert preflight.status == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert preflight.headers["Access-Control-Allow-Methods"] == "GET, POST"
+    assert preflight.headers["Access-Control-Allow-Headers"] == "authorization,x-foo"
+    assert preflight.headers["Access-Control-Max-Age"] == "172800"
+    bare = await proxied.options("/proxy/client/metrics")
+    assert bare.status == 204 and bare.headers["Access-Control-Allow-Origin"] == "*"
+    answer = await proxied.get("/proxy", headers={"Authorization": KEY})
+    assert answer.headers["Access-Control-Allow-Origin"] == "*"
+    assert answer.headers["Access-Control-Expose-Headers"] == "ETag"
+    refused = await proxied.get("/proxy", headers={"Origin": "http://shop"})
+    assert refused.status == 401 and refused.headers["Access-Control-Allow-Origin"] == "*"
+
+
+async def test_cors_from_the_proxys_variables(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    relay = await ready(
+        await make_relay(
+            tmp_path / "cors",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            frontend_cors_origins=["http://a.com", "http://b.com"],
+            proxy_cors_credentials=True,
+            proxy_cors_exposed_headers="ETag,X-Y",
+            proxy_cors_allowed_headers="authorization",
+            proxy_cors_max_age=10,
+            proxy_cors_preflight_status=200,
+        )
+    )
+    asked = {"Origin": "http://b.com", "Access-Control-Request-Method": "GET"}
+    preflight = await relay.options("/proxy", headers=asked)
+    assert preflight.status == 200
+    assert preflight.headers["Access-Control-Allow-Origin"] == "http://b.com"
+    assert preflight.headers["Access-Control-Allow-Credentials"] == "true"
+    assert preflight.headers["Access-Control-Allow-Headers"] == "authorization"
+    assert preflight.headers["Access-Control-Max-Age"] == "10"
+    stranger = await relay.get("/proxy", headers={"Authorization": KEY, "Origin": "http://c.com"})
+    assert stranger.status == 200 and "Access-Control-Allow-Origin" not in stranger.headers
+    assert "Origin" in stranger.headers["Vary"]
+    assert stranger.headers["Access-Control-Expose-Headers"] == "ETag,X-Y"
+
+
+async def test_base_path_api_takes_over_relays_legacy_proxy_paths(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """``PROXY_BASE_PATH=/api`` puts the Proxy at /api/proxy, where relay's frontend paths
+    also answer frontend keys: there the Proxy's keys are taken, as they were."""
+    relay = await ready(
+        await make_relay(
+            tmp_path / "api",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            proxy_base_path="/api",
+        )
+    )
+    assert (await relay.get("/api/proxy", headers={"Authorization": KEY})).status == 200
+    assert (await relay.get("/api/frontend", headers={"Authorization": KEY})).status == 401
+
+
+async def test_wrong_keys_are_throttled(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    relay = await ready(
+        await make_relay(
+            tmp_path / "guess",
+            client_tokens=[API_KEY],
+            proxy_client_keys=[KEY],
+            auth_failure_limit=3,
+        )
+    )
+    statuses = [
+        (await relay.get("/proxy", headers={"Authorization": f"guess-{i}"})).status
+        for i in range(4)
+    ]
+    assert statuses == [401, 401, 401, 429]
+    assert (await relay.get("/proxy", headers={"Authorization": KEY})).status == 200
