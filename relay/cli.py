@@ -35,6 +35,7 @@ from relay.core.errors import DomainError
 from relay.edge_cli.command_line import asked_log_format, is_edge_command
 from relay.edge_cli.run import main as edge_main
 from relay.process.server import noted_port, serve
+from relay.proxy_cli.run import main as proxy_main
 from relay.settings import Settings, SettingsError, load_settings
 from relay.starting import EXIT_CONFIG, start
 from relay.store.sql import Database
@@ -51,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if is_edge_command(given):
         return edge_main(given)
+    if given[:1] == ["proxy"]:
+        return proxy_main(given[1:])
     if given and given[0].startswith("-") and given[0] not in _OURS_FIRST:
         given = ["serve", *given]  # the image's `docker run IMAGE --mode relay` (Dockerfile)
     asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
@@ -90,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
         epilog="Unleash Edge's command line and variables: relay edge|offline|health|ready"
-        " (relay edge --help; docs/edge.md).",
+        " (relay edge --help; docs/edge.md). The Unleash Proxy's variables: relay proxy"
+        " (relay proxy --help; docs/proxy.md).",
     )
     parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")

@@ -334,10 +334,12 @@ async def test_not_ready_is_503_with_the_proxys_words(
 
     upstream.features_answer = Answer(503)
     relay = await make_relay(tmp_path / "down", client_tokens=[API_KEY], proxy_client_keys=[KEY])
-    for path in ("/proxy", "/proxy/health"):
-        response = await relay.get(path, headers={"Authorization": KEY})
-        assert response.status == 503, path
-        assert "not ready to accept requests" in (await response.json())["message"]
+    health = await relay.get("/proxy/health")
+    assert health.status == 503
+    assert "not ready to accept requests" in (await health.json())["message"]
+    response = await relay.get("/proxy", headers={"Authorization": KEY})
+    assert response.status == 503  # no copy, and the upstream gives none
+    assert_error(await response.json(), "ServiceUnavailableError")
 
 
 async def test_cors_as_the_proxys_cors_package_answered(proxied: Any) -> None:

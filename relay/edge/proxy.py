@@ -12,8 +12,10 @@
   ``UNLEASH_API_TOKEN``), narrowed to ``proxy_project`` and ``proxy_name_prefix``. A wrong
   key is 401 saying which setting holds the right ones, and spends the caller's budget of
   failures (``relay.api.throttle``): 429 once spent, as for every key.
-- **Readiness.** Before the relay holds that key's flags (``READY``), the toggles,
-  ``/health`` and ``/client/features`` are 503 with the Proxy's words; metrics are taken.
+- **Readiness.** ``/health`` is 503 with the Proxy's words until this worker holds that
+  key's flags (``READY``). The toggles are not held back by it: a worker that has no copy
+  yet fetches one (or reads the one another worker stored), and answers 503 only when the
+  upstream cannot give one, as the Proxy did before its first fetch.
 - **Answers** carry ``Cache-Control: public, max-age=2`` and a weak ETag (304 to a ``GET``
   sending it back), as the Proxy's; errors are JSON bodies, as every error of relay's.
 - **Counts** from browsers go through relay's durable buffer, under the SDK's own
@@ -145,11 +147,6 @@ class Proxy:
 PROXY = web.AppKey("proxy", Proxy)
 
 
-def _ready(request: web.Request) -> None:
-    if not request.app[READY][0]:
-        raise ServiceUnavailable(NOT_READY)
-
-
 async def _lookup(request: web.Request) -> tuple[tuple[Fields, Fields, str | None], list[str]]:
     """The context, and the toggles a ``POST`` names."""
     if request.method == "POST":
@@ -161,7 +158,6 @@ async def _lookup(request: web.Request) -> tuple[tuple[Fields, Fields, str | Non
 def _toggles(everything: bool) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         proxy = request.app[PROXY]
-        _ready(request)
         principal = await proxy.principal(request)
         read, names = await _lookup(request)
         if everything and not proxy.all_endpoint:
@@ -202,14 +198,14 @@ async def register(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    _ready(request)
+    if not request.app[READY][0]:
+        raise ServiceUnavailable(NOT_READY)
     return web.Response(text="ok")
 
 
 async def features(request: web.Request) -> web.Response:
     """The client features answer of the keys' flags, for server SDKs and other proxies
     (the Proxy's, with segments: an SDK reading it needs them)."""
-    _ready(request)
     proxy = request.app[PROXY]
     await proxy.principal(request, client=False, server=True)
     scope = Scope(

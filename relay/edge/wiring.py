@@ -60,6 +60,7 @@ from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
+from relay.settings_usage import named
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
@@ -204,7 +205,9 @@ def build(settings: Settings, worker: int) -> web.Application:
             await upstream.open()
             if leader:
                 await _first_check(monitor)
-                warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
+                warn_short_secrets(
+                    settings.client_tokens, named("client_tokens", settings.setting_names)
+                )
                 if not keys:
                     log.warning(
                         "no upstream keys: each environment's counts are sent with an SDK key"
