@@ -193,7 +193,11 @@ VARIABLES: tuple[ProxyVariable, ...] = (
         why="relay's calls upstream go through it, as the Proxy's did (NO_PROXY too)",
     ),
     _refused("EXP_BOOTSTRAP_URL", _BOOTSTRAP),
-    _refused("EXP_BOOTSTRAP_AUTHORIZATION", _BOOTSTRAP),
+    _refused(
+        "EXP_BOOTSTRAP_AUTHORIZATION",
+        "read with EXP_BOOTSTRAP_URL only (alone it is taken and ignored, as by the Proxy):"
+        f" {_BOOTSTRAP}",
+    ),
     _honoured(
         "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS",
         "proxy_server_keys",
