@@ -63,6 +63,11 @@ class KeyResolver(Protocol):
         cannot be said now."""
         ...
 
+    def refusal(self, key: str) -> str | None:
+        """Why a key ``resolve_many`` refused is refused, when there is more to say than
+        that it is not valid (a relay's: valid upstream, outside the scopes it serves)."""
+        ...
+
 
 def hash_key(key: str) -> str:
     # surrogateescape: a header with bytes that are not UTF-8 is an unknown key, not a 500

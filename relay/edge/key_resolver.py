@@ -62,10 +62,13 @@ class SdkKeyResolver:
         upstream: UpstreamClient,
         ttl: float,
         strict: bool = False,
+        scopes_named: str = "client_tokens",
     ) -> None:
         """``configured``: the keys of each type accepted without asking the upstream;
         ``strict``: a key the upstream vouches for is refused unless its scope is within a
-        configured client key's (Edge 20's strict mode)."""
+        configured client key's (Edge 20's strict mode); ``scopes_named``: what those keys
+        are called where the operator set them (``TOKENS`` for ``relay edge``), for the
+        refusal's words."""
         self._configured = {
             hash_key(spec.secret): spec.principal
             for type, keys in configured.items()
@@ -79,6 +82,8 @@ class SdkKeyResolver:
         # key hash -> (principal, expiry) and -> expiry; least recently used first
         self._valid: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
         self._invalid: OrderedDict[str, float] = OrderedDict()
+        self._outside: OrderedDict[str, str] = OrderedDict()  # refused by strict: why
+        self._scopes_named = scopes_named
         self._answers: dict[str, asyncio.Future[Answer]] = {}  # asked or about to be
         self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
         self._calls: set[asyncio.Task[None]] = set()
@@ -187,10 +192,9 @@ class SdkKeyResolver:
         for digest, key in batch.items():
             principal = valid.get(key)
             if principal is not None and not self._serves(principal):
-                log.warning(
-                    "key refused: outside the scopes of client_tokens (strict_keys)",
-                    extra={"key": principal.display},
-                )
+                why = self._outside_why(principal)
+                log.warning(f"key refused: {why} (strict_keys)", extra={"key": principal.display})
+                _remember(self._outside, digest, why, MAX_INVALID)
                 principal = None
             if principal is not None:
                 _remember(self._valid, digest, (principal, now + self._ttl), MAX_VALID)
@@ -218,6 +222,27 @@ class SdkKeyResolver:
         for digest in batch:
             self._settle(self._answers.pop(digest), self._stale(digest), self._refusal())
         WAITING.dec(len(batch))
+
+    def refusal(self, key: str) -> str | None:
+        """Why a key the upstream vouched for is refused (strict), while its refusal is
+        remembered."""
+        digest = hash_key(key)
+        return self._outside.get(digest) if digest in self._invalid else None
+
+    def _outside_why(self, principal: Principal) -> str:
+        """In the operator's words: which of the key's environment or projects no
+        configured scope covers."""
+        assert self._scopes is not None  # only strict relays refuse a vouched key
+        same = [s for s in self._scopes if s.environment == principal.environment]
+        if not same:
+            return (
+                f"valid upstream, but its environment {principal.environment} is outside"
+                f" {self._scopes_named}"
+            )
+        return (
+            f"valid upstream, but its projects ({', '.join(principal.projects)}) are not all"
+            f" among those {self._scopes_named} has for environment {principal.environment}"
+        )
 
     def _serves(self, principal: Principal) -> bool:
         """Not strict, or ``principal`` within a configured client key's scope: the same

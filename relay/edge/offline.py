@@ -64,6 +64,9 @@ class ConfiguredKeys:
     async def resolve_many(self, keys: Sequence[str]) -> dict[str, Principal | None]:
         return {key: self.known(key) for key in keys}
 
+    def refusal(self, key: str) -> str | None:
+        return None
+
 
 class Dropped:
     """The sink of ``offline_metrics = drop``: counted by ``Ingest``, then let go."""

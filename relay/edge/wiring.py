@@ -152,7 +152,11 @@ def build(settings: Settings, worker: int) -> web.Application:
         KeyType.FRONTEND: settings.frontend_tokens,
     }
     resolver = SdkKeyResolver(
-        configured, upstream, settings.key_cache_ttl, strict=settings.strict_keys
+        configured,
+        upstream,
+        settings.key_cache_ttl,
+        strict=settings.strict_keys,
+        scopes_named=named("client_tokens", settings.setting_names),
     )
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream

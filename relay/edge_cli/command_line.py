@@ -168,6 +168,8 @@ def _serve(
         for setting, setting_value in converted.items():
             if source == "flag" or f"RELAY_{setting.upper()}" not in env:
                 overrides[setting] = setting_value
+    if "RELAY_SETTING_NAMES" not in env:
+        overrides["setting_names"] = "edge"  # errors name Edge's options
     if command == "edge":
         if "RELAY_STRICT_KEYS" not in env:
             overrides["strict_keys"] = True  # Edge 20 has no other mode
