@@ -34,7 +34,7 @@ from relay.core.audit import Actor
 from relay.core.errors import DomainError
 from relay.edge_cli.command_line import asked_log_format, is_edge_command
 from relay.edge_cli.run import main as edge_main
-from relay.process.server import noted_port, serve
+from relay.process.server import noted_ports, serve
 from relay.proxy_cli.run import main as proxy_main
 from relay.settings import Settings, SettingsError, load_settings
 from relay.starting import EXIT_CONFIG, start
@@ -368,16 +368,36 @@ def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) ->
 
 
 def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
-    """The port set, else the one the service started in the data dir noted (whichever
-    command line started it), else the mode's default."""
-    port = settings.port or noted_port(settings.data_dir) or settings.listen_port
+    """The instances started from the data dir (whichever command line started them: each
+    noted its port there), or the port given; never a port guessed, where another server may
+    answer. One line says what was checked; exit 0 when every one is healthy."""
+    if settings.port is not None:
+        checked = {f"port {settings.port}": settings.port}
+    else:
+        noted = noted_ports(settings.data_dir)
+        checked = {f"pid {pid}, port {port}": port for pid, port in sorted(noted.items())}
+    if not checked:
+        logs.error_line(
+            f"relay: unhealthy: no instance is running from data dir {settings.data_dir}"
+            " (--data-dir DIR, or RELAY_DATA_DIR, says which; --port N checks a port)",
+            args.asked_log_format,
+        )
+        return 1
+    sick = [why for what, port in checked.items() if (why := _unhealthy(what, port))]
+    for why in sick:
+        logs.error_line(f"relay: unhealthy: {why}", args.asked_log_format)
+    if not sick:
+        print(f"healthy: {', '.join(checked)} (data dir {settings.data_dir})")
+    return 1 if sick else 0
+
+
+def _unhealthy(what: str, port: int) -> str | None:
     url = f"http://127.0.0.1:{port}/health"
     try:
         with urllib.request.urlopen(url, timeout=3) as response:
-            return 0 if response.status == 200 else 1
+            return None if response.status == 200 else f"{url} ({what}) answered {response.status}"
     except (urllib.error.URLError, OSError) as exc:
-        logs.error_line(f"relay: unhealthy: {exc}", args.asked_log_format)
-        return 1
+        return f"{url} ({what}): {getattr(exc, 'reason', exc)}"
 
 
 if __name__ == "__main__":
