@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import enum
 import json
 import os
 import sys
@@ -36,7 +37,8 @@ from relay.edge_cli.command_line import asked_log_format, is_edge_command
 from relay.edge_cli.run import main as edge_main
 from relay.process.server import noted_ports, serve
 from relay.proxy_cli.run import main as proxy_main
-from relay.settings import Settings, SettingsError, load_settings
+from relay.settings import Mode, Settings, SettingsError, load_settings
+from relay.settings_usage import usage
 from relay.starting import EXIT_CONFIG, start
 from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
@@ -45,7 +47,6 @@ from relay.wire.flags import CreateFlag, FlagOut, FlagType
 
 if TYPE_CHECKING:
     from relay.central.key_store import KeyRecord
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,16 +99,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
-    serve = commands.add_parser("serve", help="run the service", description=_serve_help())
+    serve = commands.add_parser(
+        "serve",
+        help="run the service",
+        description=_serve_help(),
+        usage="relay serve [--config FILE] [--SETTING VALUE ...] (the settings: below)",
+    )
     _settings_flags(serve)
     serve.set_defaults(run=_serve)
 
     keys = commands.add_parser("keys", help="manage API keys (standalone store)")
     key_commands = keys.add_subparsers(title="keys commands")
     create = key_commands.add_parser("create", help="create an API key and print it once")
-    create.add_argument("--type", choices=[t.value for t in KeyType], default="client")
     create.add_argument(
-        "--environment", help="environment of a client or frontend key", default=None
+        "--type",
+        choices=[t.value for t in KeyType],
+        default="client",
+        help="the key's type (default: client)",
+    )
+    create.add_argument(
+        "--environment",
+        default=None,
+        help="the key's environment, e.g. development: required for client and frontend keys",
     )
     create.add_argument(
         "--project",
@@ -127,15 +140,19 @@ def _parser() -> argparse.ArgumentParser:
     revoke = key_commands.add_parser(
         "revoke", help="revoke a key by its id (or its name); a running service drops it within 2 s"
     )
-    revoke.add_argument("name_or_id", metavar="ID_OR_NAME")
+    revoke.add_argument(
+        "name_or_id", metavar="ID_OR_NAME", help="the key's id, or its name (relay keys list)"
+    )
     _settings_flags(revoke, only=_STORE_SETTINGS)
     revoke.set_defaults(run=_keys_revoke)
     _flag_commands(commands)
 
     health = commands.add_parser(
-        "healthcheck", help="exit 0 when the local service answers /health (for containers)"
+        "healthcheck",
+        help="exit 0 when the instances running from the data dir (or the port given)"
+        " answer /health (for containers)",
     )
-    _settings_flags(health, only=("mode", "port", "data_dir"))
+    _settings_flags(health, only=("mode", "port", "data_dir"), title="which instance to check")
     health.set_defaults(run=_healthcheck)
 
     # For developers, so not in --help: the commands listed are fixed before it is added
@@ -175,21 +192,28 @@ def _flag_commands(commands: Any) -> None:
     flags = commands.add_parser("flags", help="manage feature flags (standalone store)")
     flag_commands = flags.add_subparsers(title="flags commands", dest="flag_command")
     create = flag_commands.add_parser("create", help="create a flag (off everywhere)")
-    create.add_argument("name")
-    create.add_argument("--type", choices=[t.value for t in FlagType], default="release")
-    create.add_argument("--description", default=None)
+    create.add_argument("name", help="the new flag's name")
+    create.add_argument(
+        "--type",
+        choices=[t.value for t in FlagType],
+        default="release",
+        help="its type (default: release)",
+    )
+    create.add_argument("--description", default=None, help="what it is for (default: none)")
     switches = [
         flag_commands.add_parser(state, help=f"turn a flag {state} in an environment")
         for state in ("on", "off")
     ]
     for switch in switches:
-        switch.add_argument("name")
-        switch.add_argument("--environment", default="development")
+        switch.add_argument("name", help="the flag's name")
+        switch.add_argument(
+            "--environment", default="development", help="the environment (default: development)"
+        )
     listing = flag_commands.add_parser("list", help="list a project's flags, one a line")
     evaluate = flag_commands.add_parser(
         "evaluate", help="evaluate a flag for a context: one JSON object (enabled, variant, reason)"
     )
-    evaluate.add_argument("name")
+    evaluate.add_argument("name", help="the flag's name")
     evaluate.add_argument(
         "--context",
         action="extend",
@@ -198,7 +222,9 @@ def _flag_commands(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="userId, sessionId, remoteAddress, appName, or a property (repeatable)",
     )
-    evaluate.add_argument("--environment", default="development")
+    evaluate.add_argument(
+        "--environment", default="development", help="the environment (default: development)"
+    )
     transfers = transfer_cli.add_commands(flag_commands)
     for command in (create, *switches, listing, evaluate, *transfers):
         if command is not evaluate:
@@ -215,35 +241,82 @@ def _flag_commands(commands: Any) -> None:
 
 
 def _serve_help() -> str:
-    return "Run the service. Every flag also reads RELAY_<NAME> from the environment."
+    return (
+        "Run the service. Each setting is also the variable in brackets (RELAY_<NAME>);"
+        " the settings of every mode come first, then each mode's (docs/settings.md)."
+    )
 
 
-def _settings_flags(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+_GROUPS = {
+    None: "settings of every mode",
+    Mode.CENTRAL: "standalone mode",
+    Mode.EDGE: "relay mode (offline mode reads client_tokens, frontend_tokens)",
+    Mode.OFFLINE: "offline mode",
+}
+
+
+def _settings_flags(
+    parser: argparse.ArgumentParser,
+    only: Sequence[str] | None = None,
+    title: str = "the store: where the standalone keeps its data",
+) -> None:
+    """A flag per setting (or those ``only`` names, under ``title``), grouped by the mode
+    that reads it: ``--name VALUE``, a boolean ``--name`` / ``--no-name``."""
     parser.add_argument(
         "--config",
         type=Path,
         default=os.environ.get("RELAY_CONFIG"),
         metavar="FILE",
-        help="TOML settings file (examples in config/) [env RELAY_CONFIG]",
+        help="TOML settings file, examples in config/ [RELAY_CONFIG]",
     )
+    groups = {mode: parser.add_argument_group(title) for mode, title in _GROUPS.items()}
+    store = parser.add_argument_group(title)
     for name, field in Settings.model_fields.items():
         if only is not None and name not in only:
             continue
+        group = groups[usage(field).mode] if only is None else store
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(
+        if field.annotation is bool:
+            group.add_argument(
+                flag,
+                dest=f"setting_{name}",
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=_field_help(name, field),
+            )
+            continue
+        group.add_argument(
             flag,
             dest=f"setting_{name}",
             default=argparse.SUPPRESS,
-            metavar="VALUE",
+            metavar=_metavar(field),
             help=_field_help(name, field),
         )
 
 
+def _metavar(field: FieldInfo) -> str:
+    """What a value looks like: its choices, N, A,B for a list, else VALUE."""
+    kind = field.annotation
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return "{" + ",".join(str(member.value) for member in kind) + "}"
+    if kind in (int, float, int | None, float | None):
+        return "N"
+    if isinstance(field.get_default(call_default_factory=True), list):
+        return "A,B"
+    return "VALUE"
+
+
 def _field_help(name: str, field: FieldInfo) -> str:
+    """The description, its variable and its default, short: ``[RELAY_PORT, 4242]``."""
     default = field.get_default(call_default_factory=True)
-    shown = ",".join(default) if isinstance(default, list) else default
-    shown = "" if shown is None else shown
-    return f"{field.description} [env RELAY_{name.upper()}; default: {shown or '-'}]"
+    if isinstance(default, bool):
+        shown = "on" if default else "off"
+    elif isinstance(default, enum.Enum):
+        shown = str(default.value)
+    else:
+        shown = ",".join(default) if isinstance(default, list) else str(default or "")
+    where = f"RELAY_{name.upper()}, default {shown}" if shown else f"RELAY_{name.upper()}"
+    return f"{field.description} [{where}]".replace("%", "%%")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -270,7 +343,10 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
             projects=args.projects or ["*"],
             tokenName=args.token_name,
         )
-        secret, _ = await key_service(db, settings).issue(Actor.command_line(), request)
+        secret, record = await key_service(db, settings).issue(Actor.command_line(), request)
+        # the key alone on stdout (scripts take it: KEY=$(relay keys create ...)), what was
+        # done on stderr
+        _said(f"created {_key_said(record)}: shown once, above; stored hashed")
         return secret
 
     return _on_store(settings, create)
@@ -280,9 +356,28 @@ def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
     from relay.central.wiring import key_service
 
     async def listing(db: Database) -> str:
-        return "\n".join(_key_line(k) for k in await key_service(db, settings).listed())
+        found = await key_service(db, settings).listed()
+        if not found:
+            _said("no keys in the store")
+        return "\n".join(_key_line(k) for k in found)
 
     return _on_store(settings, listing)
+
+
+def _key_said(record: KeyRecord) -> str:
+    """A key in words, without its secret: ``a client key of development, projects *``."""
+    p = record.principal
+    where = (
+        "" if p.type is KeyType.ADMIN else f" of {p.environment}, projects {','.join(p.projects)}"
+    )
+    named = f" named {p.token_name}" if p.token_name else ""
+    return f"a {p.type.value} key{where}{named} (id {record.id})"
+
+
+def _said(line: str) -> None:
+    """What a command did, for the person at the terminal: on stderr, so that stdout
+    stays what a script reads."""
+    print(line, file=sys.stderr)
 
 
 def _key_line(record: KeyRecord) -> str:
@@ -318,13 +413,17 @@ def _flags(settings: Settings, args: argparse.Namespace) -> int:
         match args.flag_command:
             case "create":
                 body = CreateFlag(name=args.name, type=args.type, description=args.description)
-                return (await flags.create(actor, args.project, body)).name
+                created = await flags.create(actor, args.project, body)
+                return f"created {created.name} in project {created.project}, off everywhere"
             case "on" | "off":
                 project = args.project or await flags.project_of(args.name)
                 await flags.set_enabled(
                     actor, project, args.name, args.environment, args.flag_command == "on"
                 )
-                return ""
+                return (
+                    f"{args.name} is {args.flag_command} in {args.environment}"
+                    f" (project {project}); a running service serves it within 2 s"
+                )
             case "export" | "import":
                 return await transfer_cli.run(db, settings, args)
             case "evaluate":
@@ -332,6 +431,8 @@ def _flags(settings: Settings, args: argparse.Namespace) -> int:
                 return json.dumps(found, ensure_ascii=False)
             case _:
                 listed = await flags.of_project(args.project, known=True)
+                if not listed:
+                    _said(f"no flags in project {args.project}")
                 return "\n".join(_flag_line(f) for f in listed)
 
     return _on_store(settings, run)

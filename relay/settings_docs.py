@@ -137,9 +137,12 @@ def settings_table() -> str:
         default = field.get_default(call_default_factory=True)
         text = ",".join(default) if isinstance(default, list) else str(default or "")
         shown = f"`{text}`" if text else "-"
-        flag = name.replace("_", "-")
+        flag = f"`--{name.replace('_', '-')}`"
+        if field.annotation is bool:
+            flag += f", `--no-{name.replace('_', '-')}`"
+            shown = f"`{str(default).lower()}`"
         rows.append(
-            f"| `{name}` | `RELAY_{name.upper()}` | `--{flag}` | {shown} | {field.description} |"
+            f"| `{name}` | `RELAY_{name.upper()}` | {flag} | {shown} | {field.description} |"
         )
     return "\n".join(rows)
 

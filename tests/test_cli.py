@@ -141,6 +141,9 @@ def test_keys_create_command(tmp_path: Path) -> None:
     assert created.returncode == 0, created.stderr
     secret = created.stdout.strip()
     assert secret.startswith("*:production.")
+    # what was done, on stderr (stdout is the key alone, for KEY=$(relay keys create ...))
+    assert created.stderr.startswith("created a client key of production, projects * (id ")
+    assert secret not in created.stderr
     with running(tmp_path, env={"RELAY_INIT_ADMIN_API_TOKENS": ADMIN}) as service:
         assert (
             post(
@@ -242,3 +245,37 @@ def test_instances_sharing_a_data_dir_keep_their_own_metrics_files(tmp_path: Pat
     assert first != second and first.parent == second.parent == tmp_path / "prometheus"
     assert (first / "counter_1.db").is_file()
     assert not stale.exists()
+
+
+def _help(*argv: str, capsys: pytest.CaptureFixture[str]) -> str:
+    from relay.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_short_with_defaults_booleans_as_flags_supported_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    serve = _help("serve", capsys=capsys)
+    assert serve.splitlines()[0].startswith("usage: relay serve [--config FILE] [--SETTING")
+    assert "--trust-proxy, --no-trust-proxy" in serve and "VALUE]" not in serve.split("\n")[0]
+    assert "[RELAY_PORT]" in serve and "[RELAY_HOST, default 0.0.0.0]" in serve
+    groups = [line for line in serve.splitlines() if line and not line.startswith(" ")]
+    assert groups[-4:] == [
+        "settings of every mode:",
+        "standalone mode:",
+        "relay mode (offline mode reads client_tokens, frontend_tokens):",
+        "offline mode:",
+    ]
+    edge = _help("edge", capsys=capsys)
+    assert edge.index("--upstream-url") < edge.index("--tokens") < edge.index("--redis-url")
+    assert edge.index("does not support") < edge.index("--redis-url")
+    assert len(edge.splitlines()[0]) < 80
+    created = " ".join(_help("keys", "create", capsys=capsys).split())
+    assert "the key's type (default: client)" in created
+    assert "required for client and frontend keys" in created
+    switched = " ".join(_help("flags", "on", capsys=capsys).split())
+    assert "the environment (default: development)" in switched

@@ -256,6 +256,7 @@ def test_offline_options_map_onto_offline_mode() -> None:
     assert isinstance(parsed, Serve)
     assert parsed.overrides == {
         "mode": "offline",
+        "setting_names": "edge",  # errors in Edge's names
         "bootstrap_file": "flags.json",
         "client_tokens": [DEV],
         "frontend_tokens": [PROD],
