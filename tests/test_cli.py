@@ -100,6 +100,8 @@ def test_first_start_prints_keys_once_and_stores_only_hashes(tmp_path: Path) -> 
         secrets = {kind: key for kind, key in keys}
         assert secrets["admin"].startswith("*:*.")
         assert secrets["client"].startswith("default:development.")
+        # and where to go with them: the URL the service answers at
+        assert f"The web page: http://127.0.0.1:{service.port}/ (sign in" in out
         body = {
             "applications": [],
             "metrics": [
