@@ -129,6 +129,7 @@ _NAMES: dict[tuple[SettingNames, str], str] = {
     (SettingNames.PROXY, "client_tokens"): "UNLEASH_API_TOKEN",
     (SettingNames.PROXY, "proxy_client_keys"): "UNLEASH_PROXY_CLIENT_KEYS",
     (SettingNames.PROXY, "proxy_server_keys"): "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS",
+    (SettingNames.PROXY, "proxy_project"): "UNLEASH_PROJECT_NAME",
 }
 
 

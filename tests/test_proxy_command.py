@@ -23,7 +23,7 @@ from service import Service, running, settle, start, wait_until
 
 from relay.proxy_cli.environment import DEFAULTS, converted, read
 from relay.proxy_cli.variables import VARIABLES, Kind
-from relay.settings import Settings, SettingsError
+from relay.settings import Settings, SettingsError, load_settings
 
 ADMIN = "*:*.proxy-command-admin-0123456789abcdef0123"
 CLIENT = "default:development.proxy-command-client-0123456789abcdef"
@@ -68,7 +68,7 @@ def test_the_proxys_required_three_become_a_relay() -> None:
         ({"UNLEASH_FETCH_INTERVAL": "2500"}, {"features_refresh_interval": 2.5}),
         ({"UNLEASH_METRICS_INTERVAL": "60000ms"}, {"flush_interval": 60.0}),
         ({"UNLEASH_ENVIRONMENT": "production"}, {"proxy_environment": "production"}),
-        ({"UNLEASH_PROJECT_NAME": "web"}, {"proxy_project": "web"}),
+        ({"UNLEASH_PROJECT_NAME": "default"}, {"proxy_project": "default"}),
         ({"UNLEASH_NAME_PREFIX": "web."}, {"proxy_name_prefix": "web."}),
         ({"TRUST_PROXY": "false"}, {"trust_proxy": False}),
         (
@@ -148,6 +148,7 @@ def test_relays_own_variables_win() -> None:
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL: must be one of"),
         ({"UNLEASH_FETCH_INTERVAL": "fast"}, "UNLEASH_FETCH_INTERVAL: must be a number"),
         ({"UNLEASH_FETCH_INTERVAL": "10"}, "UNLEASH_FETCH_INTERVAL: at least 100"),
+        ({"UNLEASH_PROXY_CLIENT_KEYS": " , "}, "UNLEASH_PROXY_CLIENT_KEYS: no key in it"),
     ],
 )
 def test_what_cannot_be_honoured_is_refused_by_name(env: dict[str, str], says: str) -> None:
@@ -169,6 +170,27 @@ def test_every_variable_is_read_said_or_refused() -> None:
             assert converted(variable) or variable.name in ("HTTP_PROXY", "HTTPS_PROXY")
         else:
             assert variable.why, variable.name
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"UNLEASH_API_TOKEN": "[]:development.multi-project-0123456789"},
+            "UNLEASH_API_TOKEN is a multi-project key",
+        ),
+        (
+            {"UNLEASH_PROJECT_NAME": "web"},
+            "UNLEASH_PROJECT_NAME (web) is not a project UNLEASH_API_TOKEN sees",
+        ),
+    ],
+)
+def test_a_scope_the_keys_cannot_see_is_refused_at_start(env: dict[str, str], says: str) -> None:
+    """The proxy's keys see what UNLEASH_API_TOKEN sees: a key whose projects relay cannot
+    know, or a project it does not see, would answer every request 403; said at start."""
+    overrides = read({**PROXY_ENV, **env}).overrides | {"data_dir": "/nowhere"}
+    with pytest.raises(SettingsError, match=re.escape(says)):
+        load_settings(overrides)
 
 
 def test_said_variables_are_said() -> None:

@@ -7,7 +7,6 @@ same requests is tests/test_proxy_unleash.py's)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +276,7 @@ async def test_base_path_header_project_prefix_environment(
 
 
 async def test_metrics_and_registrations_are_kept_for_the_upstream(
-    proxied: Any, tmp_path: Path
+    proxied: Any, upstream: FakeUpstream
 ) -> None:
     bucket = {
         "start": "2026-01-01T00:00:00Z",
@@ -305,13 +304,15 @@ async def test_metrics_and_registrations_are_kept_for_the_upstream(
     assert (
         await proxied.post("/proxy/client/metrics", json={}, headers={"Authorization": KEY})
     ).status == 400
-    await proxied.app.shutdown()  # stores flushed and closed: what is in buffer.db stays
-    with sqlite3.connect(tmp_path / "relay" / "buffer.db") as db:
-        rows = db.execute(
-            "SELECT app_name, environment, feature_name, sum(yes), sum(no) FROM metrics"
-            " GROUP BY 1, 2, 3"
-        ).fetchall()
-    assert rows == [("shop-web", "development", "on", 6, 2)]
+    # stored (200 comes after the commit), then sent upstream under the browser app's name,
+    # in the environment of the key the proxy's keys stand for, the registration with them
+    await eventually(
+        lambda: upstream.totals() == {("on", "shop-web"): (6, 2)}, "the counts sent upstream"
+    )
+    sent = [bulk.json() for bulk in upstream.accepted_bulks()]
+    assert {m["environment"] for body in sent for m in body["metrics"]} == {"development"}
+    apps = [a for body in sent for a in body["applications"]]
+    assert {(a["appName"], a["environment"]) for a in apps} == {("shop-web", "development")}
 
 
 async def test_health_features_and_prometheus(proxied: Any) -> None:
@@ -428,3 +429,23 @@ async def test_wrong_keys_are_throttled(
     ]
     assert statuses == [401, 401, 401, 429]
     assert (await relay.get("/proxy", headers={"Authorization": KEY})).status == 200
+
+
+@pytest.mark.parametrize(
+    "clock",
+    ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-14:00", "1e308", "", "2024-13-45"],
+)
+async def test_a_callers_time_out_of_range_is_the_clocks_not_a_500(
+    proxied: Any, clock: str
+) -> None:
+    """A ``currentTime`` Python's dates cannot hold in UTC (year 0, year 10000) reads as
+    JavaScript's ``Invalid Date`` does: the server's clock."""
+    from urllib.parse import quote
+
+    headers = {"Authorization": KEY}
+    got = await proxied.get(f"/proxy?currentTime={quote(clock)}", headers=headers)
+    assert got.status == 200, await got.text()
+    assert "dated" not in names(await got.json())
+    body = {"context": {"currentTime": clock}, "toggles": ["dated"]}
+    posted = await proxied.post("/proxy", json=body, headers=headers)
+    assert posted.status == 200, await posted.text()

@@ -94,7 +94,8 @@ def proxy_context(
 def js_date(text: str) -> datetime | None:
     """``new Date(text)`` for the texts it reads alike everywhere: ISO 8601 (a date alone
     is midnight UTC; a time without an offset is read as UTC, the time zone of a container)
-    and RFC 2822 dates; None for anything else (JavaScript's ``Invalid Date``)."""
+    and RFC 2822 dates; None for anything else (JavaScript's ``Invalid Date``), and for a
+    time UTC cannot hold in years 1 to 9999 (``0001-01-01T00:00+05:00``)."""
     text = text.strip()
     try:
         moment = datetime.fromisoformat(text)
@@ -103,7 +104,12 @@ def js_date(text: str) -> datetime | None:
             moment = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
             return None
-    return moment if moment.utcoffset() is not None else moment.replace(tzinfo=UTC)
+    if moment.utcoffset() is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 def narrowed(rendered: Rendered, prefix: str) -> Rendered:

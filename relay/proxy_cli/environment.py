@@ -170,9 +170,12 @@ def _api_token(value: str, given: Mapping[str, str]) -> dict[str, Any]:
     return {"upstream_tokens": [key], "client_tokens": [key]}
 
 
-def _keys(setting: str) -> Callable[[str, Mapping[str, str]], dict[str, Any]]:
+def _keys(name: str, setting: str) -> Callable[[str, Mapping[str, str]], dict[str, Any]]:
     def convert(value: str, given: Mapping[str, str]) -> dict[str, Any]:
-        return {setting: [key for key in re.split(r",\s*", value) if key]}
+        keys = [key for key in (k.strip() for k in re.split(r",\s*", value)) if key]
+        if not keys:
+            raise SettingsError(f"{name}: no key in it")
+        return {setting: keys}
 
     return convert
 
@@ -180,7 +183,7 @@ def _keys(setting: str) -> Callable[[str, Mapping[str, str]], dict[str, Any]]:
 def _secrets(value: str, given: Mapping[str, str]) -> dict[str, Any]:
     if "UNLEASH_PROXY_CLIENT_KEYS" in given:
         return {}  # the newer name wins, as in the Proxy
-    return _keys("proxy_client_keys")(value, given)
+    return _keys("UNLEASH_PROXY_SECRETS", "proxy_client_keys")(value, given)
 
 
 def _port(value: str, given: Mapping[str, str]) -> dict[str, Any]:
@@ -260,7 +263,7 @@ def _count(name: str, setting: str) -> Callable[[str, Mapping[str, str]], dict[s
 _CONVERT: dict[str, Callable[[str, Mapping[str, str]], dict[str, Any]]] = {
     "UNLEASH_URL": _url,
     "UNLEASH_API_TOKEN": _api_token,
-    "UNLEASH_PROXY_CLIENT_KEYS": _keys("proxy_client_keys"),
+    "UNLEASH_PROXY_CLIENT_KEYS": _keys("UNLEASH_PROXY_CLIENT_KEYS", "proxy_client_keys"),
     "UNLEASH_PROXY_SECRETS": _secrets,
     "PORT": _port,
     "PROXY_PORT": _proxy_port,
@@ -288,7 +291,9 @@ _CONVERT: dict[str, Callable[[str, Mapping[str, str]], dict[str, Any]]] = {
     "CORS_OPTIONS_SUCCESS_STATUS": _count(
         "CORS_OPTIONS_SUCCESS_STATUS", "proxy_cors_preflight_status"
     ),
-    "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS": _keys("proxy_server_keys"),
+    "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS": _keys(
+        "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS", "proxy_server_keys"
+    ),
 }
 
 
