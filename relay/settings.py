@@ -20,15 +20,16 @@ from pydantic_settings import (
 )
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
-from relay.settings_fields import DEFAULT_PORTS, LOG_LEVELS, SettingsFields
+from relay.settings_fields import DEFAULT_PORTS, LOG_LEVELS
+from relay.settings_proxy import ProxySettingsFields
 from relay.settings_usage import Mode, named, usage
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
 
-class Settings(SettingsFields):
-    """Every setting of the service (``SettingsFields``), checked together, and what follows
-    from them."""
+class Settings(ProxySettingsFields):
+    """Every setting of the service (``SettingsFields``, then ``ProxySettingsFields``),
+    checked together, and what follows from them."""
 
     @field_validator("log_level")
     @classmethod

@@ -131,16 +131,17 @@ class Proxy:
         return kept[1]
 
     def context(
-        self, request: web.Request, read: tuple[Fields, Fields, str | None], named: bool
+        self, request: web.Request, read: tuple[Fields, Fields, str | None], listed: bool
     ) -> Context:
-        """``named``: the toggles a ``POST`` names, which the Proxy gave no random session."""
+        """``listed``: for the toggles a ``POST`` names, which the Proxy gave no random
+        session."""
         return proxy_context(
             read,
             caller_address(request),
             datetime.now(UTC),
             self.app_name,
             self.environment,
-            random_session=not named,
+            random_session=not listed,
         )
 
 
@@ -164,7 +165,7 @@ def _toggles(everything: bool) -> Handler:
             raise NotImplementedHere(ALL_DISABLED)
         rendered = await proxy.document(request, principal)
         frontends = request.app[FRONTENDS]
-        context = proxy.context(request, read, named=bool(names))
+        context = proxy.context(request, read, listed=bool(names))
         if names:
             body = defined_toggles(frontends.scoped(rendered), context, names)
             etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
