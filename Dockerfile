@@ -33,8 +33,8 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 VOLUME ["/data"]
 WORKDIR /data
 USER 10001:10001
-# 4242 standalone, 3063 relay; RELAY_PORT overrides.
-EXPOSE 4242 3063
+# 4242 standalone, 3063 relay, 3000 relay proxy (the Unleash Proxy's); RELAY_PORT overrides.
+EXPOSE 4242 3063 3000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["relay", "healthcheck"]
 STOPSIGNAL SIGTERM

@@ -1,55 +1,44 @@
-"""``relay serve | keys create | flags create|on|off|list|evaluate|export|import |
-healthcheck`` (and, for developers, ``settings-docs``); Unleash Edge's ``relay
-edge|offline|health|ready`` are read by ``relay.edge_cli``. Options with no command before
+"""``relay serve | keys ... | flags ... | healthcheck`` (and, for developers,
+``settings-docs``); the commands on the store are ``relay.store_cli``'s, Unleash Edge's
+``relay edge|offline|health|ready`` are read by ``relay.edge_cli``, the Unleash Proxy's
+``relay proxy`` by ``relay.proxy_cli``. Options with no command before
 them are ``serve``'s (the image's command is ``serve``: ``docker run IMAGE --mode relay`` is
 ``relay serve --mode relay``).
 
-Flags of ``serve`` are generated from the settings model, so ``--help`` documents every
-setting with its environment variable and default. Errors an operator can fix (bad
-settings, a busy port, an unwritable data dir) end the process with one line on stderr.
+Flags of ``serve`` are generated from the settings model (``relay.settings_flags``), so
+``--help`` documents every setting with its environment variable and default. Errors an
+operator can fix (bad settings, a busy port, an unwritable data dir) end the process with
+one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-from pydantic.fields import FieldInfo
-
-from relay import logs, settings_docs, transfer_cli
-from relay.api.errors import from_validation
+from relay import logs, settings_docs, store_cli
 from relay.arguments import RedactingParser
-from relay.core.audit import Actor
-from relay.core.errors import DomainError
 from relay.edge_cli.command_line import asked_log_format, is_edge_command
 from relay.edge_cli.run import main as edge_main
-from relay.process.server import noted_port, serve
+from relay.process.server import noted_ports, serve
+from relay.proxy_cli.run import main as proxy_main
 from relay.settings import Settings, SettingsError, load_settings
+from relay.settings_flags import overrides, settings_flags
 from relay.starting import EXIT_CONFIG, start
-from relay.store.sql import Database
-from relay.wire.admin import CreateApiKey
-from relay.wire.common import KeyType
-from relay.wire.flags import CreateFlag, FlagOut, FlagType
-
-if TYPE_CHECKING:
-    from relay.central.key_store import KeyRecord
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if is_edge_command(given):
         return edge_main(given)
+    if given[:1] == ["proxy"]:
+        return proxy_main(given[1:])
     if given and given[0].startswith("-") and given[0] not in _OURS_FIRST:
         given = ["serve", *given]  # the image's `docker run IMAGE --mode relay` (Dockerfile)
     asked = asked_log_format(given, {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"})
@@ -73,7 +62,7 @@ def _ours(args: argparse.Namespace) -> Settings:
     """The settings of relay's own commands; when they fail while Edge's variables are set,
     the error says which command reads those."""
     try:
-        return load_settings(_overrides(args), args.config)
+        return load_settings(overrides(args), args.config)
     except SettingsError as exc:
         edge = [name for name in ("UPSTREAM_URL", "TOKENS") if os.environ.get(name)]
         if not edge:
@@ -89,48 +78,29 @@ def _parser() -> argparse.ArgumentParser:
         "(Unleash-compatible). Settings: defaults < --config TOML file < RELAY_* "
         "environment variables < flags.",
         epilog="Unleash Edge's command line and variables: relay edge|offline|health|ready"
-        " (relay edge --help; docs/edge.md).",
+        " (relay edge --help; docs/edge.md). The Unleash Proxy's variables: relay proxy"
+        " (relay proxy --help; docs/proxy.md).",
     )
     parser.add_argument("--version", action="version", version=f"relay {version('relay')}")
     commands = parser.add_subparsers(title="commands")
-    serve = commands.add_parser("serve", help="run the service", description=_serve_help())
-    _settings_flags(serve)
+    serve = commands.add_parser(
+        "serve",
+        help="run the service",
+        description=_serve_help(),
+        usage="relay serve [--config FILE] [--SETTING VALUE ...] (the settings: below)",
+    )
+    settings_flags(serve)
     serve.set_defaults(run=_serve)
 
-    keys = commands.add_parser("keys", help="manage API keys (standalone store)")
-    key_commands = keys.add_subparsers(title="keys commands")
-    create = key_commands.add_parser("create", help="create an API key and print it once")
-    create.add_argument("--type", choices=[t.value for t in KeyType], default="client")
-    create.add_argument(
-        "--environment", help="environment of a client or frontend key", default=None
-    )
-    create.add_argument(
-        "--project",
-        action="append",
-        dest="projects",
-        metavar="PROJECT",
-        help="project the key may use (repeatable; default: all)",
-    )
-    create.add_argument("--name", dest="token_name", default=None, help="a label for the key")
-    _settings_flags(create, only=_STORE_SETTINGS)
-    create.set_defaults(run=_keys_create)
-    listing = key_commands.add_parser(
-        "list", help="list the keys, one a line: id, type, projects, environment, name, last use"
-    )
-    _settings_flags(listing, only=_STORE_SETTINGS)
-    listing.set_defaults(run=_keys_list)
-    revoke = key_commands.add_parser(
-        "revoke", help="revoke a key by its id (or its name); a running service drops it within 2 s"
-    )
-    revoke.add_argument("name_or_id", metavar="ID_OR_NAME")
-    _settings_flags(revoke, only=_STORE_SETTINGS)
-    revoke.set_defaults(run=_keys_revoke)
-    _flag_commands(commands)
+    store_cli.add_key_commands(commands)
+    store_cli.add_flag_commands(commands)
 
     health = commands.add_parser(
-        "healthcheck", help="exit 0 when the local service answers /health (for containers)"
+        "healthcheck",
+        help="exit 0 when the instances running from the data dir (or the port given)"
+        " answer /health (for containers)",
     )
-    _settings_flags(health, only=("mode", "port", "data_dir"))
+    settings_flags(health, only=("mode", "port", "data_dir"), title="which instance to check")
     health.set_defaults(run=_healthcheck)
 
     # For developers, so not in --help: the commands listed are fixed before it is added
@@ -154,96 +124,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_STORE_SETTINGS = (
-    "data_dir",
-    "database_url",
-    "database_pool_size",
-    "database_timeout",
-    "sqlite_synchronous",
-    "event_log_kept",
-)
-
-
-def _flag_commands(commands: Any) -> None:
-    """``relay flags create|on|off|list``: flags of the standalone store, for scripts and
-    first steps. A running service sees the change within its poll interval (1 s)."""
-    flags = commands.add_parser("flags", help="manage feature flags (standalone store)")
-    flag_commands = flags.add_subparsers(title="flags commands", dest="flag_command")
-    create = flag_commands.add_parser("create", help="create a flag (off everywhere)")
-    create.add_argument("name")
-    create.add_argument("--type", choices=[t.value for t in FlagType], default="release")
-    create.add_argument("--description", default=None)
-    switches = [
-        flag_commands.add_parser(state, help=f"turn a flag {state} in an environment")
-        for state in ("on", "off")
-    ]
-    for switch in switches:
-        switch.add_argument("name")
-        switch.add_argument("--environment", default="development")
-    listing = flag_commands.add_parser("list", help="list a project's flags, one a line")
-    evaluate = flag_commands.add_parser(
-        "evaluate", help="evaluate a flag for a context: one JSON object (enabled, variant, reason)"
-    )
-    evaluate.add_argument("name")
-    evaluate.add_argument(
-        "--context",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="userId, sessionId, remoteAddress, appName, or a property (repeatable)",
-    )
-    evaluate.add_argument("--environment", default="development")
-    transfers = transfer_cli.add_commands(flag_commands)
-    for command in (create, *switches, listing, evaluate, *transfers):
-        if command is not evaluate:
-            lookup = command in switches  # on/off find the flag in whichever project holds it
-            command.add_argument(
-                "--project",
-                default=None if lookup else "default",
-                help="the flag's project (default: the flag's own)"
-                if lookup
-                else "the project (default: default)",
-            )
-        _settings_flags(command, only=_STORE_SETTINGS)
-        command.set_defaults(run=_flags)
-
-
 def _serve_help() -> str:
-    return "Run the service. Every flag also reads RELAY_<NAME> from the environment."
-
-
-def _settings_flags(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=os.environ.get("RELAY_CONFIG"),
-        metavar="FILE",
-        help="TOML settings file (examples in config/) [env RELAY_CONFIG]",
+    return (
+        "Run the service. Each setting is also the variable in brackets (RELAY_<NAME>);"
+        " the settings of every mode come first, then each mode's (docs/settings.md)."
     )
-    for name, field in Settings.model_fields.items():
-        if only is not None and name not in only:
-            continue
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(
-            flag,
-            dest=f"setting_{name}",
-            default=argparse.SUPPRESS,
-            metavar="VALUE",
-            help=_field_help(name, field),
-        )
-
-
-def _field_help(name: str, field: FieldInfo) -> str:
-    default = field.get_default(call_default_factory=True)
-    shown = ",".join(default) if isinstance(default, list) else default
-    shown = "" if shown is None else shown
-    return f"{field.description} [env RELAY_{name.upper()}; default: {shown or '-'}]"
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    prefix = "setting_"
-    return {k[len(prefix) :]: v for k, v in vars(args).items() if k.startswith(prefix)}
 
 
 def _settings_docs(args: argparse.Namespace) -> int:
@@ -254,124 +139,37 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings, json_errors=args.asked_log_format is logs.LogFormat.JSON)
 
 
-def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
-    # imported here, so that ``relay serve`` loads only what the chosen mode needs
-    from relay.central.wiring import key_service
-
-    async def create(db: Database) -> str:
-        request = CreateApiKey(
-            type=KeyType(args.type),
-            environment=args.environment,
-            projects=args.projects or ["*"],
-            tokenName=args.token_name,
-        )
-        secret, _ = await key_service(db, settings).issue(Actor.command_line(), request)
-        return secret
-
-    return _on_store(settings, create)
-
-
-def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.central.wiring import key_service
-
-    async def listing(db: Database) -> str:
-        return "\n".join(_key_line(k) for k in await key_service(db, settings).listed())
-
-    return _on_store(settings, listing)
-
-
-def _key_line(record: KeyRecord) -> str:
-    p = record.principal
-    used = "never" if record.last_used_at is None else _iso(record.last_used_at)
-    fields = (record.id, p.type.value, ",".join(p.projects), p.environment, p.token_name or "-")
-    return "\t".join((*fields, p.display, f"created {_iso(record.created_at)}", f"used {used}"))
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
-
-
-def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.central.wiring import key_service
-
-    async def revoke(db: Database) -> str:
-        record = await key_service(db, settings).revoke(Actor.command_line(), args.name_or_id)
-        return f"revoked {record.id} {record.principal.display}"
-
-    return _on_store(settings, revoke)
-
-
-def _flags(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.central.events import EventLog
-    from relay.central.flags.flags import FlagService
-    from relay.central.flags.playground import evaluate_on
-    from relay.central.flags.writes import Writer
-
-    async def run(db: Database) -> str:
-        flags = FlagService(Writer(db, events=EventLog(db, settings.event_log_kept)))
-        actor = Actor.command_line()
-        match args.flag_command:
-            case "create":
-                body = CreateFlag(name=args.name, type=args.type, description=args.description)
-                return (await flags.create(actor, args.project, body)).name
-            case "on" | "off":
-                project = args.project or await flags.project_of(args.name)
-                await flags.set_enabled(
-                    actor, project, args.name, args.environment, args.flag_command == "on"
-                )
-                return ""
-            case "export" | "import":
-                return await transfer_cli.run(db, settings, args)
-            case "evaluate":
-                found = await evaluate_on(db, args.name, args.environment, args.context)
-                return json.dumps(found, ensure_ascii=False)
-            case _:
-                return "\n".join(_flag_line(f) for f in await flags.of_project(args.project))
-
-    return _on_store(settings, run)
-
-
-def _flag_line(flag: FlagOut) -> str:
-    states = " ".join(f"{e.name}={'on' if e.enabled else 'off'}" for e in flag.environments)
-    return f"{flag.name}\t{flag.project}\t{flag.type}\t{states}"
-
-
-def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) -> int:
-    """Run ``work`` on the standalone store; print what it returns, or one line of error."""
-    from relay.central.wiring import central_database
-
-    async def run() -> str:
-        db = central_database(settings)
-        await db.open()
-        try:
-            return await work(db)
-        finally:
-            await db.close()
-
-    try:
-        output = asyncio.run(run())
-    except ValidationError as exc:
-        print(f"relay: error: {from_validation(exc, root='').message}", file=sys.stderr)
-        return EXIT_CONFIG
-    except DomainError as exc:
-        print(f"relay: error: {exc.message}", file=sys.stderr)
-        return EXIT_CONFIG
-    if output:
-        print(output)
-    return 0
-
-
 def _healthcheck(settings: Settings, args: argparse.Namespace) -> int:
-    """The port set, else the one the service started in the data dir noted (whichever
-    command line started it), else the mode's default."""
-    port = settings.port or noted_port(settings.data_dir) or settings.listen_port
+    """The instances started from the data dir (whichever command line started them: each
+    noted its port there), or the port given; never a port guessed, where another server may
+    answer. One line says what was checked; exit 0 when every one is healthy."""
+    if settings.port is not None:
+        checked = {f"port {settings.port}": settings.port}
+    else:
+        noted = noted_ports(settings.data_dir)
+        checked = {f"pid {pid}, port {port}": port for pid, port in sorted(noted.items())}
+    if not checked:
+        logs.error_line(
+            f"relay: unhealthy: no instance is running from data dir {settings.data_dir}"
+            " (--data-dir DIR, or RELAY_DATA_DIR, says which; --port N checks a port)",
+            args.asked_log_format,
+        )
+        return 1
+    sick = [why for what, port in checked.items() if (why := _unhealthy(what, port))]
+    for why in sick:
+        logs.error_line(f"relay: unhealthy: {why}", args.asked_log_format)
+    if not sick:
+        print(f"healthy: {', '.join(checked)} (data dir {settings.data_dir})")
+    return 1 if sick else 0
+
+
+def _unhealthy(what: str, port: int) -> str | None:
     url = f"http://127.0.0.1:{port}/health"
     try:
         with urllib.request.urlopen(url, timeout=3) as response:
-            return 0 if response.status == 200 else 1
+            return None if response.status == 200 else f"{url} ({what}) answered {response.status}"
     except (urllib.error.URLError, OSError) as exc:
-        logs.error_line(f"relay: unhealthy: {exc}", args.asked_log_format)
-        return 1
+        return f"{url} ({what}): {getattr(exc, 'reason', exc)}"
 
 
 if __name__ == "__main__":

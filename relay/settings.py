@@ -18,15 +18,16 @@ from typing import Any
 from pydantic import ValidationError, field_validator, model_validator
 
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
-from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS, SettingsFields
-from relay.settings_usage import Mode, usage
+from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS
+from relay.settings_proxy import ProxySettingsFields
+from relay.settings_usage import Mode, named, usage
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
 
 
-class Settings(SettingsFields):
-    """Every setting of the service (``SettingsFields``), checked together, and what follows
-    from them."""
+class Settings(ProxySettingsFields):
+    """Every setting of the service (``SettingsFields``, then ``ProxySettingsFields``),
+    checked together, and what follows from them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -53,6 +54,8 @@ class Settings(SettingsFields):
             check_database_url(self.database_url)
         if self.strict_keys and not self.client_tokens:
             raise ValueError("strict_keys needs client_tokens (the scopes keys must be within)")
+        if self.proxy_client_keys or self.proxy_server_keys:
+            self._proxy_scope()
         if self.trust_proxy and not self.proxy_trusted_servers:
             # trusting every peer would let any caller choose its address
             raise ValueError("trust_proxy needs proxy_trusted_servers (the proxies' IPs/CIDRs)")
@@ -61,6 +64,27 @@ class Settings(SettingsFields):
             if needs.required and needs.mode is self.mode and getattr(self, name) is None:
                 raise ValueError(f"{name} is required in {self.mode} mode (RELAY_{name.upper()})")
         return self
+
+    def _proxy_scope(self) -> None:
+        """The Unleash Proxy's keys see what the first client_tokens key sees: it must say
+        which projects (not a multi-project key), and hold proxy_project."""
+        keys = named("client_tokens", self.setting_names)
+        if not self.client_tokens:
+            raise ValueError(
+                f"{named('proxy_client_keys', self.setting_names)} need {keys}: they see the"
+                " flags of its first key"
+            )
+        project = self.client_tokens[0].partition(":")[0]
+        if project == "[]":
+            raise ValueError(
+                f"{keys} is a multi-project key ([]:): the projects it sees are the"
+                " upstream's to know; give a key of one project, or of all (*)"
+            )
+        if self.proxy_project is not None and project not in ("*", self.proxy_project):
+            raise ValueError(
+                f"{named('proxy_project', self.setting_names)} ({self.proxy_project}) is not a"
+                f" project {keys} sees ({project})"
+            )
 
     @property
     def listen_port(self) -> int:

@@ -20,6 +20,9 @@ from pydantic.fields import FieldInfo
 from relay.edge_cli.table import EDGE_DOCS, edge_table
 from relay.edge_cli.table import TABLE_END as EDGE_END
 from relay.edge_cli.table import TABLE_START as EDGE_START
+from relay.proxy_cli.table import PROXY_DOCS, proxy_table
+from relay.proxy_cli.table import TABLE_END as PROXY_END
+from relay.proxy_cli.table import TABLE_START as PROXY_START
 from relay.settings import Settings
 from relay.settings_usage import Mode, usage
 
@@ -87,18 +90,24 @@ def documents(root: Path) -> dict[Path, str]:
     if start < 0 or end < start:
         markers = f"{TABLE_START.strip()} ... {TABLE_END.strip()}"
         raise ValueError(f"{SETTINGS_DOCS}: no {markers} markers")
-    edge_docs = (root / EDGE_DOCS).read_text()
-    begin, finish = edge_docs.find(EDGE_START), edge_docs.find(EDGE_END)
-    if begin < 0 or finish < begin:
-        raise ValueError(f"{EDGE_DOCS}: no {EDGE_START.strip()} ... {EDGE_END} markers")
     schema = json.loads((root / VALUES_SCHEMA).read_text())
     schema["properties"]["config"] = chart_config()
     return {
         SETTINGS_DOCS: page[: start + len(TABLE_START)] + settings_table() + page[end:],
         **{Path("config") / f"{mode}.toml": config_file(mode) for mode in Mode},
         VALUES_SCHEMA: json.dumps(schema, indent=2) + "\n",
-        Path(EDGE_DOCS): edge_docs[: begin + len(EDGE_START)] + edge_table() + edge_docs[finish:],
+        Path(EDGE_DOCS): _between(root / EDGE_DOCS, EDGE_START, EDGE_END, edge_table()),
+        Path(PROXY_DOCS): _between(root / PROXY_DOCS, PROXY_START, PROXY_END, proxy_table()),
     }
+
+
+def _between(path: Path, start: str, end: str, table: str) -> str:
+    """The page at ``path`` with ``table`` between its markers."""
+    page = path.read_text()
+    begin, finish = page.find(start), page.find(end)
+    if begin < 0 or finish < begin:
+        raise ValueError(f"{path.name}: no {start.strip()} ... {end} markers")
+    return page[: begin + len(start)] + table + page[finish:]
 
 
 def stale(root: Path) -> dict[Path, str]:
@@ -136,9 +145,12 @@ def settings_table() -> str:
         default = field.get_default(call_default_factory=True)
         text = ",".join(default) if isinstance(default, list) else str(default or "")
         shown = f"`{text}`" if text else "-"
-        flag = name.replace("_", "-")
+        flag = f"`--{name.replace('_', '-')}`"
+        if field.annotation is bool:
+            flag += f", `--no-{name.replace('_', '-')}`"
+            shown = f"`{str(default).lower()}`"
         rows.append(
-            f"| `{name}` | `RELAY_{name.upper()}` | `--{flag}` | {shown} | {field.description} |"
+            f"| `{name}` | `RELAY_{name.upper()}` | {flag} | {shown} | {field.description} |"
         )
     return "\n".join(rows)
 

@@ -85,3 +85,55 @@ def _upstream_url(value: str) -> str:
 
 # An http(s) URL without credentials, kept without its trailing slash
 UpstreamUrl = Annotated[str, AfterValidator(_upstream_url)]
+
+
+def _base_path(value: str) -> str:
+    """The Unleash Proxy's ``sanitizeBasePath``: trimmed, a leading ``/`` added, one
+    trailing ``/`` taken away; blank is the root."""
+    path = value.strip()
+    if not path:
+        return ""
+    if any(c in path for c in "{}?#%\\") or any(c.isspace() for c in path):
+        raise ValueError("must be a plain path: no spaces, braces, ?, #, % or backslash")
+    path = path if path.startswith("/") else f"/{path}"
+    return path.removesuffix("/")
+
+
+# A path prefix ("" or "/a/b"), as the Unleash Proxy reads PROXY_BASE_PATH
+BasePath = Annotated[str, AfterValidator(_base_path)]
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_name(value: str) -> str:
+    if not value or not set(value) <= _TOKEN:
+        raise ValueError("must be an HTTP header name (letters, digits, - and the like)")
+    return value
+
+
+# An HTTP header's name (RFC 9110 token)
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+
+
+class SettingNames(enum.StrEnum):
+    """Whose names messages give settings: relay's, or those of the command line the
+    service was started from (``relay edge``: Unleash Edge's, ``relay proxy``: the Unleash
+    Proxy's), so that an operator reads the names they wrote."""
+
+    RELAY = "relay"
+    EDGE = "edge"
+    PROXY = "proxy"
+
+
+_NAMES: dict[tuple[SettingNames, str], str] = {
+    (SettingNames.EDGE, "client_tokens"): "TOKENS",
+    (SettingNames.PROXY, "client_tokens"): "UNLEASH_API_TOKEN",
+    (SettingNames.PROXY, "proxy_client_keys"): "UNLEASH_PROXY_CLIENT_KEYS",
+    (SettingNames.PROXY, "proxy_server_keys"): "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS",
+    (SettingNames.PROXY, "proxy_project"): "UNLEASH_PROJECT_NAME",
+}
+
+
+def named(setting: str, names: SettingNames) -> str:
+    """A setting as a message names it: ``TOKENS`` for ``relay edge``, else relay's own
+    name with its variable (``client_tokens (RELAY_CLIENT_TOKENS)``)."""
+    return _NAMES.get((names, setting)) or f"{setting} (RELAY_{setting.upper()})"

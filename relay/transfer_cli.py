@@ -29,7 +29,9 @@ def add_commands(flag_commands: Any) -> list[argparse.ArgumentParser]:
     )
     load.add_argument("file", type=Path, help="the export file (JSON)")
     for command in (export, load):
-        command.add_argument("--environment", default="development")
+        command.add_argument(
+            "--environment", default="development", help="the environment (default: development)"
+        )
     return [export, load]
 
 

@@ -100,6 +100,8 @@ def test_first_start_prints_keys_once_and_stores_only_hashes(tmp_path: Path) -> 
         secrets = {kind: key for kind, key in keys}
         assert secrets["admin"].startswith("*:*.")
         assert secrets["client"].startswith("default:development.")
+        # and where to go with them: the URL the service answers at
+        assert f"The web page: http://127.0.0.1:{service.port}/ (sign in" in out
         body = {
             "applications": [],
             "metrics": [
@@ -141,6 +143,9 @@ def test_keys_create_command(tmp_path: Path) -> None:
     assert created.returncode == 0, created.stderr
     secret = created.stdout.strip()
     assert secret.startswith("*:production.")
+    # what was done, on stderr (stdout is the key alone, for KEY=$(relay keys create ...))
+    assert created.stderr.startswith("created a client key of production, projects * (id ")
+    assert secret not in created.stderr
     with running(tmp_path, env={"RELAY_INIT_ADMIN_API_TOKENS": ADMIN}) as service:
         assert (
             post(
@@ -184,3 +189,95 @@ def test_healthcheck_command(tmp_path: Path) -> None:
     assert relay("healthcheck", "--port", str(port), cwd=tmp_path).returncode == 1
     with running(tmp_path, port=port):
         assert relay("healthcheck", "--port", str(port), cwd=tmp_path).returncode == 0
+
+
+def test_healthcheck_finds_the_instances_of_its_data_dir_and_no_other(tmp_path: Path) -> None:
+    """Run where no instance started (another directory), the check says so and fails,
+    whatever answers on the default port, rather than report a server it does not know.
+    Two instances in one data directory each note their own port (neither overwrites the
+    other's): the check finds both, then the one still running when the other stops, and
+    passes over a note left by one killed."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lost = relay("healthcheck", cwd=elsewhere)
+    assert lost.returncode == 1
+    assert "no instance is running from data dir data" in lost.stderr
+    flags = tmp_path / "flags.json"
+    flags.write_text(json.dumps({"f": {"enabled": True}}))
+    shared = {
+        "RELAY_MODE": "offline",
+        "RELAY_BOOTSTRAP_FILE": str(flags),
+        "RELAY_CLIENT_TOKENS": CLIENT,
+        "RELAY_DATA_DIR": str(tmp_path / "data"),
+    }
+    with running(tmp_path, env=shared, name="first") as first:
+        second = start(tmp_path, env={**shared, "RELAY_WORKERS": "2"}, name="second")
+        try:
+            found = relay("healthcheck", cwd=tmp_path)
+            assert found.returncode == 0, found.stderr
+            ports = {int(p) for p in re.findall(r"port (\d+)", found.stdout)}
+            assert ports == {first.port, second.port}, found.stdout
+        finally:
+            assert second.stop() == 0
+        found = relay("healthcheck", cwd=tmp_path)
+        assert found.returncode == 0 and f"port {first.port}" in found.stdout
+        assert f"port {second.port}" not in found.stdout
+        first.stop(signal.SIGKILL)
+        assert len(list((tmp_path / "data").glob("listening.*"))) == 1  # left by the killed
+        gone = relay("healthcheck", cwd=tmp_path)
+        assert gone.returncode == 1 and "no instance is running" in gone.stderr
+
+
+def test_instances_sharing_a_data_dir_keep_their_own_metrics_files(tmp_path: Path) -> None:
+    """Without /dev/shm the workers' Prometheus files go under the data dir: each supervisor
+    gets a directory of its own (a second instance no longer empties the first's), and one
+    a killed supervisor left is deleted."""
+    from relay.process import supervisor
+
+    memory = supervisor.MEMORY
+    supervisor.MEMORY = tmp_path / "no-shm"
+    try:
+        first = supervisor.metrics_files(tmp_path)
+        (first / "counter_1.db").write_bytes(b"x")
+        stale = tmp_path / "prometheus" / f"{supervisor.METRICS_PREFIX}999999999-x"
+        stale.mkdir()
+        second = supervisor.metrics_files(tmp_path)
+    finally:
+        supervisor.MEMORY = memory
+    assert first != second and first.parent == second.parent == tmp_path / "prometheus"
+    assert (first / "counter_1.db").is_file()
+    assert not stale.exists()
+
+
+def _help(*argv: str, capsys: pytest.CaptureFixture[str]) -> str:
+    from relay.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_short_with_defaults_booleans_as_flags_supported_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    serve = _help("serve", capsys=capsys)
+    assert serve.splitlines()[0].startswith("usage: relay serve [--config FILE] [--SETTING")
+    assert "--trust-proxy, --no-trust-proxy" in serve and "VALUE]" not in serve.split("\n")[0]
+    assert "[RELAY_PORT]" in serve and "[RELAY_HOST, default 0.0.0.0]" in serve
+    groups = [line for line in serve.splitlines() if line and not line.startswith(" ")]
+    assert groups[-4:] == [
+        "settings of every mode:",
+        "standalone mode:",
+        "relay mode (offline mode reads client_tokens, frontend_tokens):",
+        "offline mode:",
+    ]
+    edge = _help("edge", capsys=capsys)
+    assert edge.index("--upstream-url") < edge.index("--tokens") < edge.index("--redis-url")
+    assert edge.index("does not support") < edge.index("--redis-url")
+    assert len(edge.splitlines()[0]) < 80
+    created = " ".join(_help("keys", "create", capsys=capsys).split())
+    assert "the key's type (default: client)" in created
+    assert "required for client and frontend keys" in created
+    switched = " ".join(_help("flags", "on", capsys=capsys).split())
+    assert "the environment (default: development)" in switched

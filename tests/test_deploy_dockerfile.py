@@ -50,7 +50,7 @@ def test_dockerfile_shape() -> None:
     user = final["USER"].split(":")
     assert all(part.isdigit() and int(part) > 0 for part in user), "numeric non-root USER"
     assert json.loads(final["VOLUME"]) == ["/data"]
-    assert final["EXPOSE"].split() == ["4242", "3063"]
+    assert final["EXPOSE"].split() == ["4242", "3063", "3000"]
     assert final["HEALTHCHECK"].endswith('CMD ["relay", "healthcheck"]')
     assert json.loads(final["ENTRYPOINT"]) == ["relay"]  # Edge's chart gives `args: ["edge"]`
     assert json.loads(final["CMD"]) == ["serve"]

@@ -215,3 +215,37 @@ def test_edges_chart_values_translated_are_accepted_and_render_a_strict_relay() 
     }
     assert {r["name"] for r in refs.values()} == {"unleash-edge-tokens"}
     assert set(refs) == {"RELAY_UPSTREAM_TOKENS", "RELAY_CLIENT_TOKENS"}
+
+
+def test_a_proxys_deployment_translated_renders_a_relay_with_the_proxys_paths() -> None:
+    """from-proxy.yaml (docs/proxy.md) passes the chart's schema and renders relay mode on the
+    Proxy's port, with its keys as config and UNLEASH_API_TOKEN from the Secret; relay takes
+    the settings it renders."""
+    values = example("from-proxy.yaml")
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(values)
+    docs = render_chart(CHART, values)
+    [(_, container)] = relay_containers(docs)
+    env = env_values(container)
+    assert env["RELAY_MODE"] == "relay" and container["ports"][0]["containerPort"] == 3000
+    assert env["RELAY_PROXY_CLIENT_KEYS"] == "some-secret"
+    assert (env["RELAY_DISABLE_ALL_ENDPOINT"], env["RELAY_FEATURES_REFRESH_INTERVAL"]) == (
+        "true",
+        "5",
+    )
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert refs == {
+        "RELAY_UPSTREAM_TOKENS": "unleash-proxy",
+        "RELAY_CLIENT_TOKENS": "unleash-proxy",
+    }
+    settings = {
+        k.removeprefix("RELAY_").lower(): v for k, v in env.items() if k.startswith("RELAY_")
+    }
+    settings |= {"client_tokens": CLIENT, "upstream_tokens": CLIENT, "data_dir": "/tmp/x"}
+    from relay.settings import load_settings
+
+    assert load_settings(settings).proxy_client_keys == ["some-secret"]

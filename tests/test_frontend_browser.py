@@ -134,9 +134,12 @@ def page_origin(node_sdk: Path) -> Iterator[str]:
 
 
 class Page:
-    """The shop's page in the browser, its SDKs started against ``url``."""
+    """The shop's page in the browser, its SDKs started against ``url`` (the Frontend API,
+    or ``api`` and ``key`` another, such as the Unleash Proxy's paths)."""
 
-    def __init__(self, driver: Any, origin: str, url: str) -> None:
+    def __init__(
+        self, driver: Any, origin: str, url: str, api: str = "/api/frontend", key: str = FRONTEND
+    ) -> None:
         self.driver, self.url = driver, url
         driver.set_script_timeout(60)
         driver.get(f"{origin}/")
@@ -146,8 +149,8 @@ class Page:
                 "startClient(arguments[0], arguments[1], arguments[2]).then(done,"
                 " (e) => done({ready: false, error: String(e)}));",
                 user,
-                f"{url}/api/frontend",
-                FRONTEND,
+                f"{url}{api}",
+                key,
             )
             assert started == {"ready": True, "error": None}, (user, started)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import urllib.error
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,55 @@ def test_start_refused_without_flags_or_keys(
     assert done.returncode == 2
     assert says in done.stderr
     assert DEV_KEY not in done.stderr
+
+
+def test_any_string_is_an_offline_key_as_in_edge(tmp_path: Path) -> None:
+    """Edge's offline mode takes any string as a key (``EdgeToken::offline_token``): one
+    without Unleash's form is a wildcard that sees every flag of the file, client and
+    frontend alike; one in Unleash's form (a short secret too) sees its project only. The
+    form is Edge's ``relay offline --client-tokens``, not only relay's variables."""
+    file = tmp_path / "features.json"
+    file.write_text(json.dumps(FULL))
+    scoped = "default:development.ci"  # too short a secret for relay's keys: Edge scopes it
+    env = {"BOOTSTRAP_FILE": str(file)}
+    edge = (
+        "-i", "127.0.0.1", "offline",
+        "--client-tokens", f"ci-token-1,{scoped}",
+        "--frontend-tokens", "browser token",
+    )
+    program = (RELAY[0], "-m", "relay")
+    with running(tmp_path, *edge, env=env, program=program) as relay:
+        assert names(relay.url, "ci-token-1") == ["elsewhere", "full-off", "full-on"]
+        assert names(relay.url, "Bearer ci-token-1") == ["elsewhere", "full-off", "full-on"]
+        assert names(relay.url, scoped) == ["full-off", "full-on"]
+        toggles = get_json(f"{relay.url}/api/frontend/all", "browser token")["toggles"]
+        assert sorted(t["name"] for t in toggles) == ["elsewhere", "full-off", "full-on"]
+        refused = [
+            ("ci-token-2", "/api/client/features", 401),  # not configured
+            ("browser token", "/api/client/features", 403),  # a frontend key
+            ("ci-token-1", "/api/frontend", 403),  # a client key
+        ]
+        for key, path, status in refused:
+            with pytest.raises(urllib.error.HTTPError) as refusal:
+                get_json(f"{relay.url}{path}", key)
+            refusal.value.close()
+            assert refusal.value.code == status, (key, path)
+        assert _post_metrics(relay.url, "ci-token-1") == 202
+        assert "ci-token-1" not in relay.logs()
+
+
+def test_a_multi_project_offline_key_is_refused_by_name(tmp_path: Path) -> None:
+    """``[]:development.x`` names no project: with nobody to ask which, it is refused at
+    start rather than taken for every project or for none."""
+    import os
+    import subprocess
+
+    file = tmp_path / "features.json"
+    file.write_text(json.dumps(FULL))
+    env: dict[str, Any] = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+    env.update(offline_env(file, RELAY_CLIENT_TOKENS="[]:development.secret-x"))
+    done = subprocess.run(
+        [*RELAY], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "multi-project" in done.stderr and "secret-x" not in done.stderr

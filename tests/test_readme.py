@@ -103,8 +103,9 @@ def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path, node_sdk: Path) -
     README's command as it is (only ``RELAY_PORT`` is set: a free port, not 4242). The service
     answering there is proven to be the one started: the admin key it printed once on its
     stdout opens an admin endpoint, which no other server would answer 200. Then the README's
-    five minutes and the roll-out of docs/standalone.md, in one shell in that copy, as written
-    but for the port: a key made, a flag turned on, the real Python and Node SDKs seeing it."""
+    five minutes and the roll-out of docs/standalone.md, in one shell in that copy, exactly as
+    written (their port is RELAY_PORT's, as the service's): a key made, a flag turned on,
+    the real Python and Node SDKs seeing it."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -143,7 +144,7 @@ def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path, node_sdk: Path) -
         node = f"node - <<'JS'\n{node_block()}\nJS"
         script = "\n".join([blocks("five-minutes"), node, blocks("rollout")])
         shell = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", script.replace(":4242", f":{port}")],
+            ["bash", "-e", "-o", "pipefail", "-c", script],  # the port: RELAY_PORT, as written
             cwd=copy,
             env={**env, "NODE_PATH": str(node_sdk)},
             capture_output=True,

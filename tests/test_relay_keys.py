@@ -352,3 +352,30 @@ async def test_a_relay_behind_a_relay_validates_keys_through_it(
 
     await eventually(lambda: upstream.totals() == {("chained", "app"): (2, 1)})
     assert {b.headers["Authorization"] for b in upstream.bulks} == {PROD_KEY}
+
+
+async def test_a_strict_relay_says_why_it_refuses_a_key_valid_upstream(
+    make_relay: MakeClient, upstream: KeysUpstream, tmp_path: Path
+) -> None:
+    """With ``strict_keys``, a key the upstream vouches for outside the configured scopes is
+    401 saying why, in the names the relay's settings were given by: relay's own here (the
+    environment), the Unleash Proxy's (its projects) when ``relay proxy`` started it."""
+    relay = await make_relay(client_tokens=[DEV_KEY], strict_keys=True)
+    for _ in range(2):
+        response = await post_bulk(relay, UP_PROD_KEY)
+        assert response.status == 401
+        assert (await response.json())["message"] == (
+            "The provided API token is invalid or has expired: valid upstream, but its"
+            " environment production is outside client_tokens (RELAY_CLIENT_TOKENS)"
+        )
+    unknown = await post_bulk(relay, UNKNOWN_KEY)
+    assert (await unknown.json())["message"] == "The provided API token is invalid or has expired"
+    narrow = "shop:development.narrow-scope-secret-0123456789"
+    proxied = await make_relay(
+        tmp_path / "proxy", client_tokens=[narrow], strict_keys=True, setting_names="proxy"
+    )
+    response = await post_bulk(proxied, UP_DEV_KEY)
+    assert (await response.json())["message"].endswith(
+        "its projects (default) are not all among those UNLEASH_API_TOKEN has for environment"
+        " development"
+    )

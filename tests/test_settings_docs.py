@@ -12,6 +12,7 @@ import pytest
 
 from relay.cli import main
 from relay.edge_cli.table import EDGE_DOCS
+from relay.proxy_cli.table import PROXY_DOCS
 from relay.settings import Settings
 from relay.settings_docs import documents, stale, toml_value
 from relay.settings_usage import Mode, usage
@@ -38,6 +39,8 @@ def test_check_reports_a_stale_document_and_a_run_rewrites_it(
     described = Settings.model_fields["idempotency_ttl"].description
     if changed == Path(EDGE_DOCS):  # the table of Edge's options
         described = "`REDIS_URL`"
+    if changed == Path(PROXY_DOCS):  # the table of the Proxy's variables
+        described = "| `UNLEASH_TAGS` |"
     assert described and described in text
     (tmp_path / changed).write_text(text.replace(described, "Seconds a key is kept"))
 

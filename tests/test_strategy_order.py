@@ -38,8 +38,8 @@ async def test_an_unknown_or_repeated_id_moves_nothing(client: Any) -> None:
     for body, status, name in (
         (
             [{"id": mine["id"], "sortOrder": 5}, {"id": theirs["id"], "sortOrder": 6}],
-            404,
-            "NotFoundError",
+            400,  # not this flag's strategy: Unleash 8.2 answers 400
+            "BadDataError",
         ),
         (
             [{"id": mine["id"], "sortOrder": 5}, {"id": mine["id"], "sortOrder": 6}],

@@ -25,6 +25,29 @@ pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
+BROKEN_WORDS = """
+const broken = [];
+for (const cell of document.querySelectorAll('main td, main th')) {
+  const head = cell.closest('thead');
+  if (head && head.getBoundingClientRect().width < 2) continue;  // kept for screen readers
+  const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+    if (node.parentElement.closest('.visually-hidden')) continue;  // for screen readers
+    for (const word of node.data.matchAll(/[^\\s\\-\\/,.:]+/g)) {
+      const range = document.createRange();
+      range.setStart(node, word.index);
+      range.setEnd(node, word.index + word[0].length);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0)
+        .map((r) => Math.round(r.top)));
+      if (lines.size > 1) broken.push(word[0]);
+    }
+  }
+}
+return broken;
+"""
+"""The words of the page's tables split over two lines (none: tables wrap between words,
+or after a hyphen, a slash, a comma, a dot, a colon)."""
+
 ADMIN = "*:*.browser-admin-secret-0123456789abcdef"
 CLIENT = "default:development.browser-client-secret-0123456789"
 
@@ -278,12 +301,14 @@ def operate(visit: Visit, central: Service) -> None:
     # applications: the path through the relay; relays: the one that reported
     visit.go("/applications")
     apps = visit.seen("05-applications")
+    assert visit.driver.execute_script(BROKEN_WORDS) == []
     path = visit.find("ol.path").text.split("\n")
     assert path[0] == "SDK" and path[-1] == "here" and "relay" in path[1], path
     assert "unleash-client-python:6.9.1" in apps
     visit.go("/relays")
     relays = visit.seen("06-relays")
     assert "edge-relay-1" in relays and "stale" not in visit.find("table tbody").text
+    assert visit.driver.execute_script(BROKEN_WORDS) == []  # at 1280 px: "Ver/sion" no more
 
     visit.go("/unknown-flags")
     assert "chekout" in visit.seen("07-unknown-flags")

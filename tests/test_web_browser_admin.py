@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from service import Service, relay_env, running
-from test_web_browser import ADMIN, ARTIFACTS, CLIENT, Visit, call, prepare
+from test_web_browser import ADMIN, ARTIFACTS, BROKEN_WORDS, CLIENT, Visit, call, prepare
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -217,8 +217,10 @@ def narrow(visit: Visit, central: Service) -> None:
         assert window == NARROW and wide <= window, (name, wide, window)
         assert sideways == [], (name, sideways)  # nor a table scrolled within its box
         assert visit.driver.execute_script(UNNAMED) == [], name
+        broken = visit.driver.execute_script(BROKEN_WORDS)
         visit.seen(f"30-narrow-{name}", width=NARROW)
         cdp("Emulation.setDeviceMetricsOverride", metrics)  # the screenshot reset it
+        assert broken == [], (name, broken)  # tables wrap between words
 
     cdp("Emulation.setDeviceMetricsOverride", metrics)
     for n, path in enumerate(pages):

@@ -54,8 +54,8 @@ def test_standalone_workers_share_port_database_keys_and_metrics(tmp_path: Path)
         assert len(workers(central)) == 2
         # first-start keys are created once, by the supervisor, and shown once
         assert central.stdout().count("shown only now") == 1
-        [admin] = re.findall(r"admin\s+(\S+)", central.stdout())
-        [client] = re.findall(r"client\s+(\S+)", central.stdout())
+        [admin] = re.findall(r"^\s+admin\s+(\S+)$", central.stdout(), re.MULTILINE)
+        [client] = re.findall(r"^\s+client\s+(\S+)$", central.stdout(), re.MULTILINE)
         body = {
             "applications": [],
             "metrics": [

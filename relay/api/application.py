@@ -18,7 +18,14 @@ from aiohttp.typedefs import Middleware
 from relay.api import backstage, docs
 from relay.api.client_address import PROXY_TRUST, ProxyTrust
 from relay.api.connections import open_files, write_in_slices
-from relay.api.cors import POLICIES, api_policy, cors_headers, cors_middleware, frontend_policy
+from relay.api.cors import (
+    POLICIES,
+    api_policy,
+    cors_headers,
+    cors_middleware,
+    frontend_policy,
+    proxy_policy,
+)
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
@@ -44,6 +51,7 @@ def new_application(settings: Settings, shared: Shared) -> web.Application:
     app[PROXY_TRUST] = ProxyTrust.of(settings.trust_proxy, settings.proxy_trusted_servers)
     app[POLICIES] = (
         frontend_policy(settings.frontend_cors_origins),
+        proxy_policy(settings),
         api_policy(settings.cors_origins),
     )
     app[READY] = [False]

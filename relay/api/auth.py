@@ -51,7 +51,9 @@ async def authenticate(
         )
     principal = (await identify(request, [key]))[key]
     if principal is None:
-        raise AuthenticationRequired("The provided API token is invalid or has expired")
+        why = request.app[KEY_RESOLVER].refusal(key)
+        refused = "The provided API token is invalid or has expired"
+        raise AuthenticationRequired(f"{refused}: {why}" if why else refused)
     if principal.type not in accepted:
         if KeyType.ADMIN in accepted:
             raise NoAccessError("You need an admin API token to perform this action")

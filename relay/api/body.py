@@ -51,8 +51,12 @@ def _is_json(content_type: str) -> bool:
     )
 
 
-async def read_json(request: web.Request, model: type[Model]) -> Model:
-    if not _is_json(request.content_type):
+async def read_json(request: web.Request, model: type[Model], untyped: bool = False) -> Model:
+    """``untyped``: a body without ``Content-Type`` is read as JSON (the Unleash Proxy's
+    paths, whose ``requireContentType`` did so); otherwise it is 415."""
+    if not (untyped and "Content-Type" not in request.headers) and not _is_json(
+        request.content_type
+    ):
         raise UnsupportedMediaType(
             f"Expected a JSON body (Content-Type: application/json), got {request.content_type}"
         )

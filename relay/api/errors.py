@@ -129,6 +129,12 @@ class InternalError(ApiError):
     status, name = 500, "InternalError"
 
 
+class NotImplementedHere(ApiError):
+    """A path switched off that says so (the Unleash Proxy's ``/proxy/all``)."""
+
+    status, name = 501, "NotImplementedError"
+
+
 class BadGateway(ApiError):
     status, name = 502, "BadGatewayError"
 

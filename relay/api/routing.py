@@ -47,12 +47,16 @@ class Route:
     """Where the key is (routes with ``auth``): ``Authorization`` but for OFREP's paths."""
     error_body: type[BaseModel] | None = None
     """The body model of its errors, when it is more than Unleash's (``ErrorBody``)."""
+    proxy: bool = False
+    """One of the Unleash Proxy's paths (``relay.edge.proxy``): its handler checks the
+    Proxy's keys itself, and browsers get the Proxy's CORS answers (``relay.api.cors``)."""
 
     @property
     def browser(self) -> bool:
-        """Called from web pages (a frontend key): answered with the frontend CORS policy
-        (``relay.api.cors``), its preflight without a key."""
-        return self.auth is not None and KeyType.FRONTEND in self.auth
+        """Called from web pages (a frontend key, or a Proxy's key): answered with the
+        frontend's CORS policy or the Proxy's (``relay.api.cors``), its preflight without a
+        key."""
+        return self.proxy or (self.auth is not None and KeyType.FRONTEND in self.auth)
 
     @property
     def parameters(self) -> list[str]:
@@ -62,11 +66,13 @@ class Route:
 
 BROWSER_RESOURCES = web.AppKey("browser_resources", set[AbstractResource])
 """The paths of ``Route.browser`` routes, as the router resolves them."""
+PROXY_RESOURCES = web.AppKey("proxy_resources", set[AbstractResource])
+"""Those of them that are the Unleash Proxy's (``Route.proxy``)."""
 
 
 def add_routes(app: web.Application, routes: Sequence[Route]) -> None:
-    browser = app.setdefault(BROWSER_RESOURCES, set())
     for route in routes:
+        browser = app.setdefault(PROXY_RESOURCES if route.proxy else BROWSER_RESOURCES, set())
         # aiohttp's default for ``{name}`` is ``[^{}/]+``: a feature or app named ``a{b}``
         # (valid, 1..255 characters of anything) could be written but never read back (404).
         path = _PARAMETER.sub(r"{\1:[^/]+}", route.path)

@@ -94,6 +94,9 @@ class KeyStore:
     async def resolve(self, key: str) -> Principal | None:
         return (await self.resolve_many([key]))[key]
 
+    def refusal(self, key: str) -> str | None:
+        return None  # a key this service does not hold is simply not one
+
     async def resolve_many(self, keys: Sequence[str]) -> dict[str, Principal | None]:
         """One lookup for the keys not in memory."""
         digests = {key: hash_key(key) for key in keys}

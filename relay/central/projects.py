@@ -151,7 +151,8 @@ class ProjectStore:
             )
 
     async def remove_environment(self, actor: Actor, project_id: str, environment: str) -> None:
-        """The project's flags lose their state and strategies there, as in Unleash."""
+        """The project's flags lose their state and strategies there, as in Unleash; an
+        environment the project does not have is removed already (200, as Unleash answers)."""
         async with self._write(actor) as w:
             if not await _exists(w.tx, "SELECT 1 FROM projects WHERE id = ?", project_id):
                 raise NotFound("No project found")
@@ -160,7 +161,7 @@ class ProjectStore:
                 (project_id, environment),
             )
             if removed != 1:
-                raise NotFound(f"{project_id} does not have the environment {environment}")
+                return
             await w.tx.execute(
                 "DELETE FROM feature_environments WHERE environment = ? AND feature_name IN"
                 " (SELECT name FROM features WHERE project_id = ?)",

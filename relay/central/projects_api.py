@@ -100,7 +100,7 @@ ROUTES: list[Route] = [
         "DELETE",
         f"{_PROJECT}/environments/{{environment}}",
         remove_environment,
-        "Remove an environment from a project",
+        "Remove an environment from a project (one it does not have: 200)",
         errors=(404,),
     ),
     admin_route(

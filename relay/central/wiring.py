@@ -266,14 +266,28 @@ async def _provision_keys(keys: KeyService, settings: Settings) -> None:
             KeyType.FRONTEND: settings.init_frontend_api_tokens,
         }
     )
-    _announce(await keys.bootstrap())
+    _announce(await keys.bootstrap(), _url(settings))
 
 
-def _announce(created: list[KeySpec]) -> None:
+def _url(settings: Settings) -> str:
+    """Where the service answers, as a person on the machine types it."""
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.listen_port}/"
+
+
+def _announce(created: list[KeySpec], url: str) -> None:
     """Print first-start keys once, on stdout and never in the log: only hashes are kept."""
     if not created:
         return
     lines = ["", "No API key existed, so these were created. They are shown only now:"]
     lines += [f"  {spec.principal.type.value:<6} {spec.secret}" for spec in created]
-    lines += ["Create more with `relay keys create` or POST /api/admin/api-tokens.", ""]
+    lines += [
+        f"The web page: {url} (sign in with the admin key); SDKs: {url}api",
+        "Create more keys with `relay keys create` or POST /api/admin/api-tokens.",
+        "",
+    ]
     print("\n".join(lines), file=sys.stdout, flush=True)

@@ -68,6 +68,11 @@ class KeyResolver(Protocol):
         cannot be said now."""
         ...
 
+    def refusal(self, key: str) -> str | None:
+        """Why a key ``resolve_many`` refused is refused, when there is more to say than
+        that it is not valid (a relay's: valid upstream, outside the scopes it serves)."""
+        ...
+
 
 def hash_key(key: str) -> str:
     # surrogateescape: a header with bytes that are not UTF-8 is an unknown key, not a 500
@@ -115,6 +120,34 @@ def parse_key(key: str, type: KeyType) -> KeySpec:
             pass
     projects = ("*",) if project in ("*", "[]") else (project,)
     return KeySpec(key, Principal(type, environment, projects, redact(key)))
+
+
+WILDCARD_ENVIRONMENT = "default"
+"""The environment an offline wildcard key's counts are kept under: it names none, and
+``default`` is what the SDKs call an environment nobody named."""
+
+
+def offline_principal(key: str, type: KeyType) -> Principal:
+    """A key of offline mode, as Unleash Edge's offline mode takes it
+    (``EdgeToken::offline_token``): a string with ``project:environment.`` in front is
+    scoped to that project and environment, whatever follows; any other string is a
+    wildcard that sees every flag of the file. Edge's parse is looser than
+    ``parse_key``'s (no length or characters asked of the secret), so a CI's
+    ``default:development.ci`` is scoped, never widened to everything."""
+    head, colon, rest = key.strip().partition(":")
+    environment, dot, _ = rest.partition(":")[0].partition(".")
+    if not (colon and dot):
+        return Principal(type, WILDCARD_ENVIRONMENT, ("*",), "offline wildcard ****")
+    if head == "[]" or not head or not environment:
+        raise InvalidKey(
+            f"{redact(key)}: offline keys are a project and an environment"
+            " (project:environment.secret, the project may be *), or any string without"
+            " that form (every flag of the file); a multi-project key ([]:) names no project"
+        )
+    if type is not KeyType.ADMIN and environment == "*":
+        raise InvalidKey(f"{redact(key)}: a {type} key needs one environment, not *")
+    projects = ("*",) if head == "*" else (head,)
+    return Principal(type, environment, projects, redact(key))
 
 
 def new_key(type: KeyType, environment: str, projects: tuple[str, ...]) -> KeySpec:

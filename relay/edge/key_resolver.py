@@ -35,7 +35,7 @@ from prometheus_client import Gauge
 
 from relay.core.errors import Throttled, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, well_formed
-from relay.edge.key_words import KeyWords, Word
+from relay.edge.key_words import VOUCHED, KeyWords, Word
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
 from relay.wire.common import MAX_LIST, KeyType
 
@@ -66,10 +66,13 @@ class SdkKeyResolver:
         ttl: float,
         words: KeyWords,
         strict: bool = False,
+        scopes_named: str = "client_tokens",
     ) -> None:
         """``configured``: the keys of each type accepted without asking the upstream;
         ``strict``: a key the upstream vouches for is refused unless its scope is within a
-        configured client key's (Edge 20's strict mode)."""
+        configured client key's (Edge 20's strict mode); ``scopes_named``: what those keys
+        are called where the operator set them (``TOKENS`` for ``relay edge``), for the
+        refusal's words."""
         self._configured = {
             hash_key(spec.secret): spec.principal
             for type, keys in configured.items()
@@ -85,6 +88,7 @@ class SdkKeyResolver:
         self._remembered: dict[str, Principal] = {}
         # made-up keys (no word stored): key hash -> expiry; least recently used first
         self._invalid: OrderedDict[str, float] = OrderedDict()
+        self._scopes_named = scopes_named
         self._answers: dict[str, asyncio.Future[Answer]] = {}  # asked or about to be
         self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
         self._calls: set[asyncio.Task[None]] = set()
@@ -145,7 +149,9 @@ class SdkKeyResolver:
     def _refused(self, digest: str) -> bool:
         word = self._words.get(digest)
         if word is not None:
-            return not word.vouched and word.within(NEGATIVE_TTL, time.time())
+            if word.vouched:  # refused only by strict mode: asked again after its TTL
+                return not self._serves_word(word) and word.within(self._ttl, time.time())
+            return word.within(NEGATIVE_TTL, time.time())
         expiry = self._invalid.get(digest)
         if expiry is None:
             return False
@@ -197,31 +203,30 @@ class SdkKeyResolver:
             if not isinstance(exc, Exception):
                 raise
             return
-        answers = {digest: self._vouched(valid.get(key)) for digest, key in batch.items()}
+        vouched = {digest: valid.get(key) for digest, key in batch.items()}
         said = time.time()
         try:
-            # stored for every worker before any request hears it; a refusal only of a
-            # key a word is held for (vouched for once): made-up keys cost no write
+            # stored for every worker before any request hears it (what the upstream said:
+            # strict mode's refusal is each worker's own, from the same settings); a
+            # refusal only of a key a word is held for: made-up keys cost no write
             await self._words.say(
-                Word(digest, 200 if principal else 401, said, principal)
-                for digest, principal in answers.items()
+                Word(digest, VOUCHED if principal else 401, said, principal)
+                for digest, principal in vouched.items()
                 if principal is not None or self._words.get(digest) is not None
             )
         finally:
-            for digest, principal in answers.items():
+            for digest, principal in vouched.items():
                 if principal is None and self._words.get(digest) is None:
                     expiry = time.monotonic() + NEGATIVE_TTL
                     _remember(self._invalid, digest, expiry, MAX_INVALID)
-                self._answers.pop(digest).set_result(principal)
+                self._answers.pop(digest).set_result(self._served(principal))
             WAITING.dec(len(batch))
 
-    def _vouched(self, principal: Principal | None) -> Principal | None:
+    def _served(self, principal: Principal | None) -> Principal | None:
         """The upstream's answer for a key, unless strict mode refuses it."""
         if principal is not None and not self._serves(principal):
-            log.warning(
-                "key refused: outside the scopes of client_tokens (strict_keys)",
-                extra={"key": principal.display},
-            )
+            why = self._outside_why(principal)
+            log.warning(f"key refused: {why} (strict_keys)", extra={"key": principal.display})
             return None
         return principal
 
@@ -244,6 +249,28 @@ class SdkKeyResolver:
         for digest in batch:
             self._settle(self._answers.pop(digest), self._stale(digest), self._refusal())
         WAITING.dec(len(batch))
+
+    def refusal(self, key: str) -> str | None:
+        """Why a key the upstream vouched for is refused (strict)."""
+        word = self._words.get(hash_key(key))
+        if word is None or word.principal is None or self._serves(word.principal):
+            return None
+        return self._outside_why(word.principal)
+
+    def _outside_why(self, principal: Principal) -> str:
+        """In the operator's words: which of the key's environment or projects no
+        configured scope covers."""
+        assert self._scopes is not None  # only strict relays refuse a vouched key
+        same = [s for s in self._scopes if s.environment == principal.environment]
+        if not same:
+            return (
+                f"valid upstream, but its environment {principal.environment} is outside"
+                f" {self._scopes_named}"
+            )
+        return (
+            f"valid upstream, but its projects ({', '.join(principal.projects)}) are not all"
+            f" among those {self._scopes_named} has for environment {principal.environment}"
+        )
 
     def _serves(self, principal: Principal) -> bool:
         """Not strict, or ``principal`` within a configured client key's scope: the same

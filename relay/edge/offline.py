@@ -2,8 +2,9 @@
 (``relay.edge.flags.bootstrap``), as Unleash Edge's ``offline`` subcommand. For CI,
 development and air-gapped sites.
 
-- **Keys.** Only ``client_tokens`` and ``frontend_tokens``: with nobody to ask, any other
-  key is 401.
+- **Keys.** Only ``client_tokens`` and ``frontend_tokens``, taken as Unleash Edge takes
+  them (``relay.core.keys.offline_principal``): one in Unleash's form sees its project,
+  any other string every flag of the file. With nobody to ask, any other key is 401.
 - **Flags.** The client features API (and its delta, its stream, the Frontend API) from the
   file, checked every ``reload_interval`` seconds (0: read once); a file that stops reading
   keeps the copy held.
@@ -28,7 +29,7 @@ from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KE
 from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest, MetricsSink
-from relay.core.keys import Principal, hash_key, parse_key
+from relay.core.keys import Principal, hash_key, offline_principal
 from relay.edge import backstage
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.bootstrap import BootstrapError, FileFlags
@@ -74,6 +75,9 @@ class ConfiguredKeys:
     async def resolve_many(self, keys: Sequence[str]) -> dict[str, Principal | None]:
         return {key: self.known(key) for key in keys}
 
+    def refusal(self, key: str) -> str | None:
+        return None
+
 
 class Dropped:
     """The sink of ``offline_metrics = drop``: counted by ``Ingest``, then let go."""
@@ -91,7 +95,7 @@ def keys(settings: Settings) -> dict[str, Principal]:
             " (RELAY_CLIENT_TOKENS)"
         )
     return {
-        key: parse_key(key, type).principal
+        key: offline_principal(key, type)
         for type, configured in (
             (KeyType.CLIENT, settings.client_tokens),
             (KeyType.FRONTEND, settings.frontend_tokens),

@@ -5,6 +5,7 @@ reduced to a small closed set of outcomes that callers match on."""
 from __future__ import annotations
 
 import enum
+import ipaddress
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ from email.utils import parsedate_to_datetime
 from typing import Annotated
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from prometheus_client import Histogram
 from pydantic import BaseModel, Field, ValidationError
+from yarl import URL
 
 from relay.core.keys import Principal, redact
 from relay.wire.common import KeyType
@@ -80,6 +83,28 @@ class _ValidatedKeys(BaseModel):
 FLUSH_CONNECTIONS = 2  # the flusher sends one batch at a time
 
 
+def environment_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The HTTP proxy ``HTTP_PROXY``/``HTTPS_PROXY`` name for the upstream (``NO_PROXY``
+    honoured), read once at start, as Unleash Edge and the Unleash Proxy honour them; none
+    for an upstream on loopback, which no proxy elsewhere could reach. (aiohttp's
+    ``trust_env`` would look them up on every request, and take ``~/.netrc`` credentials
+    that clash with the keys relay sends in ``Authorization``.)"""
+    url = URL(base_url)
+    if url.host is None or url.host == "localhost" or _loopback(url.host):
+        return None, None
+    try:
+        return get_env_proxy_for_url(url)
+    except LookupError:
+        return None, None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class UpstreamClient:
     """Flushes have connections of their own: callers (key checks, pass-through calls) that
     take every other connection, or wait on a slow upstream, never delay them. So do the
@@ -91,6 +116,7 @@ class UpstreamClient:
     def __init__(self, base_url: str, timeout: float) -> None:
         self.base_url = base_url
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._proxy, self._proxy_auth = environment_proxy(base_url)
         self._session: aiohttp.ClientSession | None = None
         self._flush_session: aiohttp.ClientSession | None = None
         self._stream_session: aiohttp.ClientSession | None = None
@@ -103,6 +129,8 @@ class UpstreamClient:
     def _new_session(self, limit: int) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=limit),
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
             timeout=self._timeout,
             headers={"User-Agent": "relay"},
             auto_decompress=True,

@@ -30,7 +30,7 @@ from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
-from relay.edge import backstage, passthrough
+from relay.edge import backstage, passthrough, proxy
 from relay.edge.cache_file import cache_file, open_cache
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore
@@ -63,6 +63,7 @@ from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
+from relay.settings_usage import named
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
@@ -151,7 +152,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     words = KeyWords(cache, shared)
     resolver = SdkKeyResolver(
-        configured, upstream, settings.key_cache_ttl, words, strict=settings.strict_keys
+        configured,
+        upstream,
+        settings.key_cache_ttl,
+        words,
+        strict=settings.strict_keys,
+        scopes_named=named("client_tokens", settings.setting_names),
     )
     app[KEY_RESOLVER] = resolver
     app[UPSTREAM] = upstream
@@ -208,7 +214,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
             await upstream.open()
             if leader:
                 await _first_check(monitor)
-                warn_short_secrets(settings.client_tokens, "RELAY_CLIENT_TOKENS")
+                warn_short_secrets(
+                    settings.client_tokens, named("client_tokens", settings.setting_names)
+                )
                 if not keys:
                     log.warning(
                         "no upstream keys: each environment's counts are sent with an SDK key"
@@ -221,6 +229,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
                     "app_name": hop.app_name,
                     "instance_id": hop.instance_id,
                     "environments": sorted(keys),
+                    **_proxy_paths(settings),
                 },
             )
             yield
@@ -275,6 +284,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         *validate.ROUTES,
         *backstage.routes(settings),
     ]
+    if settings.proxy_client_keys or settings.proxy_server_keys:
+        app[proxy.PROXY] = proxy.Proxy(settings)
+        routes = proxy.alongside(routes, proxy.routes(settings))
     serve_routes(app, routes)
     return app
 
@@ -295,6 +307,17 @@ async def _drain_shards(settings: Settings, buffer: SqliteDatabase) -> None:
         await drain_shards(settings.buffer_path, store, settings.sqlite_synchronous, wal)
     finally:
         await store.stop()
+
+
+def _proxy_paths(settings: Settings) -> dict[str, object]:
+    """What the start-up line says of the Unleash Proxy's paths, when served."""
+    if not (settings.proxy_client_keys or settings.proxy_server_keys):
+        return {}
+    return {
+        "proxy_paths": f"{settings.proxy_base_path}/proxy",
+        "proxy_client_keys": len(settings.proxy_client_keys),
+        "proxy_all_endpoint": not settings.disable_all_endpoint,
+    }
 
 
 async def _check_buffers(settings: Settings, ran_before: bool) -> list[Path]:

@@ -23,6 +23,7 @@ from relay.logs import LogFormat
 from relay.settings import SettingsError
 
 MODES = {"edge": "relay", "offline": "offline"}
+EMPTY = '""'
 _FALSE = {"", "0", "n", "no", "f", "false", "off"}  # clap's falsey values of a flag's variable
 _LOG_FORMATS = {"plain": "text", "pretty": "text", "json": "json"}
 
@@ -166,6 +167,8 @@ def _serve(command: str, given: dict[EdgeOption, tuple[str, Any]], env: Mapping[
         for setting, setting_value in converted.items():
             if source == "flag" or f"RELAY_{setting.upper()}" not in env:
                 overrides[setting] = setting_value
+    if "RELAY_SETTING_NAMES" not in env:
+        overrides["setting_names"] = "edge"  # errors name Edge's options
     if command == "edge":
         if "RELAY_STRICT_KEYS" not in env:
             overrides["strict_keys"] = True  # Edge 20 has no other mode
@@ -255,29 +258,65 @@ def _parser(json_errors: bool) -> argparse.ArgumentParser:
     }
     for command in COMMANDS:
         sub = commands.add_parser(
-            command, help=helps[command], description=helps[command], allow_abbrev=False
+            command,
+            help=helps[command],
+            description=helps[command],
+            allow_abbrev=False,
+            usage=f"relay [-p PORT] [-i ADDRESS] {command} {_USAGE[command]}",
         )
         _add(sub, options_of(command))
     return parser
 
 
+_USAGE = {
+    "edge": "-u URL -t KEYS [OPTIONS]",
+    "offline": "-b FILE -c KEYS [-f KEYS] [OPTIONS]",
+    "health": "[-e URL] [-c FILE]",
+    "ready": "[-e URL] [-c FILE]",
+}
+_REFUSED = (
+    "Edge's options relay does not support (each a start-up error, unless given Edge's default)"
+)
+
+
 def _add(parser: argparse.ArgumentParser, options: Sequence[EdgeOption]) -> None:
-    for option in options:
-        if option.kind is Kind.NOT_READ or option.flagless:
-            continue
-        flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
-        action: dict[Takes, str | type[argparse.Action]] = {
-            Takes.VALUE: _Once,
-            Takes.LIST: "append",
-            Takes.FLAG: "store_true",
-        }
-        parser.add_argument(
-            *flags,
-            dest=option.name,
-            action=action[option.takes],
-            default=argparse.SUPPRESS,
-            help=_help(option),
-        )
+    """The options relay supports first (the subcommand's own, then those of anywhere),
+    then in a group of their own those it refuses."""
+    shown = [o for o in options if o.kind is not Kind.NOT_READ and not o.flagless]
+    supported = sorted(
+        (o for o in shown if o.kind is not Kind.UNSUPPORTED), key=lambda o: o.where in (TOP, GLOBAL)
+    )
+    refused = [o for o in shown if o.kind is Kind.UNSUPPORTED]
+    for option in supported:
+        _argument(parser, option)
+    if refused:
+        group = parser.add_argument_group(_REFUSED)
+        for option in refused:
+            _argument(group, option)
+
+
+def _argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, option: EdgeOption
+) -> None:
+    flags = [option.flag] if option.short is None else [f"-{option.short}", option.flag]
+    action: dict[Takes, str | type[argparse.Action]] = {
+        Takes.VALUE: _Once,
+        Takes.LIST: "append",
+        Takes.FLAG: "store_true",
+    }
+    metavar: dict[str, Any] = {
+        Takes.VALUE: {"metavar": "VALUE"},
+        Takes.LIST: {"metavar": "A,B"},
+        Takes.FLAG: {},
+    }[option.takes]
+    parser.add_argument(
+        *flags,
+        dest=option.name,
+        action=action[option.takes],
+        default=argparse.SUPPRESS,
+        help=_help(option),
+        **metavar,
+    )
 
 
 class _Once(argparse.Action):
@@ -297,13 +336,14 @@ class _Once(argparse.Action):
 
 
 def _help(option: EdgeOption) -> str:
+    """What it sets in relay (or why not), its variable and Edge's default, short."""
     what = {
         Kind.SETTING: f"relay's {', '.join(option.ours)}",
         Kind.CHECK: "",
         Kind.NO_EFFECT: "accepted, no effect",
-        Kind.UNSUPPORTED: "not supported",
+        Kind.UNSUPPORTED: "",
         Kind.NOT_READ: "",
     }[option.kind]
     parts = [p for p in (what, option.why) if p]
-    default = f"; Edge's default: {option.default}" if option.default is not None else ""
-    return f"{': '.join(parts)} [env {option.variable}{default}]".replace("%", "%%")
+    default = f", default {option.default or EMPTY}" if option.default is not None else ""
+    return f"{': '.join(parts)} [{option.variable}{default}]".replace("%", "%%")

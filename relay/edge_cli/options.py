@@ -81,6 +81,10 @@ _UPSTREAM_TLS = (
 _TELEMETRY = "relay exposes Prometheus metrics (/internal-backstage/metrics) and JSON logs"
 _PROMETHEUS_PUSH = "relay is scraped: /internal-backstage/metrics; no remote write"
 _HMAC = "relay does not ask Unleash to issue keys: give them in TOKENS"
+_OFFLINE_KEYS = (
+    "any strings, as Edge: one in Unleash's form sees its project, any other every flag"
+    " of the file"
+)
 
 OPTIONS: tuple[EdgeOption, ...] = (
     # --- before the subcommand (HttpServerArgs, TlsOptions, CliArgs) ---
@@ -301,8 +305,13 @@ OPTIONS: tuple[EdgeOption, ...] = (
     _unsupported("desired_projects", EDGE, _HMAC, takes=Takes.LIST, default="*"),
     # --- relay offline (OfflineArgs) ---
     _setting("bootstrap_file", OFFLINE, "bootstrap_file", short="b"),
-    _setting("client_tokens", OFFLINE, "client_tokens", short="c", takes=Takes.LIST),
-    _setting("frontend_tokens", OFFLINE, "frontend_tokens", short="f", takes=Takes.LIST),
+    _setting(
+        "client_tokens", OFFLINE, "client_tokens", short="c", takes=Takes.LIST, why=_OFFLINE_KEYS
+    ),
+    _setting(
+        "frontend_tokens", OFFLINE, "frontend_tokens", short="f", takes=Takes.LIST,
+        why=_OFFLINE_KEYS,
+    ),
     _setting(
         "reload_interval",
         OFFLINE,

@@ -120,14 +120,18 @@ def _run(settings: Settings, shared: Shared, sock: socket.socket, name: str) -> 
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    web.run_app(
-        app,
-        sock=sock,
-        shutdown_timeout=settings.shutdown_timeout,
-        keepalive_timeout=settings.idle_timeout,
-        access_log=None,
-        print=lambda _: _listening(settings, shared.worker, name),
-    )
+    try:
+        web.run_app(
+            app,
+            sock=sock,
+            shutdown_timeout=settings.shutdown_timeout,
+            keepalive_timeout=settings.idle_timeout,
+            access_log=None,
+            print=lambda _: _listening(settings, shared.worker, name),
+        )
+    finally:
+        if shared.worker == 0:
+            _forget_port(settings.data_dir)
 
 
 def _listening(settings: Settings, worker: int, name: str) -> None:
@@ -152,28 +156,53 @@ def _trim() -> None:
 
 
 LISTENING = "listening"
-"""The file in ``data_dir`` holding the port the service listens on."""
+"""``listening.<pid>`` in ``data_dir``: the port the instance whose worker 0 has that PID
+listens on; one file per instance, so that instances sharing a directory never overwrite
+each other's."""
 
 
 def _note_port(settings: Settings) -> None:
     """The port written down for ``relay healthcheck`` (the image's HEALTHCHECK), which does
     not see the command line the service was started with: Edge's ``relay edge -p N`` sets
-    the port no variable says. A data dir that cannot take it (standalone on PostgreSQL may
-    have none) leaves the check to the settings' port."""
-    path = settings.data_dir / LISTENING
+    the port no variable says. Removed when the instance stops; one left by an instance
+    killed is passed over (its PID is gone). A data dir that cannot take it leaves the check
+    to a port given to it."""
+    path = settings.data_dir / f"{LISTENING}.{os.getpid()}"
     try:
-        path.with_suffix(".tmp").write_text(f"{settings.listen_port}\n")
-        path.with_suffix(".tmp").replace(path)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)  # offline mode writes no other
+        written = path.with_name(f"{path.name}.tmp")
+        written.write_text(f"{settings.listen_port}\n")
+        written.replace(path)
     except OSError:
         pass
 
 
-def noted_port(data_dir: Path) -> int | None:
-    """The port the service last started in ``data_dir`` listens on, if it wrote it down."""
+def _forget_port(data_dir: Path) -> None:
+    (data_dir / f"{LISTENING}.{os.getpid()}").unlink(missing_ok=True)
+
+
+def noted_ports(data_dir: Path) -> dict[int, int]:
+    """PID -> port of each instance running from ``data_dir`` that wrote its port down."""
+    found: dict[int, int] = {}
+    for path in data_dir.glob(f"{LISTENING}.*"):
+        pid = path.suffix.removeprefix(".")
+        if not pid.isdigit() or not _alive(int(pid)):
+            continue
+        try:
+            found[int(pid)] = int(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
     try:
-        return int((data_dir / LISTENING).read_text())
-    except (OSError, ValueError):
-        return None
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _child_main(argv: list[str]) -> int:

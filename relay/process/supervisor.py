@@ -248,18 +248,20 @@ def metrics_files(data_dir: Path) -> Path:
     a memory file system. Those files are mapped into memory and grown sparse: on a full
     disk, a worker's first write into a page of one is a SIGBUS (measured: a relay with two
     workers restarted on its full 6 MiB disk lost a worker at its first request, and so
-    could not start to drain the disk). Without ``/dev/shm``: ``<data_dir>/prometheus``,
-    emptied (the files of an earlier run would be summed in)."""
-    if MEMORY.is_dir() and os.access(MEMORY, os.W_OK | os.X_OK):
-        for stale in MEMORY.glob(f"{METRICS_PREFIX}*-*"):
-            if _left_behind(stale):
-                shutil.rmtree(stale, ignore_errors=True)
-        return Path(tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-", dir=MEMORY))
-    path = data_dir / "prometheus"
-    path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob("*.db"):
-        stale.unlink()
-    return path
+    could not start to drain the disk). Without ``/dev/shm``: a new directory under
+    ``<data_dir>/prometheus``. Each supervisor has its own (instances sharing a data
+    directory never sum or delete each other's files); those of supervisors gone (killed
+    by SIGKILL) are deleted."""
+    parent = MEMORY
+    if not (MEMORY.is_dir() and os.access(MEMORY, os.W_OK | os.X_OK)):
+        parent = data_dir / "prometheus"
+        parent.mkdir(parents=True, exist_ok=True)
+        for older in parent.glob("*.db"):  # files of a relay before this layout
+            older.unlink()
+    for stale in parent.glob(f"{METRICS_PREFIX}*-*"):
+        if _left_behind(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-", dir=parent))
 
 
 def _left_behind(path: Path) -> bool:

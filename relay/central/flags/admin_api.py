@@ -45,7 +45,7 @@ async def create_flag(request: web.Request) -> web.Response:
 
 
 async def get_flag(request: web.Request) -> web.Response:
-    return model_response(await request.app[FLAGS].get(*_flag(request)))
+    return model_response(await request.app[FLAGS].get(*_flag(request), archived=False))
 
 
 async def update_flag(request: web.Request) -> web.Response:
@@ -187,9 +187,8 @@ ROUTES: list[Route] = [
         "GET",
         _FEATURES,
         list_flags,
-        "A project's flags",
+        "A project's flags (none for a project that is not there)",
         ok=(200, wire.ProjectFlagsOut),
-        errors=(404,),
     ),
     admin_route(
         "POST",
@@ -298,7 +297,7 @@ ROUTES: list[Route] = [
         "POST",
         f"{_ENV}/strategies/set-sort-order",
         set_sort_order,
-        "Reorder a flag's strategies in an environment",
+        "Reorder a flag's strategies in an environment (400 for a strategy not there)",
         body=SetStrategySortOrder,
         errors=(*_BODY, 404),
     ),

@@ -75,20 +75,27 @@ class DependencyService:
     async def delete(
         self, actor: Actor, project: str, child: str, parent: str | None = None
     ) -> None:
-        """Removes the child's dependency (on ``parent``, or whichever it has)."""
+        """Removes the child's dependency (on ``parent``, or whichever it has); none to
+        remove is a 404, as Unleash 8.2 answers (measured: tests/test_admin_statuses_unleash.py)."""
         async with self._write(actor) as w:
             flag = await w.flag(project, child, writable=False)
             sql, params = "DELETE FROM feature_dependencies WHERE child = ?", [child]
             if parent is not None:
                 sql, params = f"{sql} AND parent = ?", [child, parent]
-            if await w.tx.execute(sql, params):
-                await w.touch(child)
-                await w.event(
-                    EventType.FEATURE_DEPENDENCY_REMOVED,
-                    project=project,
-                    feature=child,
-                    before=_shown(flag.dependencies),
+            if not await w.tx.execute(sql, params):
+                raise NotFound(
+                    f'Feature "{child}" has no dependencies to remove in project "{project}".'
+                    if parent is None
+                    else f'No dependency on "{parent}" for feature "{child}" in project'
+                    f' "{project}".'
                 )
+            await w.touch(child)
+            await w.event(
+                EventType.FEATURE_DEPENDENCY_REMOVED,
+                project=project,
+                feature=child,
+                before=_shown(flag.dependencies),
+            )
 
     async def possible_parents(self, project: str, child: str) -> list[str]:
         """The flags ``child`` may depend on: the project's other flags that are not
@@ -108,10 +115,11 @@ class DependencyService:
 
     async def parent_variants(self, project: str, parent: str) -> list[str]:
         """The variant names a dependency on ``parent`` may name: those of its strategies
-        and its own, in every environment, sorted and once each."""
+        and its own, in every environment, sorted and once each (none for a flag that is
+        not there, as Unleash answers)."""
         found = await load_flags(self._db, "name = ? AND project_id = ?", (parent, project))
         if not found:
-            raise NotFound(f'There\'s no feature named "{parent}" in project "{project}"')
+            return []
         names = {
             str(variant["name"])
             for state in found[0].environments.values()

@@ -62,16 +62,22 @@ class FlagService:
             await _flag_event(w, EventType.FEATURE_CREATED, None, flag)
             return flag
 
-    async def get(self, project: str, name: str) -> wire.FlagOut:
-        """A flag of the project, archived or not (``archived`` says which)."""
+    async def get(self, project: str, name: str, archived: bool = True) -> wire.FlagOut:
+        """A flag of the project; an archived one (``archived`` says it is) only when
+        ``archived``: the admin API's read answers it 404, as Unleash does."""
         found = await load_flags(self._db, "name = ? AND project_id = ?", (name, project))
         if not found:
             raise NotFound(f'There\'s no feature named "{name}" in project "{project}"')
+        if found[0].archived_at is not None and not archived:
+            raise NotFound(f"Could not find feature flag with name {name}")
         return await _out(self._db, found[0])
 
-    async def of_project(self, project: str) -> list[wire.FlagOut]:
-        """The project's flags that are not archived, by name."""
-        if not await self._db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+    async def of_project(self, project: str, known: bool = False) -> list[wire.FlagOut]:
+        """The project's flags that are not archived, by name: none for a project that is
+        not there, as Unleash answers, or with ``known`` a 404 (the command line's)."""
+        if known and not await self._db.fetch_all(
+            "SELECT 1 FROM projects WHERE id = ?", (project,)
+        ):
             raise NotFound("No project found")
         flags = await load_flags(self._db, "project_id = ? AND archived_at IS NULL", (project,))
         environments = await _environments(self._db, project)

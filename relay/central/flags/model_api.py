@@ -157,9 +157,8 @@ ROUTES: list[Route] = [
         "GET",
         f"{_FEATURE}/parent-variants",
         list_parent_variant_options,
-        "The variant names a dependency on a flag may name",
+        "The variant names a dependency on a flag may name (none for a flag not there)",
         ok=(200, wire.Names),
-        errors=(404,),
     ),
     admin_route(
         "GET",
@@ -203,7 +202,9 @@ ROUTES: list[Route] = [
         ok=(200, wire.VariantsOut),
         errors=(*_BODY, 404),
     ),
-    admin_route("GET", _TAGS, list_tags, "A flag's tags", ok=(200, wire.TagsOut)),
+    admin_route(
+        "GET", _TAGS, list_tags, "A flag's tags", ok=(200, wire.TagsOut), errors=(404,)
+    ),
     admin_route(
         "POST",
         _TAGS,
@@ -246,5 +247,6 @@ ROUTES: list[Route] = [
         "/api/admin/tag-types/{name}",
         delete_tag_type,
         "Delete a tag type and its tags",
+        errors=(404,),
     ),
 ]

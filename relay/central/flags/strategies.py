@@ -85,16 +85,21 @@ class StrategyService:
         orders: Sequence[StrategySortOrder],
     ) -> None:
         """Unleash's ``set-sort-order``: each named strategy gets its sort order, in one
-        write; one that is not the flag's in this environment is a 404 and nothing moves
-        (Unleash skips it: a list read before a delete would otherwise reorder silently)."""
+        write; one that is not the flag's in this environment is a 400 and nothing moves,
+        as Unleash 8.2 answers."""
         ids = [entry.id for entry in orders]
         if len(set(ids)) != len(ids):
             raise InvalidInput("A strategy may be named once", "/body")
         async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
             before = [s.id for s in record.environment(environment).strategies]
+            held = {s.id for s in record.environment(environment).strategies}
             for entry in orders:
-                _find(record, environment, entry.id)
+                if entry.id not in held:
+                    raise InvalidInput(
+                        f"trying to change strategies for environment via update sortOrder:"
+                        f" {environment} of {flag} has no strategy {entry.id}"
+                    )
                 await w.tx.execute(
                     "UPDATE feature_strategies SET sort_order = ? WHERE id = ?",
                     (entry.sortOrder, entry.id),

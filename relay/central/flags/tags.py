@@ -28,8 +28,9 @@ class TagService:
         self._db = writer.db
 
     async def of_flag(self, flag: str) -> list[wire.Tag]:
-        """The flag's tags by type and value (none for a flag that does not exist, as
-        Unleash answers)."""
+        """The flag's tags by type and value; a flag that does not exist is a 404."""
+        if not await self._db.fetch_all("SELECT 1 FROM features WHERE name = ?", (flag,)):
+            raise NotFound(f"Could not find feature with name {flag}")
         return await _tags(self._db, flag)
 
     async def add(self, actor: Actor, flag: str, tag: wire.Tag) -> wire.Tag:
@@ -80,10 +81,11 @@ class TagService:
         return body
 
     async def delete_type(self, actor: Actor, name: str) -> None:
-        """Its tags go with it, as in Unleash."""
+        """Its tags go with it, as in Unleash; a type that is not there is a 404."""
         async with self._write(actor) as w:
-            if await w.tx.execute("DELETE FROM tag_types WHERE name = ?", (name,)):
-                await w.event(EventType.TAG_TYPE_DELETED, before={"name": name})
+            if not await w.tx.execute("DELETE FROM tag_types WHERE name = ?", (name,)):
+                raise NotFound("Could not find tag-type")
+            await w.event(EventType.TAG_TYPE_DELETED, before={"name": name})
 
 
 async def _update(
@@ -93,7 +95,7 @@ async def _update(
     project = await _exists(w, flag)
     for tag in added:
         if not await w.tx.fetch_all("SELECT 1 FROM tag_types WHERE name = ?", (tag.type,)):
-            raise NotFound(f"Could not find tag type {tag.type}")
+            raise InvalidInput(f"Tag type '{tag.type}' does not exist")
         if await w.tx.execute(
             "INSERT INTO feature_tags (feature_name, tag_type, tag_value, created_at)"
             " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",

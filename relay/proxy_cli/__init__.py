@@ -1,0 +1,2 @@
+"""The Unleash Proxy's environment on relay: ``relay proxy`` runs from the variables the
+Proxy (npm ``@unleash/proxy``) read, unchanged."""
