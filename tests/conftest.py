@@ -20,7 +20,8 @@ from fake_upstream import FakeUpstream
 from service import raw_path
 from yarl import URL
 
-from relay.app import build_app
+from relay.api.shared import Shared, layout
+from relay.app import build_app, initialise
 from relay.settings import Settings, load_settings
 
 ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
@@ -58,7 +59,7 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
         "upstream_timeout": 2,
         "instance_id": "relay-under-test",
         "sqlite_synchronous": "NORMAL",
-        "workers": 1,  # not auto: the wiring would act as one of several workers
+        "workers": 1,  # make_relay starts one app per worker
     }
     values.update(overrides)
     return load_settings(values)
@@ -79,14 +80,87 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
     await fake.close()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``workers`` run against a relay of one worker and of two
+    (``make_relay``)."""
+    if "relay_workers" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "workers"
+    ):
+        metafunc.parametrize("relay_workers", [1, 2], ids=["1-worker", "2-workers"])
+
+
 @pytest.fixture
-def make_relay(aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream) -> MakeClient:
-    """Start a relay app (real socket, real SQLite buffer) in front of the fake upstream."""
+def relay_workers() -> int:
+    """The workers ``make_relay`` starts (1 unless the test is marked ``workers``)."""
+    return 1
+
+
+class Workers:
+    """A relay of several workers, each an app on its own socket sharing the relay's files
+    and memory (``relay.api.shared``), as ``relay serve`` runs them: each request goes to
+    the next worker in turn, so consecutive requests always meet another worker (the
+    kernel's ``SO_REUSEPORT`` spreads connections less evenly, never more). ``app`` and
+    ``server`` are the leader's."""
+
+    def __init__(self, clients: list[AppClient]) -> None:
+        self.clients = clients
+        self._next = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.clients[0], name)
+
+    def _client(self) -> AppClient:
+        client = self.clients[self._next % len(self.clients)]
+        self._next += 1
+        return client
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._client().request(method, path, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> Any:
+        return self._client().get(path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> Any:
+        return self._client().post(path, **kwargs)
+
+    def put(self, path: str, **kwargs: Any) -> Any:
+        return self._client().put(path, **kwargs)
+
+    def patch(self, path: str, **kwargs: Any) -> Any:
+        return self._client().patch(path, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self._client().delete(path, **kwargs)
+
+    def head(self, path: str, **kwargs: Any) -> Any:
+        return self._client().head(path, **kwargs)
+
+    def options(self, path: str, **kwargs: Any) -> Any:
+        return self._client().options(path, **kwargs)
+
+    async def close(self) -> None:
+        for client in reversed(self.clients):  # the leader last, as the supervisor stops them
+            await client.close()
+
+
+@pytest.fixture
+def make_relay(
+    aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream, relay_workers: int
+) -> MakeClient:
+    """Start a relay (real sockets, real SQLite files) in front of the fake upstream: one
+    app, or one per worker (``relay_workers``, or ``workers`` among the settings) sharing
+    the relay's files and memory, requests going to each in turn (``Workers``)."""
 
     async def make(data_dir: Path | None = None, **overrides: Any) -> Any:
         url = str(upstream.server.make_url("")).rstrip("/") if upstream.server else ""
+        overrides.setdefault("workers", relay_workers)
         settings = relay_settings(data_dir or tmp_path / "relay", url, **overrides)
-        return await aiohttp_client(build_app(settings))
+        if settings.workers == 1:
+            return await aiohttp_client(build_app(settings))
+        await initialise(settings)  # as relay serve does before its workers start
+        shared = Shared.private(layout(settings))
+        workers = [shared.as_worker(n) for n in range(settings.workers)]
+        return Workers([await aiohttp_client(build_app(settings, w)) for w in workers])
 
     return make
 

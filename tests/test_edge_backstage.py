@@ -8,12 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from service import eventually
 
 from relay.app import build_app
 from relay.settings import load_settings
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 SECRETS = [k.split(".", 1)[1] for k in (DEV_KEY, PROD_KEY)]
 ENDPOINTS = ("features", "tokens", "metricsbatch", "instancedata", "metrics")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalone_settings
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
@@ -26,6 +27,8 @@ from relay.edge.reporter import REPORT_BOUNDS
 from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.wire.edges import MAX_DEPTH, MAX_REPORT_BYTES, EdgeInstanceData
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 REPORT_PATH = "/api/client/metrics/edge"
 # what an older version stored for a report with avg = 1e999: pydantic wrote +inf as null

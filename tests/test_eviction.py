@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
@@ -27,6 +28,8 @@ from relay.edge.wiring import MONITOR_INTERVAL
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 CAP = 4 * 1024 * 1024
 PER_POST = 4_000

@@ -12,12 +12,15 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, PROD_KEY, MakeClient, assert_error, auth, relay_settings
 from fake_upstream import Answer, FakeUpstream, Received
 from service import eventually, free_port, sample
 
 from relay.app import build_app
 from relay.edge.flags.store import FlagScope
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 OTHER_DEV_KEY = "default:development.another-dev-secret-0123456789"
 EVERY_DEV_KEY = "*:development.every-project-secret-0123456789"
@@ -106,8 +109,10 @@ async def test_sdk_polls_are_served_from_one_upstream_fetch(
 
 
 async def test_first_requests_of_a_scope_share_one_fetch(
-    make_relay: MakeClient, upstream: FakeUpstream
+    make_relay: MakeClient, upstream: FakeUpstream, relay_workers: int
 ) -> None:
+    """One fetch per scope for all the requests at once on a worker (the workers' first
+    fetches are their own until one has stored a copy)."""
     upstream.valid_keys[OTHER_DEV_KEY] = "development"
     upstream.features_answer = Answer(200, delay=0.5)
     relay = await make_relay(client_tokens=[DEV_KEY, OTHER_DEV_KEY, PROD_KEY])
@@ -116,7 +121,7 @@ async def test_first_requests_of_a_scope_share_one_fetch(
     assert [status for status, _, _ in answers] == [200] * len(keys)
     # two scopes (development, production of project default): one fetch each
     fetched = sorted(r.headers["Authorization"] for r in upstream.flag_fetches)
-    assert len(fetched) == 2 and PROD_KEY in fetched, fetched
+    assert len(fetched) == 2 * relay_workers and PROD_KEY in fetched, fetched
 
 
 async def test_a_scope_is_revalidated_each_interval_and_changes_reach_sdks(
@@ -172,16 +177,18 @@ async def test_the_copy_is_served_while_the_upstream_is_down(
 
 
 async def test_a_scope_without_a_copy_gets_503_while_the_upstream_is_down(
-    make_relay: MakeClient, upstream: FakeUpstream
+    make_relay: MakeClient, upstream: FakeUpstream, relay_workers: int
 ) -> None:
     relay = await make_relay(client_tokens=[])  # PROD_KEY is validated upstream
     upstream.features_answer = Answer(503)
     status, body, _ = await get(relay, key=PROD_KEY)
     assert status == 503
     assert_error(body, "ServiceUnavailableError")
-    # asked again at once: answered without asking the upstream (held off for a second)
+    # asked again at once: answered without asking the upstream (each worker holds off for
+    # a second after its own failed fetch)
     assert (await get(relay, key=PROD_KEY))[0] == 503
-    assert len(fetches(upstream, PROD_KEY)) == 1
+    assert (await get(relay, key=PROD_KEY))[0] == 503
+    assert len(fetches(upstream, PROD_KEY)) == relay_workers
     upstream.features_answer = None
 
     async def served() -> bool:

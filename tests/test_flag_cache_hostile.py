@@ -25,6 +25,8 @@ from relay.edge.flags import entries as flag_entries
 from relay.edge.flags.store import FlagScope
 from relay.edge.upstream import MAX_ANSWER_BYTES
 
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
+
 SCOPE = FlagScope("development", ("default",))
 SDK_METRICS = {
     "appName": "shop",

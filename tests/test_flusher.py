@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, relay_settings
 from fake_upstream import Answer, FakeUpstream
@@ -16,6 +17,8 @@ from prometheus_client import REGISTRY
 from service import eventually, sample
 
 from relay.app import build_app
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 REGISTRATION = {
     "appName": "app",

@@ -31,6 +31,8 @@ from test_web import csrf, page, sign_in
 
 from relay.app import build_app
 
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
+
 FRONTEND_KEY = "default:development.frontend-secret-for-tests-0123456789"
 WRONG_TYPE = "invalid token: expected a different token type for this endpoint"
 

@@ -38,7 +38,8 @@ from test_relay_keys import (
 
 from relay.api.throttle import client_address
 from relay.app import build_app
-from relay.edge.key_resolver import CONCURRENT_CHECKS, MAX_INVALID, MAX_WAITING
+from relay.edge.key_resolver import CONCURRENT_CHECKS, MAX_WAITING
+from relay.edge.key_words import MAX_REFUSED
 from relay.wire.common import MAX_LIST
 
 
@@ -141,7 +142,7 @@ async def test_made_up_keys_never_push_out_a_key_in_use(
     the SDK using it got 503 once the upstream went down."""
     relay = await make_relay(client_tokens=[], auth_failure_limit=0)
     assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
-    for _ in range(MAX_INVALID // MAX_LIST + 1):
+    for _ in range(MAX_REFUSED // MAX_LIST + 1):
         assert (await validate(relay, made_up(MAX_LIST))).status == 200
     upstream.validate_down = True
     assert (await post_bulk(relay, UP_DEV_KEY)).status == 202

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import FakeUpstream
 from service import eventually
@@ -25,6 +26,8 @@ from relay.core.keys import parse_key
 from relay.edge.flags import revisions
 from relay.edge.flags.revisions import moved
 from relay.wire.common import KeyType
+
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
 FLAGS = {
     "version": 2,

@@ -26,6 +26,8 @@ from service import eventually, sample
 
 from relay.app import build_app
 
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
+
 # Keys only the upstream knows: the relays under test are started with ``client_tokens=[]``.
 UP_DEV_KEY = "default:development.upstream-dev-secret-0123456789"
 UP_PROD_KEY = "default:production.upstream-prod-secret-0123456789"
@@ -133,22 +135,25 @@ async def test_an_unlisted_key_is_checked_upstream_once_then_cached(
 
 
 async def test_concurrent_first_requests_for_one_key_make_one_upstream_check(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: KeysUpstream, relay_workers: int
 ) -> None:
+    """One check per worker at most: requests at once on one worker share its check."""
     relay = await make_relay(client_tokens=[])
     upstream.validate_delay = 0.3  # every request arrives while the first check is pending
     answers = await asyncio.gather(*(post_bulk(relay, UP_DEV_KEY) for _ in range(20)))
     assert [a.status for a in answers] == [202] * 20
-    assert upstream.validate_calls == 1
+    assert upstream.validate_calls == relay_workers
     rejected = await asyncio.gather(*(post_bulk(relay, UNKNOWN_KEY) for _ in range(10)))
     assert [r.status for r in rejected] == [401] * 10
-    assert upstream.validate_calls == 2
+    assert upstream.validate_calls == 2 * relay_workers
     await eventually(lambda: upstream.totals() == {("f1", "app"): (20, 0)})
 
 
 async def test_a_key_the_upstream_refuses_gets_401_and_the_answer_is_remembered(
     make_relay: MakeClient, upstream: KeysUpstream
 ) -> None:
+    """Remembered by every worker: the upstream's word on a key is the relay's
+    (``relay.edge.key_words``)."""
     relay = await make_relay(client_tokens=[])
     for _ in range(3):
         response = await post_bulk(relay, UNKNOWN_KEY)
@@ -319,7 +324,7 @@ async def test_the_relays_edge_validate_answers_by_the_same_rules(
     assert (await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
     assert (await post_bulk(relay, UNKNOWN_KEY)).status == 401
     assert (await validate(relay, asked)).status == 200
-    assert upstream.validate_calls == calls
+    assert upstream.validate_calls == calls  # every worker knows what the upstream said
 
     admin = await validate(relay, [UP_ADMIN_KEY])
     assert [t["type"] for t in (await admin.json())["tokens"]] == ["admin"]

@@ -17,6 +17,8 @@ from test_web import page, sign_in
 
 from relay.wire.edges import REPORT_PATH
 
+pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
+
 
 def sent_with(upstream: FakeUpstream, key: str) -> list[dict[str, Any]]:
     return [

@@ -22,8 +22,9 @@ async def health(request: web.Request) -> web.Response:
 
 async def ready(request: web.Request) -> web.Response:
     """Ready once storage is open; never depends on any upstream. A relay's counts that
-    wait for a key are said in the body (by the worker that flushes), still 200: its SDKs
-    are served all the same. Under ``/internal-backstage`` not ready is in Edge's shape."""
+    wait for a key are said in the body (as the leader's flusher found them, whichever
+    worker answers), still 200: its SDKs are served all the same. Under
+    ``/internal-backstage`` not ready is in Edge's shape."""
     if not request.app[READY][0]:
         if request.path.startswith("/internal-backstage/"):
             edge = {"error": "Edge is not ready to serve requests", "status": "NOTREADY"}

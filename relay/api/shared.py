@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 PROBES = 32
 """Slots a table looks at for a key before it counts as full (its load stays below half)."""
 MAX_TABLE_SLOTS = 1 << 21
+NOTE_BYTES = 4096
+"""A short text each worker leaves for the others (``note``), in a slot of its own."""
 ADDRESS_SLOTS = 1 << 17
 """Client addresses whose invalid-key budget is remembered (131,072; a full budget takes no
 slot); past them the least recently charged in a key's neighbourhood is forgotten."""
@@ -58,8 +60,6 @@ class Room(enum.IntEnum):
     MARK = 1  # the bytes settled by then (``Shared.settled``): what ``HELD`` holds
     FULL = 2  # 1 while it is over its bound and the leader evicts
     GROWTH = 3  # thousandths of a byte of file per byte counted written, as last seen
-    WANTED = 4  # file bytes a waiting request needs (any worker raises it, the leader
-    # clears it as it makes room)
 
 
 class Kind(enum.IntEnum):
@@ -90,9 +90,9 @@ class Layout:
 
     @property
     def words(self) -> int:
-        """Changes (one row of worker slots per kind), writes admitted and settled (a row
-        each), the buffer's room, the stream total."""
-        return self.workers * (len(Kind) + 2) + len(Room) + 1
+        """Changes (one row of worker slots per kind), writes admitted and settled and the
+        room they wait for (a row each), the buffer's room, the stream total."""
+        return self.workers * (len(Kind) + 3) + len(Room) + 1
 
     @property
     def streams_at(self) -> int:
@@ -103,8 +103,12 @@ class Layout:
         return self.streams_at + self.stream_slots * 16
 
     @property
-    def size(self) -> int:
+    def note_at(self) -> int:
         return self.budgets_at + ADDRESS_SLOTS * 24
+
+    @property
+    def size(self) -> int:
+        return self.note_at + NOTE_BYTES * self.workers
 
 
 def layout(settings: Settings) -> Layout:
@@ -136,6 +140,7 @@ class Shared:
         self._budget_keys = budgets[: ADDRESS_SLOTS * 8].cast("Q")
         self._budget_left = budgets[ADDRESS_SLOTS * 8 : ADDRESS_SLOTS * 16].cast("d")
         self._budget_at = budgets[ADDRESS_SLOTS * 16 :].cast("d")
+        self._notes = memoryview(memory)[layout.note_at : layout.size]
 
     @classmethod
     def private(cls, layout: Layout) -> Shared:
@@ -191,21 +196,54 @@ class Shared:
         start = (len(Kind) + 1) * self._layout.workers
         return sum(self._words[start : start + self._layout.workers])
 
+    def want_room(self, size: int) -> None:
+        """This worker's requests wait for ``size`` bytes of room (0: none waits)."""
+        self._words[(len(Kind) + 2) * self._layout.workers + self._worker] = size
+
+    def wanted(self) -> int:
+        """The most room a worker's requests wait for."""
+        start = (len(Kind) + 2) * self._layout.workers
+        return max(self._words[start : start + self._layout.workers])
+
     def room(self, word: Room) -> int:
-        return int(self._words[(len(Kind) + 2) * self._layout.workers + word])
+        return int(self._words[(len(Kind) + 3) * self._layout.workers + word])
 
     def measured(self, held: int, mark: int, full: bool, growth: float) -> None:
         """The leader's measure of the buffer (one writer: the leader)."""
-        base = (len(Kind) + 2) * self._layout.workers
+        base = (len(Kind) + 3) * self._layout.workers
         self._words[base + Room.HELD] = held
         self._words[base + Room.MARK] = mark
         self._words[base + Room.GROWTH] = round(growth * 1000)
         self._words[base + Room.FULL] = int(full)
 
-    def want_room(self, size: int) -> None:
-        """A request waits for ``size`` bytes of room (0: the leader made room)."""
-        slot = (len(Kind) + 2) * self._layout.workers + Room.WANTED
-        self._words[slot] = max(size, self._words[slot]) if size else 0
+
+    # notes: a slot each, written by its worker, read whole (a sequence number around the
+    # write, odd while it lasts)
+
+    @property
+    def workers(self) -> int:
+        return self._layout.workers
+
+    def _note_slot(self, worker: int) -> tuple[memoryview, memoryview]:
+        slot = self._notes[worker * NOTE_BYTES : (worker + 1) * NOTE_BYTES]
+        return slot[:16].cast("Q"), slot[16:]
+
+    def note(self, text: bytes) -> None:
+        """This worker's note (cut at ``NOTE_BYTES``)."""
+        words, room = self._note_slot(self._worker)
+        text = text[: len(room)]
+        words[0] += 1
+        words[1] = len(text)
+        room[: len(text)] = text
+        words[0] += 1
+
+    def noted(self, worker: int) -> bytes:
+        words, room = self._note_slot(worker)
+        while True:
+            sequence = words[0]
+            text = bytes(room[: min(words[1], len(room))])
+            if sequence % 2 == 0 and words[0] == sequence:
+                return text
 
     # tables, under the lock
 

@@ -6,9 +6,10 @@ relay's report). Like Edge's, they take no key: each is switched off by its
 
 What differs from Edge, by construction: a scope is named ``projects:environment`` (Edge
 names its copies by environment); a key is ``project:environment.****``, never a part of its
-secret (Edge shows its first and last six characters); ``metricsbatch`` reads the leader's
-buffer file (worker 0's: the others' are merged into it before each flush), at most
-``MAX_ROWS`` counts and registrations, oldest hour first.
+secret (Edge shows its first and last six characters); ``metricsbatch`` reads the buffer every
+worker writes into, whichever answers: the batches cut for the upstream and not yet taken
+by it (the outbox, oldest first), then the counts not yet cut, oldest hour first, at most
+``MAX_ROWS`` entries in all, and as many registrations.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -30,6 +32,7 @@ from relay.wire.edges import EdgeInstanceData
 
 MAX_ROWS = 1000
 HOUR = 3600
+Json = dict[str, Any]
 
 
 class KeyListing(Protocol):
@@ -70,6 +73,13 @@ def _scope_name(entry: Entry) -> str:
     return f"{','.join(entry.scope.projects)}:{entry.scope.environment}"
 
 
+def _scope_key(entry: Entry) -> str:
+    """A key of the scope as logs show one: the same whichever worker fetched it."""
+    projects = entry.scope.projects
+    project = projects[0] if len(projects) == 1 and entry.scope.own is None else "[]"
+    return f"{project}:{entry.scope.environment}.****"
+
+
 def _token(principal: Principal, status: str | None = None) -> dict[str, Any]:
     token: dict[str, Any] = {
         "token": principal.display,
@@ -94,7 +104,7 @@ async def tokens(request: web.Request) -> web.Response:
     refreshes = [
         {
             "token": {
-                "token": redact(entry.fetch_key) if entry.fetch_key else None,
+                "token": redact(entry.fetch_key) if entry.fetch_key else _scope_key(entry),
                 "environment": entry.scope.environment,
                 "projects": list(entry.scope.projects),
             },
@@ -118,6 +128,69 @@ async def metrics_batch(request: web.Request) -> web.Response:
     buffer = request.app[SOURCES].buffer
     if buffer is None:  # offline mode dropping its counts
         return web.json_response({"applications": [], "metrics": []})
+    sent, applications = await _outbox(buffer)
+    metrics = [*sent, *await _buffered(buffer, MAX_ROWS - len(sent))]
+    applications += [
+        {
+            "appName": app,
+            "environment": env,
+            "instanceId": instance,
+            "sdkVersion": sdk,
+            "interval": interval,
+            "started": _iso(started),
+        }
+        for app, env, instance, sdk, interval, started in await buffer.fetch_all(
+            "SELECT app_name, environment, instance_id, sdk_version, interval, started"
+            " FROM registrations ORDER BY last_seen LIMIT ?",
+            (max(0, MAX_ROWS - len(applications)),),
+        )
+    ]
+    return web.json_response({"applications": applications, "metrics": metrics})
+
+
+async def _outbox(buffer: SqliteDatabase) -> tuple[list[Json], list[Json]]:
+    """The outbox's batches, oldest first, while their entries stay within ``MAX_ROWS``: the
+    counts (in Edge's shape) and the registrations their bodies carry."""
+    metrics: list[Json] = []
+    applications: list[Json] = []
+    rows = await buffer.fetch_all(
+        "SELECT body FROM (SELECT id, body, sum(entries) OVER (ORDER BY id) AS held"
+        " FROM outbox) WHERE held <= ? ORDER BY id",
+        (MAX_ROWS,),
+    )
+    for (body,) in rows:
+        try:
+            batch = json.loads(body)
+        except ValueError:
+            continue  # damaged: the flusher dead-letters it
+        for m in batch.get("metrics", []):
+            hour = datetime.fromisoformat(m["timestamp"]).timestamp()
+            toggle = {"yes": m["yes"], "no": m["no"], "variants": m.get("variants") or {}}
+            key = {"app_name": m["appName"], "feature_name": m["featureName"]}
+            key |= {"environment": m["environment"], "timestamp": _iso(hour)}
+            bucket = {"start": _iso(hour), "stop": _iso(hour + HOUR)}
+            metrics.append(
+                {"key": key, "bucket": {**bucket, "toggles": {key["feature_name"]: toggle}}}
+            )
+        applications += [
+            {
+                k: a.get(k)
+                for k in (
+                    "appName",
+                    "environment",
+                    "instanceId",
+                    "sdkVersion",
+                    "interval",
+                    "started",
+                )
+            }
+            for a in batch.get("applications", [])
+        ]
+    return metrics, applications
+
+
+async def _buffered(buffer: SqliteDatabase, most: int) -> list[Json]:
+    """The counts not yet cut into batches, oldest hour first, at most ``most``."""
     # one read: the oldest counts, each with its own variants found by their key (the
     # primary key of metric_variants), so the work is bounded by the page, not the buffer
     counts: dict[tuple[str, str, str, int], tuple[int, int, dict[str, int]]] = {}
@@ -125,12 +198,12 @@ async def metrics_batch(request: web.Request) -> web.Response:
         "SELECT m.feature_name, m.app_name, m.environment, m.hour, m.yes, m.no, v.variant,"
         " v.count FROM (SELECT * FROM metrics ORDER BY hour LIMIT ?) m"
         " LEFT JOIN metric_variants v USING (feature_name, app_name, environment, hour)",
-        (MAX_ROWS,),
+        (max(0, most),),
     ):
         _, _, variants = counts.setdefault((feature, app, env, hour), (yes, no, {}))
         if variant is not None:
             variants[variant] = count
-    metrics = [
+    return [
         {
             "key": {
                 "app_name": app,
@@ -154,22 +227,6 @@ async def metrics_batch(request: web.Request) -> web.Response:
             counts.items(), key=lambda item: item[0][3]
         )
     ]
-    applications = [
-        {
-            "appName": app,
-            "environment": env,
-            "instanceId": instance,
-            "sdkVersion": sdk,
-            "interval": interval,
-            "started": _iso(started),
-        }
-        for app, env, instance, sdk, interval, started in await buffer.fetch_all(
-            "SELECT app_name, environment, instance_id, sdk_version, interval, started"
-            " FROM registrations ORDER BY last_seen LIMIT ?",
-            (MAX_ROWS,),
-        )
-    ]
-    return web.json_response({"applications": applications, "metrics": metrics})
 
 
 async def instance_data(request: web.Request) -> web.Response:

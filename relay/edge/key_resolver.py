@@ -6,12 +6,11 @@ calls at a time, so however many requests bring unknown keys, the upstream sees 
 (a request with 100 keys is one call, concurrent requests for one key share one). Answers
 are the upstream's word on the key (``relay.edge.key_words``), one for every worker of the
 relay: a key vouched for is accepted for ``key_cache_ttl``, one refused is refused for
-``NEGATIVE_TTL``, then the upstream is asked again. A made-up key (one never vouched for) is
-remembered refused by the worker that asked only (at most ``MAX_INVALID``), so a flood of
-them writes nothing and can push out only made-up keys, never a key an SDK uses. Past
-``MAX_WAITING`` keys waiting, an unknown key gets 503 at once rather than queueing. A
-string that cannot be an Unleash key is invalid without a call. The flusher has connections
-of its own (``relay.edge.upstream``): key checks never hold it up.
+``NEGATIVE_TTL``, then the upstream is asked again; refusals are held apart from the keys
+vouched for, so a flood of made-up keys can push out only made-up keys, never a key an SDK
+uses. Past ``MAX_WAITING`` keys waiting, an unknown key gets 503 at once rather than
+queueing. A string that cannot be an Unleash key is invalid without a call. The flusher has
+connections of its own (``relay.edge.upstream``): key checks never hold it up.
 
 While the upstream cannot be reached, keys vouched for before keep working, even past their
 TTL and across a restart, and an unknown key gets 503, not 401: the Node SDK stops sending
@@ -27,9 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeVar
 
 from prometheus_client import Gauge
 
@@ -48,14 +45,12 @@ WAITING = Gauge(
 )
 
 NEGATIVE_TTL = 60.0
-MAX_INVALID = 10_000
 CONCURRENT_CHECKS = 4
 MAX_WAITING = 1_000
 HOLD_OFF = 1.0
 MAX_HOLD_OFF = 60.0  # the longest a 429's Retry-After from the upstream is honoured
 
 Answer = Principal | None
-V = TypeVar("V")
 
 
 class SdkKeyResolver:
@@ -86,8 +81,6 @@ class SdkKeyResolver:
         self._words = words
         # key hash -> principal: keys that read flags before a restart (``remember``)
         self._remembered: dict[str, Principal] = {}
-        # made-up keys (no word stored): key hash -> expiry; least recently used first
-        self._invalid: OrderedDict[str, float] = OrderedDict()
         self._scopes_named = scopes_named
         self._answers: dict[str, asyncio.Future[Answer]] = {}  # asked or about to be
         self._queue: dict[str, str] = {}  # key hash -> key, not asked yet
@@ -111,8 +104,7 @@ class SdkKeyResolver:
         trusted = [(principal, "Trusted") for principal in self._configured.values()]
         words = list(self._words.words())
         validated = [(w.principal, "Validated") for w in words if w.principal is not None]
-        refused = sum(1 for w in words if not w.vouched)
-        return trusted + validated, refused + len(self._invalid)
+        return trusted + validated, sum(1 for w in words if not w.vouched)
 
     async def current(self) -> None:
         await self._words.current()
@@ -152,14 +144,7 @@ class SdkKeyResolver:
             if word.vouched:  # refused only by strict mode: asked again after its TTL
                 return not self._serves_word(word) and word.within(self._ttl, time.time())
             return word.within(NEGATIVE_TTL, time.time())
-        expiry = self._invalid.get(digest)
-        if expiry is None:
-            return False
-        if expiry <= time.monotonic():
-            del self._invalid[digest]
-            return False
-        self._invalid.move_to_end(digest)
-        return True
+        return False
 
     def _answer(self, key: str) -> asyncio.Future[Answer]:
         """The future answer for ``key``: one already on its way, or a new one queued."""
@@ -207,18 +192,13 @@ class SdkKeyResolver:
         said = time.time()
         try:
             # stored for every worker before any request hears it (what the upstream said:
-            # strict mode's refusal is each worker's own, from the same settings); a
-            # refusal only of a key a word is held for: made-up keys cost no write
+            # strict mode's refusal is each worker's own, from the same settings)
             await self._words.say(
                 Word(digest, VOUCHED if principal else 401, said, principal)
                 for digest, principal in vouched.items()
-                if principal is not None or self._words.get(digest) is not None
             )
         finally:
             for digest, principal in vouched.items():
-                if principal is None and self._words.get(digest) is None:
-                    expiry = time.monotonic() + NEGATIVE_TTL
-                    _remember(self._invalid, digest, expiry, MAX_INVALID)
                 self._answers.pop(digest).set_result(self._served(principal))
             WAITING.dec(len(batch))
 
@@ -310,10 +290,3 @@ class SdkKeyResolver:
             return
         future.set_exception(why)
         future.exception()  # retrieved here: a request that gave up would leave it unread
-
-
-def _remember(cache: OrderedDict[str, V], digest: str, value: V, most: int) -> None:
-    cache[digest] = value
-    cache.move_to_end(digest)
-    while len(cache) > most:
-        cache.popitem(last=False)

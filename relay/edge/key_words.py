@@ -8,10 +8,11 @@ request (``relay.api.shared.CatchUp``). So a key refused anywhere is refused eve
 that answer on, and a key vouched for anywhere is known everywhere. Stored, the words also
 outlive a restart: a key vouched for before it is trusted while the upstream cannot be asked.
 
-A refusal of a key no worker ever held valid (a made-up key) is not stored: every worker
-asks the upstream about it and hears the same. Words are held in memory for every key
-stored; the leader prunes the file to ``MAX_VOUCHED`` and ``MAX_REFUSED`` of the newest
-(``prune``).
+Refusals are stored too, those of made-up keys included: one write per upstream call,
+whatever keys it carried, and then no worker asks again for ``NEGATIVE_TTL``. Held in
+memory: the ``MAX_VOUCHED`` newest words vouching for a key, and the ``MAX_REFUSED`` most
+recent refusals (one dropped from memory is asked about again, never served); the leader
+prunes the file alike, and refusals past their time (``prune``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -59,16 +61,29 @@ class Word:
 class KeyWords:
     def __init__(self, db: SqliteDatabase, shared: Shared) -> None:
         self._db = db
-        self._held: dict[str, Word] = {}
+        self._vouched: OrderedDict[str, Word] = OrderedDict()  # oldest said first
+        self._refused: OrderedDict[str, Word] = OrderedDict()
         self._changed = 0
         self._catch_up = CatchUp(shared, Kind.KEYS, self.load)
         self._failing = False
 
     def get(self, key_hash: str) -> Word | None:
-        return self._held.get(key_hash)
+        return self._vouched.get(key_hash) or self._refused.get(key_hash)
 
     def words(self) -> Iterable[Word]:
-        return self._held.values()
+        return [*self._vouched.values(), *self._refused.values()]
+
+    def _hold(self, word: Word) -> None:
+        """The latest word on its key, held (an older one loaded late is not)."""
+        held = self.get(word.key_hash)
+        if held is not None and held.said_at > word.said_at:
+            return
+        self._vouched.pop(word.key_hash, None)
+        self._refused.pop(word.key_hash, None)
+        kept, most = (self._vouched, MAX_VOUCHED) if word.vouched else (self._refused, MAX_REFUSED)
+        kept[word.key_hash] = word
+        while len(kept) > most:
+            kept.popitem(last=False)
 
     async def current(self) -> None:
         """Returns once every word another worker stored before the call is held here."""
@@ -93,7 +108,7 @@ class KeyWords:
             self._failing = False
             self._catch_up.published()
         for word in words:
-            self._held[word.key_hash] = word
+            self._hold(word)
 
     async def load(self) -> None:
         """The words stored since the last load (all of them, the first time)."""
@@ -105,10 +120,7 @@ class KeyWords:
         for row in rows:
             self._changed = max(self._changed, int(row[8]))
             with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
-                word = _word(row)
-                held = self._held.get(word.key_hash)
-                if held is None or held.said_at <= word.said_at:
-                    self._held[word.key_hash] = word
+                self._hold(_word(row))
 
     async def prune(self, refused_for: float) -> None:
         """The leader's: refusals older than ``refused_for`` seconds go, then all but the
@@ -127,9 +139,9 @@ class KeyWords:
                 )
 
         await self._db.run(work)
-        stored = {row[0] for row in await self._db.fetch_all("SELECT key_hash FROM key_words")}
-        for key_hash in [h for h in self._held if h not in stored]:
-            del self._held[key_hash]
+        gone = time.time() - refused_for
+        for key_hash in [h for h, w in self._refused.items() if w.said_at < gone]:
+            del self._refused[key_hash]
 
 
 async def _store(tx: Transaction, words: list[Word]) -> None:

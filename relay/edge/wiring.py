@@ -43,7 +43,7 @@ from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
 from relay.edge.key_words import KeyWords
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.flusher import Flusher
-from relay.edge.metrics.keys import UpstreamKeys
+from relay.edge.metrics.keys import Notes, UpstreamKeys
 from relay.edge.metrics.outbox import SqliteOutbox, claim_entries
 from relay.edge.metrics.reserve import (
     START_PATIENCE,
@@ -128,9 +128,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         spec.principal.environment: spec.secret
         for spec in (parse_key(key, KeyType.CLIENT) for key in settings.upstream_tokens)
     }
-    upstream_keys = UpstreamKeys(keys, lambda environment: vouched(flags.copies(), environment))
-    if leader:
-        app[COUNTS_WAITING] = upstream_keys
+    app[COUNTS_WAITING] = notes = Notes(shared)
+
+    def lendable(environment: str) -> str | None:
+        return vouched(flags.copies(), environment) or notes.borrow(environment)
+
+    upstream_keys = UpstreamKeys(keys, lendable, notes)
     flusher = Flusher(
         outbox,
         upstream,
@@ -258,6 +261,15 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app.cleanup_ctx.append(flag_cache)
     tick = min(TICK, settings.features_refresh_interval)
     app.cleanup_ctx.append(every(tick, flags.tick, "flag-cache"))
+
+    async def lend() -> None:
+        """This worker's SDK keys the leader's flusher may send counts with (environments
+        without an ``upstream_tokens`` key)."""
+        environments = {e.scope.environment for e in flags.copies()} - set(keys)
+        lent = {env: vouched(flags.copies(), env) for env in sorted(environments)}
+        notes.lend({env: key for env, key in lent.items() if key is not None})
+
+    app.cleanup_ctx.append(every(tick, lend, "lend-keys"))
     if leader:
         app.cleanup_ctx.append(flushing)
         app.cleanup_ctx.append(

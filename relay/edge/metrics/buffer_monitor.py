@@ -32,7 +32,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge
 
-from relay.api.shared import Room, Shared
+from relay.api.shared import Shared
 from relay.core.errors import DiskFull
 from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
 from relay.edge.metrics.salvage import damaged_files
@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 _ONE: Final = "livemax"
 BUFFERED_ENTRIES = Gauge(
     "relay_buffer_entries",
-    "Counts waiting in the buffer (not yet batched)",
+    "Entries the relay holds and has not delivered: counts buffered, and the entries of"
+    " outbox batches",
     multiprocess_mode=_ONE,
 )
 BUFFERED_REGISTRATIONS = Gauge(
@@ -116,6 +117,7 @@ class BufferMonitor:
         self._db = db
         self._space = BufferSpace(db, wal_bytes)
         self._growth = GROWTH
+        self._pages = 0  # pages in use at the last measure
         self._max_bytes = max_bytes
         self._wal_bytes = wal_bytes
         self._reserve = reserve
@@ -133,17 +135,17 @@ class BufferMonitor:
         """A look at what the workers wrote since the last check: a flood, or writes that
         would take the buffer past its bound, wake it."""
         since = self._shared.admitted() - self._heard
-        waiting = self._shared.room(Room.WANTED)
+        waiting = self._shared.wanted()
         if since >= self._trigger or waiting or over(self._shared, self._max_bytes):
             self.wake.set()
 
     async def check(self) -> None:
-        before = (self._shared.room(Room.HELD), self._heard)
+        before = (self._pages, self._heard)
         self.wake.clear()
         try:
-            wanted = self._shared.room(Room.WANTED)
+            wanted = self._shared.wanted()
             footprint = await self._measure()
-            self._grew(footprint - before[0], self._heard - before[1])
+            self._grew(self._pages - before[0], self._heard - before[1])
             if footprint > self._max_bytes or footprint + wanted > self._max_bytes:
                 self._room(footprint, full=True)
                 await self._bound(wanted)
@@ -151,7 +153,6 @@ class BufferMonitor:
             elif self._space.wal_bytes() > self._wal_bytes:
                 await self._db.checkpoint()
                 footprint = await self._measure()
-            self._shared.want_room(0)
             self._room(footprint, full=footprint > self._max_bytes)
         except DiskFull as exc:  # deleting needs a little room too
             if not await make_room(self._reserve, self._db):
@@ -171,14 +172,16 @@ class BufferMonitor:
             self._publish(await self._space.stats())
 
     async def _measure(self) -> int:
-        """The files' bytes, with what the workers had written by then (read first: what
-        commits meanwhile is counted twice, never missed)."""
+        """The files' bytes (pages in use and the WAL), with what the workers had written
+        by then (read first: what commits meanwhile is counted twice, never missed)."""
         self._heard = self._shared.settled()
-        return await self._space.footprint()
+        self._pages = await self._space.pages_bytes()
+        return self._pages + self._space.wal_bytes()
 
     def _grew(self, grown: int, written: int) -> None:
-        """How much the files grow per byte the workers count written (their estimate
-        leaves out indexes and b-tree pages), from a check's worth of writes."""
+        """How much the pages in use grow per byte the workers count written (their
+        estimate leaves out indexes and b-tree pages), from a check's worth of writes (the
+        WAL, emptied by checkpoints, is left out: it held the same pages a while)."""
         if written >= self._trigger // 4 and grown > 0:
             self._growth = min(MAX_GROWTH, max(1.0, grown / written))
 
@@ -237,7 +240,7 @@ class BufferMonitor:
             log.info("pruned dead letters", extra={"entries": pruned})
 
     def _publish(self, stats: BufferStats) -> None:
-        BUFFERED_ENTRIES.set(stats.entries)
+        BUFFERED_ENTRIES.set(stats.entries + stats.outbox_entries)
         BUFFERED_REGISTRATIONS.set(stats.registrations)
         BUFFER_BYTES.set(stats.bytes)
         OUTBOX_BATCHES.set(stats.outbox_batches)

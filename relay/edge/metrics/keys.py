@@ -11,11 +11,14 @@ gives way to another.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from prometheus_client import Gauge
 
+from relay.api.shared import NOTE_BYTES, Shared
 from relay.core.keys import hash_key, redact
 
 log = logging.getLogger(__name__)
@@ -33,12 +36,70 @@ def named(key: str) -> str:
     return f"{redact(key)} (sha256 {hash_key(key)[:8]})"
 
 
+class Notes:
+    """What this worker tells the others through the memory they share (``Shared.note``):
+    the SDK keys it can lend the flusher (per environment, one the upstream answered flags
+    to: only the worker that served the SDK knows the key, and keys are kept nowhere on
+    disk), and, from the leader, the environments whose counts wait for a key (``/ready``
+    says the same whichever worker answers)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+        self._keys: dict[str, str] = {}
+        self._waiting: list[str] = []
+
+    def lend(self, keys: Mapping[str, str]) -> None:
+        if dict(keys) != self._keys:
+            self._keys = dict(keys)
+            self._write()
+
+    def borrow(self, environment: str) -> str | None:
+        """A key another worker lends for ``environment``."""
+        for worker in range(self._shared.workers):
+            key = self._read(worker).get("keys", {}).get(environment)
+            if isinstance(key, str):
+                return key
+        return None
+
+    def wait(self, waiting: frozenset[str]) -> None:
+        self._waiting = sorted(waiting)
+        self._write()
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        waiting = self._read(0).get("waiting", [])
+        return frozenset(w for w in waiting if isinstance(w, str))
+
+    def _write(self) -> None:
+        keys = dict(self._keys)
+        text = json.dumps({"waiting": self._waiting, "keys": keys}).encode()
+        while len(text) > NOTE_BYTES - 16 and keys:  # a key less, never a cut text
+            keys.popitem()
+            text = json.dumps({"waiting": self._waiting, "keys": keys}).encode()
+        self._shared.note(text)
+
+    def _read(self, worker: int) -> dict[str, Any]:
+        try:
+            note = json.loads(self._shared.noted(worker) or b"{}")
+        except ValueError:
+            return {}
+        return note if isinstance(note, dict) else {}
+
+
 class UpstreamKeys:
-    def __init__(self, configured: Mapping[str, str], vouched: Callable[[str], str | None]) -> None:
+    def __init__(
+        self,
+        configured: Mapping[str, str],
+        vouched: Callable[[str], str | None],
+        notes: Notes,
+    ) -> None:
         """``configured``: environment -> its ``upstream_tokens`` key; ``vouched``: an SDK
-        key of an environment the upstream answered, or None."""
+        key of an environment the upstream answered (this worker's, else one another
+        worker lends), or None; ``notes``: where the environments without a key are said
+        for every worker."""
         self._configured = dict(configured)
         self._vouched = vouched
+        self._notes = notes
         self._borrowed: dict[str, str] = {}  # environment -> the SDK key last chosen
         self.waiting: frozenset[str] = frozenset()  # environments without any key
 
@@ -66,6 +127,8 @@ class UpstreamKeys:
                 " it is answered upstream, or RELAY_UPSTREAM_TOKENS has one",
                 extra={"environment": environment},
             )
+        if waiting != self.waiting:
+            self._notes.wait(frozenset(waiting))
         self.waiting = frozenset(waiting)
         WITHOUT_KEY.set(len(waiting))
         return chosen

@@ -198,6 +198,7 @@ class Admitted:
         self._gate = gate
         self._shared = shared
         self._max_bytes = max_bytes
+        self._waiting: dict[int, int] = {}  # this worker's requests waiting: room each wants
 
     async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
         if self._gate is not None:
@@ -220,16 +221,27 @@ class Admitted:
     async def _room(self, size: int) -> None:
         """Returns once ``size`` bytes are admitted (see the class's docstring)."""
         deadline = time.monotonic() + ROOM_PATIENCE
-        while True:
-            shared = self._shared
-            shared.admit(size)
-            if not over(shared, self._max_bytes) or self._alone(size):
-                return
-            shared.withdraw(size)
-            shared.want_room(round(size * growth(shared)))  # the leader makes that room
-            if time.monotonic() >= deadline:
-                raise Unavailable("The buffer is full and making room: retry later")
-            await asyncio.sleep(ROOM_POLL)
+        shared, waiter = self._shared, object()
+        try:
+            while True:
+                shared.admit(size)
+                if not over(shared, self._max_bytes) or self._alone(size):
+                    return
+                shared.withdraw(size)
+                self._wait(id(waiter), round(size * growth(shared)))  # the leader makes room
+                if time.monotonic() >= deadline:
+                    raise Unavailable("The buffer is full and making room: retry later")
+                await asyncio.sleep(ROOM_POLL)
+        finally:
+            self._wait(id(waiter), 0)
+
+    def _wait(self, waiter: int, room: int) -> None:
+        """The room this worker's waiting requests want, told the leader."""
+        if room:
+            self._waiting[waiter] = room
+        else:
+            self._waiting.pop(waiter, None)
+        self._shared.want_room(max(self._waiting.values(), default=0))
 
 
 def over(shared: Shared, max_bytes: int) -> bool:
