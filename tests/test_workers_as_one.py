@@ -267,3 +267,24 @@ def test_gauges_and_backstage_describe_the_whole_relay(
         wait_until(lambda: scrape(relay.url, "relay_buffer_entries") == 37)
         batch = json.loads(status(f"{relay.url}/internal-backstage/metricsbatch", "")[1])
         assert batch["metrics"][0]["key"]["feature_name"] == "cut"  # the outbox first
+
+
+@WORKERS
+def test_a_standalone_answers_as_one_after_a_revoke_and_a_flag_change(
+    tmp_path: Path, workers: str
+) -> None:
+    """A standalone's workers: once the admin API has answered a revoke or a flag change,
+    every later request sees it, whichever worker answers (before: each worker read the
+    revisions every second, and served the old key and flags meanwhile)."""
+    with running(tmp_path, env={**STANDALONE_ENV, "RELAY_WORKERS": workers}) as standalone:
+        key = new_key(standalone)
+        features = f"{standalone.url}/api/client/features"
+        assert {status(features, key)[0] for _ in range(10)} == {200}
+        flag = f"{standalone.url}/api/admin/projects/default/features"
+        assert call(flag, {"name": "checkout"}, key=ADMIN)[0] == 201
+        path = f"{flag}/checkout/environments/development/on"
+        assert call(path, {}, key=ADMIN)[0] == 200
+        assert all(enabled(status(features, key)[1], "checkout") for _ in range(20))
+        code, _ = call(f"{standalone.url}/api/admin/api-tokens/sdk", key=ADMIN, method="DELETE")
+        assert code == 200
+        assert {status(features, key)[0] for _ in range(20)} == {401}

@@ -123,8 +123,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     db = central_database(settings)
     events = EventLog(db, settings.event_log_kept)
     key_store = KeyStore(db, events, shared)
-    served = ClientFeaturesCache(db)
-    writer = Writer(db, served.written, events=events)
+    served = ClientFeaturesCache(db, shared=shared)
+    writer = Writer(db, served.committed, events=events)
     projects = ProjectStore(db, writer, key_store.poll)
     metrics = MetricsStore(
         db,

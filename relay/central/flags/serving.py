@@ -7,7 +7,9 @@ put together from it: its bytes and ETag. A request's work is bounded by what it
 not by how many flags there are. All of it stands until the flag revision moves on:
 
 - a write through this worker tells the cache its revision when it commits, so the next
-  poll here sees it;
+  poll here sees it, and counts it in the memory the workers share (``committed``): every
+  other worker reads the revision before its next answer (``relay.api.shared.CatchUp``),
+  so no worker serves flags older than another has served since;
 - every ``POLL_INTERVAL`` the revision is read from the database (one row), so a write by
   another worker or instance (or ``relay flags``) is seen within that interval, and the
   snapshot is reloaded then, before any SDK asks; while streams wait for changes, every
@@ -29,6 +31,7 @@ from prometheus_client import Counter, Gauge
 
 from relay.api.broadcast import Broadcast
 from relay.api.client_features import built, derived
+from relay.api.shared import CatchUp, Kind, Shared
 from relay.central.flags.records import Reads, current_revision, load_served
 from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
 from relay.core.delta import Changes, Delta, delta
@@ -61,8 +64,16 @@ REVISION = Gauge(
 
 
 class ClientFeaturesCache:
-    def __init__(self, db: Reads, max_scopes: int = MAX_SCOPES, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        db: Reads,
+        max_scopes: int = MAX_SCOPES,
+        max_bytes: int = MAX_BYTES,
+        shared: Shared | None = None,
+    ) -> None:
+        """``shared``: the memory of the service's workers (None: one process alone)."""
         self._db = db
+        self._catch_up = None if shared is None else CatchUp(shared, Kind.FLAGS, self.poll)
         self._max_scopes = max_scopes
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -90,6 +101,17 @@ class ClientFeaturesCache:
         if behind and idle and len(self._moved):
             self._reloading = asyncio.get_running_loop().create_task(self._current())
 
+    def committed(self, revision: int) -> None:
+        """A flag write through this worker committed: ``written``, and told the other
+        workers."""
+        self.written(revision)
+        if self._catch_up is not None:
+            self._catch_up.published()
+
+    async def _caught_up(self) -> None:
+        if self._catch_up is not None:
+            await self._catch_up.current()
+
     def heard(self, payload: str) -> None:
         """Another instance's write was announced (``REVISION_CHANNEL``): streams get it
         now, not at the next read of the revision."""
@@ -106,6 +128,7 @@ class ClientFeaturesCache:
         put together once per scope and revision for every stream and poll that asks. Kept
         within the bounds of the answers (a made-up revision is a hydration, kept once per
         scope; made-up scopes and revisions cannot grow memory past them)."""
+        await self._caught_up()
         state = await self._current()
         key = (scope, since if since is not None and self._changes.holds(since) else None)
         found = self._deltas.get(key)
@@ -127,6 +150,7 @@ class ClientFeaturesCache:
             await self._moved.wait()
 
     async def answer(self, scope: Scope) -> Rendered:
+        await self._caught_up()
         state = self._state
         if state is None or state.revision < self._newest:
             state = await self._current()
@@ -158,6 +182,7 @@ class ClientFeaturesCache:
         await self._moved.wait()
 
     async def feature(self, scope: Scope, name: str) -> bytes | None:
+        await self._caught_up()
         return self._catalog(await self._current(), scope).feature(scope, name)
 
     def _catalog(self, state: FlagState, scope: Scope) -> Catalog:
