@@ -109,10 +109,10 @@ async def initialise(settings: Settings) -> None:
     _flags(settings)
 
 
-def _flags(settings: Settings) -> FileFlags:
+def _flags(settings: Settings, shared: Shared | None = None) -> FileFlags:
     if settings.bootstrap_file is None:  # Settings validation ensures it
         raise SettingsError("offline mode needs bootstrap_file")
-    flags = FileFlags(settings.bootstrap_file, keys(settings))
+    flags = FileFlags(settings.bootstrap_file, keys(settings), shared)
     try:
         flags.load()
     except BootstrapError as exc:
@@ -125,7 +125,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     worker = shared.worker
     leader = worker == 0
     configured = keys(settings)
-    flags = _flags(settings)
+    flags = _flags(settings, shared)
     app[FLAG_CACHE] = flags
     app[DELTA_SOURCE] = FlagDeltas(flags)
     app[FRONTEND_SOURCE] = flags

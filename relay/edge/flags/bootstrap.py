@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.api.broadcast import Broadcast
+from relay.api.shared import CatchUp, Kind, Shared
 from relay.core.client_features import (
     Answer,
     Rendered,
@@ -41,6 +42,7 @@ from relay.core.flag_shapes import tell_unread
 from relay.core.keys import Principal
 from relay.edge.flags.entries import Entry, EntrySource, Views
 from relay.edge.flags.files import NotReadable, read_bounded
+from relay.edge.flags.revisions import EPOCH
 from relay.edge.flags.store import FlagScope
 
 log = logging.getLogger(__name__)
@@ -112,9 +114,15 @@ class FileFlags(EntrySource):
     deltas, the ``FrontendSource`` of the Frontend API and the ``EvaluationSource`` of
     OFREP."""
 
-    def __init__(self, path: Path, keys: Mapping[str, Principal]) -> None:
-        """``keys``: the configured keys (client and frontend); no other key gets here."""
+    def __init__(
+        self, path: Path, keys: Mapping[str, Principal], shared: Shared | None = None
+    ) -> None:
+        """``keys``: the configured keys (client and frontend); no other key gets here.
+        ``shared``: the memory of the service's workers: a worker that reloaded the file
+        says so, and the others reload it before their next answer; a revision is the
+        file's time (seconds since ``revisions.EPOCH``), the same in every worker."""
         self.path = path
+        self._catch_up = None if shared is None else CatchUp(shared, Kind.FLAGS, self.reload)
         self.views = Views()
         self.moved = Broadcast()
         self._entries: dict[FlagScope, Entry] = {}
@@ -129,7 +137,7 @@ class FileFlags(EntrySource):
     def load(self) -> None:
         """The file read at start: ``BootstrapError`` when it cannot be served."""
         stat = self._stat()
-        self._adopt(self._following(), stat)
+        self._adopt(self._following(stat), stat)
 
     async def reload(self) -> None:
         """The file read again when it changed; a file that cannot be read is logged (once
@@ -140,7 +148,7 @@ class FileFlags(EntrySource):
             stat = self._stat()
             if stat in (self._seen, self._failed):
                 return
-            self._adopt(await asyncio.to_thread(self._following), stat)
+            moved = self._adopt(await asyncio.to_thread(self._following, stat), stat)
         except BootstrapError as exc:
             failed = self._failed_stat()
             if failed != self._failed:
@@ -150,7 +158,13 @@ class FileFlags(EntrySource):
                 )
             self._failed = failed
             return
+        if moved and self._catch_up is not None:
+            self._catch_up.published()
         log.info("bootstrap file reloaded", extra={"path": str(self.path)})
+
+    async def _current(self) -> None:
+        if self._catch_up is not None:
+            await self._catch_up.current()
 
     def _failed_stat(self) -> tuple[int, int, int]:
         try:
@@ -165,7 +179,7 @@ class FileFlags(EntrySource):
             raise BootstrapError(f"{self.path}: {exc.strerror}") from None
         return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    def _following(self) -> Following:
+    def _following(self, stat: tuple[int, int, int]) -> Following:
         """The file read once, and what each scope would hold with it; changes nothing (only
         ``reload`` runs it, one at a time, so the entries it reads stay as they are). A flag
         of the file that cannot be read is the one read last time, else left out: a typo in
@@ -177,9 +191,12 @@ class FileFlags(EntrySource):
         answer = mended(answer, self._last)
         tell_unread(answer.unread, len(answer.kept), path=str(self.path))
         catalog = from_answer(answer, inline=False)
-        return answer, [(entry, *entry.following(catalog)) for entry in self._entries.values()]
+        revision = max(1, stat[0] // 1_000_000_000 - EPOCH)
+        scopes = [(entry, *entry.following(catalog, revision)) for entry in self._entries.values()]
+        return answer, scopes
 
-    def _adopt(self, following: Following, stat: tuple[int, int, int]) -> None:
+    def _adopt(self, following: Following, stat: tuple[int, int, int]) -> bool:
+        """Whether a revision moved."""
         moved = False
         self._last, scopes = following
         for entry, changes, rendered in scopes:
@@ -188,8 +205,10 @@ class FileFlags(EntrySource):
         self._seen, self._failed = stat, None
         if moved:
             self.moved.wake()
+        return moved
 
     async def entry(self, key: str, principal: Principal) -> tuple[Entry, Rendered]:
+        await self._current()
         entry = self._entries[_flag_scope(principal)]
         if entry.rendered is None:  # load() runs before the routes are served
             raise RuntimeError("bootstrap file not loaded")
