@@ -17,12 +17,24 @@ from typing import Any
 
 from pydantic import ValidationError, field_validator, model_validator
 
+from relay.core.keys import InvalidKey, offline_principal, parse_key, redact
 from relay.database_url import POSTGRES_SCHEMES, check_database_url
 from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS
 from relay.settings_proxy import ProxySettingsFields
 from relay.settings_usage import Mode, named, usage
+from relay.wire.common import KeyType
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
+
+_KEY_SETTINGS = {
+    "init_admin_api_tokens": KeyType.ADMIN,
+    "init_client_api_tokens": KeyType.CLIENT,
+    "init_frontend_api_tokens": KeyType.FRONTEND,
+    "upstream_tokens": KeyType.CLIENT,
+    "client_tokens": KeyType.CLIENT,
+    "frontend_tokens": KeyType.FRONTEND,
+}
+"""The settings that hold keys, and their type."""
 
 
 class Settings(ProxySettingsFields):
@@ -52,6 +64,7 @@ class Settings(ProxySettingsFields):
     def _consistent(self) -> Settings:
         if self.database_url is not None:
             check_database_url(self.database_url)
+        self._keys_well_formed()
         if self.strict_keys and not self.client_tokens:
             raise ValueError("strict_keys needs client_tokens (the scopes keys must be within)")
         if self.proxy_client_keys or self.proxy_server_keys:
@@ -64,6 +77,28 @@ class Settings(ProxySettingsFields):
             if needs.required and needs.mode is self.mode and getattr(self, name) is None:
                 raise ValueError(f"{name} is required in {self.mode} mode (RELAY_{name.upper()})")
         return self
+
+    def _keys_well_formed(self) -> None:
+        """Every configured key is a key of its setting's type, checked here, once, so a
+        malformed one is one line naming its setting (the secret masked) before any worker
+        starts; offline mode takes any string as Edge's does."""
+        for name, type in _KEY_SETTINGS.items():
+            for key in getattr(self, name):
+                try:
+                    if self.mode is Mode.OFFLINE and type is not KeyType.ADMIN:
+                        offline_principal(key, type)
+                    else:
+                        parse_key(key, type)
+                except InvalidKey as exc:
+                    raise ValueError(f"{named(name, self.setting_names)}: {exc}") from None
+        if self.mode is Mode.EDGE:
+            for key in self.frontend_tokens:
+                if key.startswith("[]:"):
+                    raise ValueError(
+                        f"{named('frontend_tokens', self.setting_names)}: {redact(key)}: a"
+                        " multi-project frontend key names none of its projects; leave it"
+                        " out, the relay learns it upstream"
+                    )
 
     def _proxy_scope(self) -> None:
         """The Unleash Proxy's keys see what the first client_tokens key sees: it must say

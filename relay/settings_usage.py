@@ -126,7 +126,10 @@ class SettingNames(enum.StrEnum):
 
 _NAMES: dict[tuple[SettingNames, str], str] = {
     (SettingNames.EDGE, "client_tokens"): "TOKENS",
+    (SettingNames.EDGE, "upstream_tokens"): "TOKENS",
+    (SettingNames.EDGE, "frontend_tokens"): "PRETRUSTED_TOKENS",
     (SettingNames.PROXY, "client_tokens"): "UNLEASH_API_TOKEN",
+    (SettingNames.PROXY, "upstream_tokens"): "UNLEASH_API_TOKEN",
     (SettingNames.PROXY, "proxy_client_keys"): "UNLEASH_PROXY_CLIENT_KEYS",
     (SettingNames.PROXY, "proxy_server_keys"): "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS",
     (SettingNames.PROXY, "proxy_project"): "UNLEASH_PROJECT_NAME",

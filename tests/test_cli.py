@@ -81,6 +81,35 @@ def test_invalid_settings_stop_with_one_clear_line(
     assert "Traceback" not in result.stderr
 
 
+RELAY_MODE = {"RELAY_MODE": "relay", "RELAY_UPSTREAM_URL": "http://127.0.0.1:9"}
+SECRET = "hunter2-secret-0123456789"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["serve"], {**RELAY_MODE, "RELAY_CLIENT_TOKENS": SECRET}, "client_tokens"),
+        (["serve"], {**RELAY_MODE, "RELAY_UPSTREAM_TOKENS": f"a:{SECRET}"}, "upstream_tokens"),
+        (["serve"], {**RELAY_MODE, "RELAY_FRONTEND_TOKENS": f"[]:dev.{SECRET}"}, "frontend"),
+        (["edge", "-u", "http://127.0.0.1:9", "-t", SECRET], {}, "TOKENS"),
+    ],
+)
+def test_a_malformed_key_is_one_line_naming_its_setting_at_any_workers(
+    tmp_path: Path, args: list[str], env: dict[str, str], named: str, workers: str
+) -> None:
+    """Before: a JSON traceback per worker (uncaught InvalidKey), then exit 1."""
+    port = ["--port", str(free_port())] if args[0] == "serve" else ["-p", str(free_port())]
+    env = {**env, "RELAY_WORKERS": workers}
+    result = relay(*(port + args if args[0] != "serve" else args + port), cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("relay: error:") and named in lines[0], lines[0]
+    assert SECRET not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
 def test_unwritable_data_dir_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
