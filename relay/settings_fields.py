@@ -314,10 +314,12 @@ class SettingsFields(BaseModel):
         15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
     )
     stream_max: Annotated[int, Usage(note="Past it an SDK is hydrated and told to poll")] = Field(
-        10_000, ge=0, description="Streams (/api/client/streaming) a worker holds at most"
+        10_000, ge=0, description="Streams (/api/client/streaming) the service holds at most"
     )
-    stream_max_per_key: int = Field(
-        1_000, ge=0, description="Streams of one key a worker holds at most (then as stream_max)"
+    stream_max_per_key: Annotated[
+        int, Usage(note="Half of stream_max: a fleet sharing one key streams, and leaves half")
+    ] = Field(
+        5_000, ge=0, description="Streams of one key the service holds at most (then as stream_max)"
     )
     auth_failure_limit: int = Field(
         100,

@@ -5,6 +5,7 @@ kernel spreads them over the workers (``SO_REUSEPORT``) as it spreads SDKs."""
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import sqlite3
 import threading
@@ -288,3 +289,48 @@ def test_a_standalone_answers_as_one_after_a_revoke_and_a_flag_change(
         code, _ = call(f"{standalone.url}/api/admin/api-tokens/sdk", key=ADMIN, method="DELETE")
         assert code == 200
         assert {status(features, key)[0] for _ in range(20)} == {401}
+
+
+def test_a_fleet_of_2000_sdks_on_one_key_streams_at_the_defaults(
+    tmp_path: Path, central: Service
+) -> None:
+    """2,000 SDKs sharing one client key (one key per service is usual) all stream from a
+    relay at its defaults (before: 1,000 streamed, 1,000 were told to poll)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    env = relay_env(central.url)
+    key = env["RELAY_UPSTREAM_TOKENS"]
+    with running(tmp_path / "relay", env=env) as relay:
+        streams = [_open_stream(relay.port, key) for _ in range(2000)]
+        try:
+            wait_until(lambda: scrape(relay.url, "relay_streams") == 2000, "2,000 streams open")
+            assert scrape(relay.url, "relay_streams_turned_away_total", bound="key") == 0
+        finally:
+            for stream in streams:
+                stream.close()
+
+
+def test_keys_vouched_for_before_a_restart_are_served_after_it_with_the_upstream_down(
+    tmp_path: Path,
+) -> None:
+    """A client key and a frontend key the upstream vouched for, then the relay restarted
+    while the upstream is down: both are served from what the relay stored (before, the
+    frontend key got 503 "Cannot validate the API key now" until the upstream was back)."""
+    central = start(tmp_path / "central", env=STANDALONE_ENV)
+    try:
+        client = new_key(central)
+        body = {"type": "frontend", "environment": "development", "tokenName": "web"}
+        code, created = call(f"{central.url}/api/admin/api-tokens", body, key=ADMIN)
+        assert code == 201
+        frontend = str(created["secret"])
+        env = relay_env(central.url)
+        relay = start(tmp_path / "relay", env=env)
+        assert status(f"{relay.url}/api/client/features", client)[0] == 200
+        assert status(f"{relay.url}/api/frontend", frontend)[0] == 200
+        assert relay.stop() == 0
+    finally:
+        central.close()
+    with running(tmp_path / "relay", env=env) as relay:
+        assert status(f"{relay.url}/api/client/features", client)[0] == 200
+        code, answer = status(f"{relay.url}/api/frontend", frontend)
+        assert code == 200, answer
