@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from conftest import DEV_KEY, MakeClient, assert_error, auth
+from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth
 from fake_upstream import Answer, FakeUpstream
 from flagkit import add_strategy, create_flag, ok, rollout, turn
 from hypothesis import example, given
@@ -369,3 +369,24 @@ async def test_answers_for_a_context_without_session_are_found_again(
 
     assert await counted("?userId=u1") == {"evaluated": 1, "kept": 2, "varying": 0}
     assert await counted("?appName=web") == {"evaluated": 0, "kept": 0, "varying": 3}
+
+
+async def test_browser_registrations_never_push_out_backend_instances(
+    make_client: MakeClient,
+) -> None:
+    """1,001 registrations through the public frontend key, each naming another instance of
+    a backend application: they are kept as that application's one ``browser`` instance,
+    and the backend SDK's instance stays (before: it was pushed out by them)."""
+    client = await make_client(init_frontend_api_tokens=[FRONT_KEY])
+    backend = {"appName": "shop", "instanceId": "pod-1", "sdkVersion": "unleash-client-node:6"}
+    posted = await client.post("/api/client/register", json=backend, headers=auth(DEV_KEY))
+    assert posted.status == 202
+    for n in range(1001):
+        body = {"appName": "shop", "instanceId": f"made-up-{n}", "sdkVersion": "x"}
+        posted = await client.post(
+            "/api/frontend/client/register", json=body, headers=auth(FRONT_KEY)
+        )
+        assert posted.status == 202
+    path = "/api/admin/metrics/applications/shop?limit=2000"
+    body = await (await client.get(path, headers=auth(ADMIN_KEY))).json()
+    assert sorted(i["instanceId"] for i in body["instances"]) == ["browser", "pod-1"]

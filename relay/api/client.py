@@ -31,10 +31,20 @@ async def client_metrics(request: web.Request) -> web.Response:
     return web.Response(status=202)
 
 
+BROWSER = "browser"
+"""The one instance a frontend key's registrations are kept as, per application and
+environment (what the browser SDK sends): browsers come and go by the thousand, and a
+public key's registrations must not push out the backend instances an application's bound
+keeps (``INSTANCES_KEPT``)."""
+
+
 async def register(request: web.Request) -> web.Response:
     body = await read_json(request, ClientRegistration)
     key = _idempotency(request)
-    await request.app[INGEST].register(body, request[PRINCIPAL].environment, key)
+    principal = request[PRINCIPAL]
+    if principal.type is KeyType.FRONTEND:
+        body = body.model_copy(update={"instanceId": BROWSER})
+    await request.app[INGEST].register(body, principal.environment, key)
     return web.Response(status=202)
 
 
