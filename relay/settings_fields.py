@@ -14,14 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from relay import cores
 from relay.logs import LogFormat
-from relay.settings_usage import (
-    CommaList,
-    Mode,
-    NetworkList,
-    SettingNames,
-    UpstreamUrl,
-    Usage,
-)
+from relay.settings_usage import CommaList, Mode, NetworkList, SettingNames, UpstreamUrl, Usage
 
 MAX_WORKERS = 64
 # "auto" or a number: the chart's schema carries it over (a pattern applies to strings only)
@@ -373,12 +366,10 @@ class SettingsFields(BaseModel):
         description="Origins allowed by CORS on /api/frontend and /api/proxy (*: any);"
         " empty: no CORS there",
     )
-    setting_names: Annotated[SettingNames, Usage(note="relay edge and relay proxy set it")] = (
-        Field(
-            SettingNames.RELAY,
-            description="Whose setting names errors use: relay's, Unleash Edge's or the"
-            " Unleash Proxy's",
-        )
+    setting_names: Annotated[SettingNames, Usage(note="relay edge and relay proxy set it")] = Field(
+        SettingNames.RELAY,
+        description="Whose setting names errors use: relay's, Unleash Edge's or the"
+        " Unleash Proxy's",
     )
     idempotency_ttl: float = Field(
         24 * 3600.0, gt=0, description="Seconds an Idempotency-Key is remembered"

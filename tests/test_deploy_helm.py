@@ -182,9 +182,8 @@ def test_rendered_environment_is_accepted_by_the_settings(
             elif "secretKeyRef" in entry["valueFrom"]:
                 ref = entry["valueFrom"]["secretKeyRef"]
                 # A Secret of the release, or a sample for an existingSecret.
-                sample = {"ADMIN": ADMIN, "DATABASE": DATABASE}.get(
-                    ref["key"].split("_")[1], CLIENT
-                )
+                words = ref["key"].split("_")
+                sample = ADMIN if "ADMIN" in words else DATABASE if "DATABASE" in words else CLIENT
                 value = secrets.get(ref["name"], {}).get(ref["key"], sample)
                 monkeypatch.setenv(entry["name"], value)
             else:

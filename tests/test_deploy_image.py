@@ -35,6 +35,19 @@ def run_step(command: str, cwd: Path, env: dict[str, str], paths: dict[str, Path
     assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
 
 
+def open_python() -> str:
+    """An interpreter of this minor version that the image's user can run, as the image's
+    /usr/local/bin one is: the relay starts its service by running its interpreter again
+    (``exec``), which needs every directory up to it open to that user (a pyenv under a
+    0700 /root is not)."""
+    minor = "python{}.{}".format(*sys.version_info[:2])
+    for candidate in (sys.executable, f"/usr/local/bin/{minor}", f"/usr/bin/{minor}"):
+        real = Path(candidate).resolve()
+        if real.is_file() and all(p.stat().st_mode & 0o001 for p in real.parents):
+            return str(real)
+    pytest.fail(f"no {minor} outside private directories for the image's user")
+
+
 def build_like_the_dockerfile(tmp: Path) -> tuple[Path, dict[str, str]]:
     """Run the Dockerfile's COPY and pip steps into a virtualenv; return it and the image env."""
     bases = [args for _, word, args in instructions() if word == "FROM"]
@@ -44,7 +57,7 @@ def build_like_the_dockerfile(tmp: Path) -> tuple[Path, dict[str, str]]:
         f"{sys.version_info[0]}.{sys.version_info[1]}"
     )
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([open_python(), "-m", "venv", str(venv)], check=True, timeout=120)
     paths = {"/wheels": tmp / "wheels", "/src": tmp / "src", "/data": tmp / "data"}
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "VIRTUAL_ENV"))}
     base_env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
@@ -191,10 +204,6 @@ def run_image(tmp_path: Path) -> None:
                 "TMPDIR": str(data),
                 "HOME": str(data),
                 "RELAY_PORT": str(port),
-                # one process: this venv's python3.11 links into a /root (0700) the image's
-                # user cannot enter, so starting a worker from it is refused (the image's
-                # interpreter is /usr/local/bin's); workers = auto would start 2 here
-                "RELAY_WORKERS": "1",
                 **extra,
             }
             log = tmp_path / f"{name}.log"

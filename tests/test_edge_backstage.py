@@ -5,6 +5,7 @@ offline mode's delta and stream, in process."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,13 @@ async def test_offline_delta_and_stream_follow_a_reload(
     stream = Events(await client.get("/api/client/streaming", headers=headers))
     assert (await stream.next())["event"] == "unleash-connected"
 
-    file.write_text(json.dumps({"on": {"enabled": True}, "added": {"enabled": False}}))
+    # An edit seconds later, in place at once: a revision is the file's time in seconds (two
+    # versions within one second are told apart by a hydration).
+    edit = tmp_path / "edit.json"
+    edit.write_text(json.dumps({"on": {"enabled": True}, "added": {"enabled": False}}))
+    later = file.stat().st_mtime + 2
+    os.utime(edit, (later, later))
+    edit.replace(file)
     updated = await stream.next()
     assert updated["event"] == "unleash-updated"
     names = [e["feature"]["name"] for e in updated["data"]["events"]]

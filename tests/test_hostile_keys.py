@@ -255,6 +255,33 @@ async def test_a_key_that_could_not_be_checked_costs_nothing(
     await eventually(accepted)
 
 
+async def test_requests_at_once_with_one_new_key_spend_one_check(
+    make_relay: MakeClient, upstream: HeldUpstream
+) -> None:
+    """A fleet sharing a key the relay has not seen starts at once: the requests waiting on
+    one check of it spend what one key does (before, one budget each: 29 of 2,000 streams
+    at the defaults got 429 for a valid key). Should the key prove invalid, each of them
+    is charged."""
+    relay = await make_relay(client_tokens=[], auth_failure_limit=2, auth_failure_window=3600)
+    upstream.held = True
+    fleet = [
+        asyncio.create_task(post_bulk(relay, UP_PROD_KEY, [metric(env="production")]))
+        for _ in range(20)
+    ]
+    await eventually(lambda: upstream.in_flight == 1)
+    upstream.release.set()
+    assert [(await posted).status for posted in fleet] == [202] * 20
+    assert upstream.validate_calls == 1
+
+    upstream.held, upstream.release = True, asyncio.Event()
+    [guess] = made_up(1)
+    guesses = [asyncio.create_task(post_bulk(relay, guess)) for _ in range(5)]
+    await eventually(lambda: upstream.in_flight == 1)
+    upstream.release.set()
+    assert [(await guessed).status for guessed in guesses] == [401] * 5
+    assert (await post_bulk(relay, made_up(1)[0])).status == 429  # 5 spent, of 2
+
+
 async def test_an_upstream_that_answers_429_is_heard(
     make_relay: MakeClient, upstream: HeldUpstream
 ) -> None:

@@ -84,7 +84,6 @@ def test_two_workers_merge_their_impact(tmp_path: Path) -> None:
             for _ in range(30):  # a new connection each: both workers take some
                 post_counter(relay.url, 1)
             settle_counter(central, 30, relay)
-        assert list((tmp_path / "relay").rglob("buffer-1.db"))
 
 
 def test_an_upstream_answering_413_gets_every_sample_in_halves(tmp_path: Path) -> None:

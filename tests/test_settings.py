@@ -37,9 +37,11 @@ def test_file_then_environment_then_flags(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_comma_separated_keys_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RELAY_INIT_CLIENT_API_TOKENS", "a:development.x1, b:production.y2,")
+    monkeypatch.setenv(
+        "RELAY_INIT_CLIENT_API_TOKENS", "a:development.secret-1, b:production.secret-2,"
+    )
     settings = load_settings()
-    assert settings.init_client_api_tokens == ["a:development.x1", "b:production.y2"]
+    assert settings.init_client_api_tokens == ["a:development.secret-1", "b:production.secret-2"]
 
 
 def test_database_url_selects_the_sqlite_file() -> None:

@@ -73,19 +73,18 @@ async def identify(request: web.Request, keys: Sequence[str]) -> dict[str, Princ
     budget = request.app[AUTH_FAILURES]
     address = client_address(caller_address(request))
     try:
-        budget.spend(address, len(unknown))
+        charged = budget.spend(address, unknown)
     except TooManyRequests:
         # answered late: a guesser's connections then make a request a second each, and
         # leave the event loop to everyone else (a sleeping request costs next to nothing)
         await asyncio.sleep(REFUSAL_DELAY)
         raise
+    invalid = 0  # nothing learnt about them, should the check fail
     try:
         resolved = await resolver.resolve_many(unknown)
-    except BaseException:
-        budget.refund(address, len(unknown))  # nothing was learnt about them
-        raise
-    invalid = sum(1 for key in unknown if resolved[key] is None)
-    budget.refund(address, len(unknown) - invalid)
+        invalid = sum(1 for key in unknown if resolved[key] is None)
+    finally:
+        budget.settle(address, unknown, charged, invalid)
     FAILURES.inc(invalid)
     return found | resolved
 

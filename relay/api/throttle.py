@@ -19,7 +19,9 @@ of a neighbourhood forgotten first).
 
 from __future__ import annotations
 
+import collections
 import ipaddress
+from collections.abc import Sequence
 
 from prometheus_client import Counter
 
@@ -45,26 +47,38 @@ class FailureLimit:
         self._shared = shared
         self._limit = float(limit)
         self._rate = limit / window
+        self._checking: collections.Counter[str] = collections.Counter()  # key: requests
 
-    def spend(self, address: str, keys: int) -> None:
+    def spend(self, address: str, keys: Sequence[str]) -> int:
         """Take ``keys`` from the address's budget before checking them; TooManyRequests if
-        it is spent. The budget may go below zero by what one request carries."""
-        if not self._limit:
-            return
-        budget = self._shared.charge(address, -keys, self._limit, self._rate)
-        if budget < 1:
-            self._shared.charge(address, keys, self._limit, self._rate)  # nothing checked
-            THROTTLED.inc()
-            wait = (1 - budget) / self._rate
-            raise TooManyRequests(
-                "Too many invalid API keys from this address; retry later with a valid key",
-                retry_after=wait,
-            )
+        it is spent. A key another request of this worker is checking now is not charged:
+        it joins that check (2,000 SDKs sharing a new key, started at once, cost one key,
+        not a budget each), and is charged by ``settle`` should it prove invalid. The
+        budget may go below zero by what the requests at once carry. How many were
+        charged, for ``settle``."""
+        fresh = sum(1 for key in keys if not self._checking[key])
+        if self._limit and fresh:
+            budget = self._shared.charge(address, -fresh, self._limit, self._rate)
+            if budget < 1:
+                self._shared.charge(address, fresh, self._limit, self._rate)  # nothing checked
+                THROTTLED.inc()
+                wait = (1 - budget) / self._rate
+                raise TooManyRequests(
+                    "Too many invalid API keys from this address; retry later with a valid key",
+                    retry_after=wait,
+                )
+        self._checking.update(keys)
+        return fresh
 
-    def refund(self, address: str, keys: int) -> None:
-        """Give back what keys found valid (or not checked) had taken."""
-        if self._limit and keys:
-            self._shared.charge(address, keys, self._limit, self._rate)
+    def settle(self, address: str, keys: Sequence[str], charged: int, invalid: int) -> None:
+        """``keys``, checked, ``invalid`` of them invalid (0 when nothing was learnt): only
+        those cost; what valid ones had taken is given back."""
+        self._checking.subtract(keys)
+        for key in keys:
+            if self._checking[key] <= 0:
+                del self._checking[key]
+        if self._limit and charged != invalid:
+            self._shared.charge(address, charged - invalid, self._limit, self._rate)
 
 
 def client_address(remote: str | None) -> str:

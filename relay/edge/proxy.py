@@ -111,12 +111,13 @@ class Proxy:
         wanted = f"one of {' or '.join(settings)}, in header {self.header}"
         if not given:
             raise AuthenticationRequired(f"This endpoint requires a key: {wanted}")
-        budget = request.app[AUTH_FAILURES]
+        budget, address = request.app[AUTH_FAILURES], client_address(caller_address(request))
         try:
-            budget.spend(client_address(caller_address(request)), 1)
+            charged = budget.spend(address, [given])
         except TooManyRequests:
             await asyncio.sleep(REFUSAL_DELAY)  # as relay.api.auth: a guesser waits
             raise
+        budget.settle(address, [given], charged, invalid=1)
         FAILURES.inc()
         raise AuthenticationRequired(f"The key is not {wanted}")
 
