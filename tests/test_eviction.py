@@ -267,11 +267,13 @@ async def test_a_batch_being_sent_is_never_evicted(tmp_path: Path) -> None:
         async with outbox.sending(first) as there:
             assert there
             gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # all it may
+            await space.evict_counts(0, outbox.in_flight, gone)
             assert (gone.entries, gone.evaluations) == (300 - first.entries, 3 * gone.entries)
             async with outbox.sending(second) as there:
                 assert not there  # evicted already: not sent
             assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [first.id]
         gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # its send is over
+        await space.evict_counts(0, outbox.in_flight, gone)
         assert gone.entries == first.entries
     finally:
         await store.stop()

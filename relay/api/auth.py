@@ -14,7 +14,15 @@ from relay.api.client_address import caller_address
 from relay.api.errors import AuthenticationRequired, NoAccessError, TooManyRequests
 from relay.api.state import AUTH_FAILURES, KEY_RESOLVER
 from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
-from relay.core.keys import MIN_SECRET, Principal, redact, short_secret, strip_scheme
+from relay.core.domain import Origin, owner_of
+from relay.core.keys import (
+    MIN_SECRET,
+    Principal,
+    hash_key,
+    redact,
+    short_secret,
+    strip_scheme,
+)
 from relay.wire.common import KeyType
 
 log = logging.getLogger(__name__)
@@ -34,6 +42,12 @@ KeySource = Callable[[web.Request], str]
 def authorization(request: web.Request) -> str:
     """The key in ``Authorization``, bare or after ``Bearer ``."""
     return strip_scheme(request.headers.get("Authorization", ""))
+
+
+def origin_of(key: str, principal: Principal) -> Origin:
+    """Whose a request's counts are: its key's, a public one's when a frontend key
+    (``relay.core.domain.Origin``)."""
+    return Origin(owner_of(hash_key(key)), principal.type is KeyType.FRONTEND)
 
 
 async def authenticate(

@@ -7,12 +7,12 @@ import hashlib
 from aiohttp import web
 from pydantic import BaseModel
 
-from relay.api.auth import CLIENT_KEYS, PRINCIPAL
+from relay.api.auth import CLIENT_KEYS, PRINCIPAL, authorization, origin_of
 from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
 from relay.core.domain import IdempotencyKey
-from relay.core.keys import hash_key, strip_scheme
+from relay.core.keys import hash_key
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType
 
@@ -20,14 +20,18 @@ from relay.wire.common import KeyType
 async def bulk_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, BulkMetrics)
     key = _idempotency(request)
-    await request.app[INGEST].bulk(body, request[PRINCIPAL].environment, key)
+    principal = request[PRINCIPAL]
+    origin = origin_of(authorization(request), principal)
+    await request.app[INGEST].bulk(body, principal.environment, key, origin)
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, ClientMetrics)
     key = _idempotency(request)
-    await request.app[INGEST].client_metrics(body, request[PRINCIPAL].environment, key)
+    principal = request[PRINCIPAL]
+    origin = origin_of(authorization(request), principal)
+    await request.app[INGEST].client_metrics(body, principal.environment, key, origin)
     return web.Response(status=202)
 
 
@@ -54,7 +58,7 @@ def _idempotency(request: web.Request) -> IdempotencyKey | None:
     key = idempotency_key(request)
     if key is None:
         return None
-    caller = hash_key(strip_scheme(request.headers.get("Authorization", "")))
+    caller = hash_key(authorization(request))
     fingerprint = hashlib.sha256(request.path.encode() + b"\n" + request[BODY])
     return IdempotencyKey(caller, key, fingerprint.hexdigest())
 

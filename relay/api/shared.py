@@ -60,6 +60,7 @@ class Room(enum.IntEnum):
     MARK = 1  # the bytes settled by then (``Shared.settled``): what ``HELD`` holds
     FULL = 2  # 1 while it is over its bound and the leader evicts
     GROWTH = 3  # thousandths of a byte of file per byte counted written, as last seen
+    DRY = 4  # 1 while no room is left to make but of counts: new counts pay for their own
 
 
 class Kind(enum.IntEnum):
@@ -216,6 +217,9 @@ class Shared:
         self._words[base + Room.GROWTH] = round(growth * 1000)
         self._words[base + Room.FULL] = int(full)
 
+    def dry(self, dry: bool) -> None:
+        """Whether the leader found no room left to make but of counts (``Room.DRY``)."""
+        self._words[(len(Kind) + 3) * self._layout.workers + Room.DRY] = int(dry)
 
     # notes: a slot each, written by its worker, read whole (a sequence number around the
     # write, odd while it lasts)

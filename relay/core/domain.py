@@ -144,6 +144,27 @@ class IdempotencyKey(NamedTuple):
         return f"{self.caller}/{self.key}"
 
 
+class Origin(NamedTuple):
+    """Who sent a request's counts, for a relay's buffer, where what one key posted is
+    evicted only for that key's own growth (``relay.store.metrics``)."""
+
+    owner: int
+    """The key's (``owner_of``); ``NOBODY`` for counts of no one key (the central service
+    has no use for it)."""
+    browser: bool
+    """A public key's (a frontend key, a client key of the Proxy's paths, OFREP's tally):
+    these grow the buffer to a share of its bound only (``relay.edge.metrics.reserve``)."""
+
+
+NOBODY = 0
+UNOWNED = Origin(NOBODY, browser=False)
+
+
+def owner_of(key_hash: str) -> int:
+    """A key's owner id from its SHA-256 hex hash: 60 bits, never ``NOBODY``."""
+    return int(key_hash[:15], 16) or 1
+
+
 @dataclass(slots=True)
 class IngestBatch:
     """Counts summed per key, registrations deduplicated per instance (latest wins), impact
@@ -154,6 +175,8 @@ class IngestBatch:
     impact: dict[ImpactKey, ImpactState] = field(default_factory=dict)
     seen: dict[RegistrationKey, datetime] = field(default_factory=dict)
     """Instances heard from by their metrics: their registration's last seen moves."""
+    origin: Origin = UNOWNED
+    """Of one request's batch (a merged group's counts have each their own owner)."""
 
     def add_count(self, key: MetricKey, yes: int, no: int, variants: dict[str, int]) -> None:
         counts = self.counts.get(key)

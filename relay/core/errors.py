@@ -60,6 +60,11 @@ class Unavailable(DomainError):
     """A dependency (the upstream) cannot answer now; the caller should retry later."""
 
 
+class Unpaid(Unavailable):
+    """A relay's buffer is full, and the key's own buffered counts cannot make room for its
+    new ones (``relay.store.own_room``): no other key's counts ever do."""
+
+
 class Throttled(Unavailable):
     """A dependency asked to be called less: the caller should retry after ``retry_after``
     seconds."""

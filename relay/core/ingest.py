@@ -7,6 +7,7 @@ accepted/dropped entries cannot differ between them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from prometheus_client import Counter
 
 from relay.core import convert
 from relay.core.convert import Conversion
-from relay.core.domain import Counts, Hop, IdempotencyKey, IngestBatch, MetricKey
+from relay.core.domain import Counts, Hop, IdempotencyKey, IngestBatch, MetricKey, Origin, owner_of
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ IMPACT_INVALID = Counter(
     " by the first fault's pydantic error type",
     ["reason"],
 )
+OFREP = Origin(owner_of(hashlib.sha256(b"ofrep").hexdigest()), browser=True)
+"""The owner of OFREP's evaluation counts: all keys' together, as the tally sums them."""
 LOG_EVERY = 1.0  # seconds: invalid impact metrics are logged at most this often
 
 
@@ -54,16 +57,25 @@ class Ingest:
         self._hop = hop
 
     async def bulk(
-        self, body: BulkMetrics, environment: str, idempotency_key: IdempotencyKey | None
+        self,
+        body: BulkMetrics,
+        environment: str,
+        idempotency_key: IdempotencyKey | None,
+        origin: Origin,
     ) -> None:
+        """``origin``: the key that sent it (``Origin``)."""
         conversion = convert.from_bulk(body, environment, datetime.now(UTC), self._hop)
-        await self._write(conversion, idempotency_key)
+        await self._write(conversion, idempotency_key, origin)
 
     async def client_metrics(
-        self, body: ClientMetrics, environment: str, idempotency_key: IdempotencyKey | None
+        self,
+        body: ClientMetrics,
+        environment: str,
+        idempotency_key: IdempotencyKey | None,
+        origin: Origin,
     ) -> None:
         conversion = convert.from_client_metrics(body, environment, datetime.now(UTC))
-        await self._write(conversion, idempotency_key)
+        await self._write(conversion, idempotency_key, origin)
 
     async def register(
         self, body: ClientRegistration, environment: str, idempotency_key: IdempotencyKey | None
@@ -75,10 +87,19 @@ class Ingest:
 
     async def evaluated(self, counts: dict[MetricKey, Counts]) -> None:
         """Counts of evaluations the service made itself (OFREP's, ``relay.core.ofrep.Tally``),
-        aggregated and named as an SDK's are: written to the same sink."""
-        await self._write(Conversion(IngestBatch(counts=counts), accepted=len(counts)), None)
+        aggregated and named as an SDK's are: written to the same sink, as one public key's
+        (no caller was answered 202 for them, and anyone with a frontend key makes them)."""
+        batch = IngestBatch(counts=counts)
+        await self._write(Conversion(batch, accepted=len(counts)), None, OFREP)
 
-    async def _write(self, conversion: Conversion, idempotency_key: IdempotencyKey | None) -> None:
+    async def _write(
+        self,
+        conversion: Conversion,
+        idempotency_key: IdempotencyKey | None,
+        origin: Origin | None = None,
+    ) -> None:
+        if origin is not None:
+            conversion.batch.origin = origin
         applied = await self._sink.write(conversion.batch, idempotency_key)
         if not applied:
             REPLAYS.inc()

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from relay.api import backstage, client_features
+from relay.api.auth import origin_of
 from relay.api.body import read_json
 from relay.api.client_address import caller_address
 from relay.api.errors import (
@@ -187,7 +188,8 @@ async def metrics(request: web.Request) -> web.Response:
     """A browser SDK's counts: stored durably, then carried upstream (200, as the Proxy)."""
     principal = await request.app[PROXY].principal(request, server=True)
     body = await read_json(request, ClientMetrics, untyped=True)
-    await request.app[INGEST].client_metrics(body, principal.environment, None)
+    origin = origin_of(request.headers.get(request.app[PROXY].header, ""), principal)
+    await request.app[INGEST].client_metrics(body, principal.environment, None, origin)
     return web.Response(status=200)
 
 

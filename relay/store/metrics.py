@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter as Tally
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey, epoch
-from relay.store import idempotency, impact, ingest_log
+from relay.core.domain import NOBODY, IdempotencyKey, IngestBatch, MetricKey, epoch
+from relay.store import idempotency, impact, ingest_log, own_room
 from relay.store.groupcommit import GroupCommitter
+from relay.store.own_room import ROW_BYTES, count_size
 from relay.store.sql import Database, Transaction, upsert
 
 
@@ -69,6 +70,7 @@ class MetricsStore:
         self._stamp = "touched" if touched else "arrived" if arrived else ""
         self._kept = instances_kept
         self._logged = logged
+        self._payments = own_room.Payments(db, group_bytes or own_room.STEP_BYTES)
         self._committer: GroupCommitter[Transaction, IngestItem, bool] = GroupCommitter(
             db.run, self._plan, max_group, linger, _item_size, group_bytes
         )
@@ -85,6 +87,11 @@ class MetricsStore:
         if batch.is_empty() and idempotency_key is None:
             return True
         return await self._committer.submit(IngestItem(batch, idempotency_key))
+
+    async def make_room(self, batch: IngestBatch) -> None:
+        """Room for ``batch``'s new counts in a relay's full buffer, paid by its own key
+        (``relay.store.own_room.Payments``), or ``Unpaid``."""
+        await self._payments.make_room(batch)
 
     def _plan(
         self, items: Sequence[IngestItem]
@@ -130,13 +137,10 @@ def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> 
     """An estimate of what a request writes, in the units ``relay.edge.metrics.space``
     estimates data: what bounds a group (``group_bytes``), and what a relay's buffer counts
     before it writes."""
-    counts = sum(
-        len(k.feature_name) + len(k.app_name) + len(k.environment) + ROW_BYTES for k in batch.counts
-    )
-    variants = sum(len(c.variants) for c in batch.counts.values()) * 2 * ROW_BYTES
+    counts = sum(count_size(k, c) for k, c in batch.counts.items())
     key = 0 if idempotency_key is None else _key_size(idempotency_key)
     series = sum(sum(map(len, k)) + impact.SERIES_BYTES for k in batch.impact)
-    return counts + variants + len(batch.registrations) * REGISTRATION_BYTES + series + key
+    return counts + len(batch.registrations) * REGISTRATION_BYTES + series + key
 
 
 def _key_size(key: IdempotencyKey) -> int:
@@ -157,6 +161,19 @@ def merge_group(
     return merged, outcomes
 
 
+def owners(items: Sequence[IngestItem], outcomes: Sequence[object]) -> dict[MetricKey, int]:
+    """Whose each count of a group is: its key's, or ``NOBODY``'s when keys share it."""
+    found: dict[MetricKey, int] = {}
+    for item, outcome in zip(items, outcomes, strict=True):
+        if outcome is not True:
+            continue
+        owner = item.batch.origin.owner
+        for key in item.batch.counts:
+            if found.setdefault(key, owner) != owner:
+                found[key] = NOBODY
+    return found
+
+
 class _Planned(NamedTuple):
     """A group's rows, each table's in sorted key order, and which of its items apply."""
 
@@ -173,10 +190,15 @@ class _Planned(NamedTuple):
 
     @classmethod
     def of(
-        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
+        cls,
+        items: Sequence[IngestItem],
+        taken: dict[str, str | None],
+        stamp: str,
+        now: float,
     ) -> _Planned:
         batch, outcomes = merge_group(items, taken)
-        return cls.of_batch(batch, outcomes, stamp, lambda _: now)
+        owned = owners(items, outcomes) if stamp == "touched" else {}
+        return cls.of_batch(batch, outcomes, stamp, lambda _: now, owned)
 
     @classmethod
     def of_batch(
@@ -185,24 +207,27 @@ class _Planned(NamedTuple):
         outcomes: list[idempotency.Outcome],
         stamp: str,
         arrived: Callable[[MetricKey], float],
+        owned: Mapping[MetricKey, int] | None = None,
     ) -> _Planned:
-        """``arrived``: when each count arrived, the time stamped."""
+        """``arrived``: when each count arrived, the time stamped; ``owned``: whose each
+        count is (the relay's buffer, ``stamp`` "touched")."""
+        owner = (owned or {}).get
         counts = sorted(
-            ((k.feature_name, k.app_name, k.environment, k.hour), c, arrived(k))
+            ((k.feature_name, k.app_name, k.environment, k.hour), c, arrived(k), owner(k, NOBODY))
             for k, c in batch.counts.items()
         )
         variants = sorted(
-            (*key, name, count) for key, c, _ in counts for name, count in c.variants.items()
+            (*key, name, count) for key, c, _, _ in counts for name, count in c.variants.items()
         )
         registrations = list(_registration_rows(batch))
         applications: dict[tuple[str, str], float] = {}
         if stamp == "arrived":
-            for (_, app_name, environment, _), _, at in counts:
+            for (_, app_name, environment, _), _, at, _ in counts:
                 applications[app_name, environment] = max(
                     at, applications.get((app_name, environment), at)
                 )
         return cls(
-            metrics=[(*key, c.yes, c.no, *_when(stamp, at)) for key, c, at in counts],
+            metrics=[(*key, c.yes, c.no, *_when(stamp, at, o)) for key, c, at, o in counts],
             variants=variants,
             registrations=registrations,
             impact=impact.rows(batch.impact),
@@ -217,9 +242,15 @@ class _Planned(NamedTuple):
 
     async def write(self, tx: Transaction, instances_kept: int | None) -> None:
         """Add the counts, store the registrations, fold the impact metrics."""
-        # the relay's buffer: last written (eviction) and first written (the oldest unsent)
-        stamp = {"": "", "arrived": ", arrived", "touched": ", touched, written"}[self.stamp]
-        arrived = ", arrived = excluded.arrived" if self.stamp == "arrived" else ""
+        # the relay's buffer: last written (eviction), first written (the oldest unsent),
+        # and whose (``relay.store.own_room``: nobody's once two keys add to it)
+        stamp = {"": "", "arrived": ", arrived", "touched": ", touched, written, owner"}[self.stamp]
+        arrived = {
+            "": "",
+            "arrived": ", arrived = excluded.arrived",
+            "touched": ", owner = CASE WHEN metrics.owner = excluded.owner THEN metrics.owner"
+            f" ELSE {NOBODY} END",
+        }[self.stamp]
         await upsert(
             tx,
             f"INSERT INTO metrics (feature_name, app_name, environment, hour, yes, no{stamp})",
@@ -264,9 +295,10 @@ class _Planned(NamedTuple):
         await impact.write(tx, self.impact, time.time())
 
 
-def _when(stamp: str, at: float) -> tuple[float, ...]:
-    """The values of the stamped columns of a count written at ``at`` (per count: no dict)."""
-    return () if not stamp else (at,) if stamp == "arrived" else (at, at)
+def _when(stamp: str, at: float, owner: int) -> tuple[float, ...]:
+    """The values of the stamped columns of a count written at ``at`` (per count: no dict),
+    ``owner``'s in the relay's buffer."""
+    return () if not stamp else (at,) if stamp == "arrived" else (at, at, owner)
 
 
 class _Logged(NamedTuple):
@@ -278,7 +310,11 @@ class _Logged(NamedTuple):
 
     @classmethod
     def of(
-        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
+        cls,
+        items: Sequence[IngestItem],
+        taken: dict[str, str | None],
+        stamp: str,
+        now: float,
     ) -> _Logged:
         batch, outcomes = merge_group(items, taken)
         return cls("" if batch.is_empty() else ingest_log.encode(batch), now, outcomes)
@@ -321,7 +357,7 @@ async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]],
     """Each (application, environment) written keeps its ``kept`` most recently seen. Kept
     on every write, so at most as many rows as were written go past it: the delete reads
     along the index, its cost that of the write."""
-    written = Counter((row[0], row[1]) for row in rows)
+    written = Tally((row[0], row[1]) for row in rows)
     for (app_name, environment), count in sorted(written.items()):
         await tx.execute(
             "DELETE FROM registrations WHERE app_name = ? AND environment = ? AND instance_id IN"
@@ -332,10 +368,8 @@ async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]],
 
 
 MAX_TOTAL = 2**63 - 1
-# What a row costs beyond its names, in the estimates of the data held
-# (``relay.edge.metrics.space``)
-ROW_BYTES = 24
 REGISTRATION_BYTES = 64
+"""A registration's estimated bytes (``ROW_BYTES``'s units)."""
 
 
 def _sum(stored: str, added: str) -> str:

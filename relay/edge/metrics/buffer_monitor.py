@@ -37,6 +37,7 @@ from relay.core.errors import DiskFull
 from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
 from relay.edge.metrics.salvage import damaged_files
 from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
+from relay.store.own_room import EVICTED, EVICTED_EVALUATIONS
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,6 @@ DAMAGED_FILES = Gauge(
     "relay_buffer_damaged_files",
     "Damaged buffer files found at start, moved aside (salvaged) and kept for an operator",
     multiprocess_mode=_ONE,
-)
-EVICTED = Counter("relay_evicted_entries_total", "Buffered entries dropped to bound the buffer")
-EVICTED_EVALUATIONS = Counter(
-    "relay_evicted_evaluations_total",
-    "Evaluations (yes + no + variant counts) the evicted entries held",
 )
 KEYS_EVICTED = Counter(
     "relay_idempotency_keys_evicted_total",
@@ -150,9 +146,11 @@ class BufferMonitor:
                 self._room(footprint, full=True)
                 await self._bound(wanted)
                 footprint = await self._measure()
-            elif self._space.wal_bytes() > self._wal_bytes:
-                await self._db.checkpoint()
-                footprint = await self._measure()
+            else:
+                self._shared.dry(False)
+                if self._space.wal_bytes() > self._wal_bytes:
+                    await self._db.checkpoint()
+                    footprint = await self._measure()
             self._room(footprint, full=footprint > self._max_bytes)
         except DiskFull as exc:  # deleting needs a little room too
             if not await make_room(self._reserve, self._db):
@@ -198,8 +196,10 @@ class BufferMonitor:
             )
 
     async def _bound(self, wanted: int = 0) -> None:
-        """Evict to the target when over the bound, and further when new counts wait for
-        room (``wanted`` bytes of it), to where they fit."""
+        """Evict all but counts to the target when over the bound, and further when new
+        counts wait for room (``wanted`` bytes of it), to where they fit; when that cannot
+        make the room wanted, new counts pay for their own (``Room.DRY``); counts go only
+        as far as the bound itself needs (``relay.edge.metrics.space``)."""
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data
         began = time.time()
         held = await self._space.pages_bytes()
@@ -211,6 +211,11 @@ class BufferMonitor:
             target = max(0, min(aim, rest_part - wanted))
             keys_target = _aim(keys, keys_part, keys_part // 8)
             evicted = await self._space.evict(target, keys_target, began, self._sending)
+            rest, keys = await self._space.rest_bytes(), await self._space.key_bytes()
+            room = self._max_bytes - self._wal_bytes - keys  # what the rest may hold
+            self._shared.dry(rest + wanted > min(room, rest_part))
+            if rest > room:
+                await self._space.evict_counts(room, self._sending, evicted)
             self._report(evicted, held)
 
     def _report(self, evicted: Evicted, held: int) -> None:

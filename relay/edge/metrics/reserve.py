@@ -33,7 +33,7 @@ from prometheus_client import Counter
 
 from relay.api.shared import Room, Shared
 from relay.core.domain import IdempotencyKey, IngestBatch
-from relay.core.errors import DiskFull, StorageError, Unavailable
+from relay.core.errors import DiskFull, StorageError, Unavailable, Unpaid
 from relay.edge.metrics.space import reserve_bytes
 from relay.store.metrics import MetricsStore, written_size
 from relay.store.sqlite import SqliteDatabase
@@ -44,12 +44,21 @@ RELEASED = Counter(
     "relay_buffer_reserve_released_total",
     "Times the disk was full and the space set aside for draining was handed back",
 )
+REFUSED = Counter(
+    "relay_buffer_refused_requests_total",
+    "Requests answered 503 because the buffer was full and their key's own buffered counts"
+    " could not make room, by the key's kind (browser: a public key's)",
+    ["kind"],
+)
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
 OPEN_RETRY = 0.5
 GROWTH = 3.0  # file bytes per byte counted written, until the leader has measured some
 ROOM_PATIENCE = 10.0
 """Seconds new counts wait for room in a buffer over its bound (``Admitted``)."""
 ROOM_POLL = 0.01
+BROWSER_SHARE = 0.75
+"""The share of the bound browsers' counts grow the buffer to (``Admitted``): past it they
+take the room of their own key's oldest; an SDK's counts have the last quarter."""
 START_PATIENCE = 30.0
 """Seconds a file opened at start waits for room on a full disk (``open_with_room``)."""
 MIN_BYTES = 64 * 1024
@@ -185,10 +194,17 @@ class Admitted:
     """A relay worker's ingest sink: counts written only while the disk has room for them
     (``IngestGate``), and while the buffer has: what a request will write is counted first
     (``Shared.admit``: in the memory the workers share, so requests at once see each
-    other); while that takes the buffer past its bound (``over``) the request gives its
-    count back and waits, ``ROOM_PATIENCE`` seconds at most, for the leader's eviction to
-    make room (it asks for the room it needs), then gets 503 (an SDK keeps its counts and
-    retries). A request larger than the room eviction can make goes in alone, once the
+    other). While that takes the buffer past its bound (``over``) the request gives its
+    count back and asks the leader for room, which makes it of everything but counts
+    (``relay.edge.metrics.space``); once there is no more of that (``Room.DRY``), the
+    request's new counts take the room of its own key's oldest (``relay.store.own_room``),
+    never another key's; a request whose key holds too little gets 503 at once (an SDK
+    keeps its counts and retries; the buffer holds other keys' counts, or counts already
+    cut into batches for the upstream, and only the flusher frees room). The leader's room
+    is waited for ``ROOM_PATIENCE`` seconds at most, then 503 too. Browsers' counts (a
+    public key's, ``Origin.browser``) grow the buffer to ``BROWSER_SHARE`` of its bound
+    only, then pay for their room at once: no flood of a key anyone can read leaves an SDK
+    without room. A request larger than the room eviction can make goes in alone, once the
     leader has made what room it can: the buffer passes its bound by one request at most."""
 
     def __init__(
@@ -204,11 +220,22 @@ class Admitted:
         if self._gate is not None:
             await self._gate.admit()
         size = written_size(batch, idempotency_key)
-        await self._room(size)
+        kind = "browser" if batch.origin.browser else "client"
         try:
+            pays = await self._room(size, batch.origin.browser)
+        except Unavailable:
+            REFUSED.labels(kind).inc()
+            raise
+        try:
+            if pays:
+                await self._store.make_room(batch)
             return await self._store.write(batch, idempotency_key)
+        except Unpaid:
+            REFUSED.labels(kind).inc()
+            raise
         finally:
-            self._shared.settle(size)
+            if not pays:
+                self._shared.settle(size)
 
     def _alone(self, size: int) -> bool:
         """A request larger than the room eviction can make, with no other write in flight,
@@ -218,16 +245,20 @@ class Admitted:
         alone = shared.admitted() - shared.settled() == size
         return large and alone and not shared.room(Room.FULL)
 
-    async def _room(self, size: int) -> None:
-        """Returns once ``size`` bytes are admitted (see the class's docstring)."""
+    async def _room(self, size: int, browser: bool) -> bool:
+        """False once ``size`` bytes are admitted; True when the request is to pay for its
+        room (see the class's docstring)."""
         deadline = time.monotonic() + ROOM_PATIENCE
+        bound = int(self._max_bytes * BROWSER_SHARE) if browser else self._max_bytes
         shared, waiter = self._shared, object()
         try:
             while True:
                 shared.admit(size)
-                if not over(shared, self._max_bytes) or self._alone(size):
-                    return
+                if not over(shared, bound) or (not browser and self._alone(size)):
+                    return False
                 shared.withdraw(size)
+                if browser or shared.room(Room.DRY):
+                    return True
                 self._wait(id(waiter), round(size * growth(shared)))  # the leader makes room
                 if time.monotonic() >= deadline:
                     raise Unavailable("The buffer is full and making room: retry later")

@@ -6,19 +6,23 @@ Eviction removes the oldest data first, in transactions of at most ``EVICT_STEP`
 (ingest goes on between them), in two parts measured apart, so neither can push the other
 out. Idempotency keys are bounded by their own pages (``key_bytes``), oldest first, those
 written just now included: a caller flooding keys only ever evicts keys. The rest is bounded
-by its pages without the keys', and never loses what was written after its eviction began;
-only counts decide what is left of it, so everything that is not a count goes before any
-count: dead letters (refused for good already), then outbox batches that hold only
-registrations and impact samples, then impact metric series by when they were last updated
-(their number is what SDKs' labels make it), then registrations by when they were last seen
-(a key can make up instances without end), then outbox batches with counts (cut from the
-oldest counts), then counts by hour and by when they were last written. An outbox batch
-being sent is never evicted.
+by its pages without the keys', and never loses what was written after its eviction began.
+What is not a count goes first, for anyone's growth (``evict``): dead letters (refused for
+good already), then outbox batches that hold only registrations and impact samples, then
+impact metric series by when they were last updated (their number is what SDKs' labels make
+it), then registrations by when they were last seen (a key can make up instances without
+end). Counts are each one key's, and only that key's growth takes their room
+(``relay.store.own_room``); the bound itself (``evict_counts``: pages grown past it even so,
+as deleted rows leave pages part empty) takes from the key holding the most counts first
+(nobody's, counts of several keys, as one), oldest hour and least recently written first,
+then outbox batches with counts (cut from the oldest counts). An outbox batch being sent is
+never evicted.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Set
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from relay.store.impact import SERIES_BYTES
-from relay.store.metrics import REGISTRATION_BYTES, ROW_BYTES
+from relay.store.metrics import REGISTRATION_BYTES
+from relay.store.own_room import ROW_BYTES
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 
@@ -170,11 +175,22 @@ class BufferSpace:
             ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=0))),
             ("impact_metrics", self._in_writer(self._series)),
             ("registrations", self._in_writer(self._registrations)),
-            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=1))),
-            ("metrics", self._in_writer(self._counts)),
         )
         await self._trim(rest, self.rest_bytes, target, before, evicted)
         return evicted
+
+    async def evict_counts(self, target: int, sending: Set[int], evicted: Evicted) -> None:
+        """Delete counts until the rest's pages are down to ``target`` bytes, in the order of
+        the module's docstring, tallied into ``evicted``. The key holding the most loses its
+        newest counts too before another key loses any (it is the one growing)."""
+        rows = await self._db.fetch_all(
+            "SELECT owner FROM metrics GROUP BY owner ORDER BY count(*) DESC, owner"
+        )
+        counts: tuple[tuple[str, Step], ...] = (
+            *(("metrics", self._in_writer(partial(self._counts, owner=r[0]))) for r in rows),
+            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=1))),
+        )
+        await self._trim(counts, self.rest_bytes, target, math.inf, evicted)
 
     async def _trim(
         self,
@@ -287,22 +303,25 @@ class BufferSpace:
         return run
 
     @staticmethod
-    async def _counts(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
-        """Oldest hour first, least recently written first. ``touched`` is refreshed at most
-        every ``TOUCHED_EVERY`` seconds (the buffer's schema): a count written at ``before``
-        or later has one of at least ``before - TOUCHED_EVERY``, and stays."""
+    async def _counts(
+        tx: Transaction, before: float, limit: int, into: Evicted, owner: int
+    ) -> tuple[int, int]:
+        """``owner``'s, oldest hour first, least recently written first. ``touched`` is
+        refreshed at most every ``TOUCHED_EVERY`` seconds (the buffer's schema): a count
+        written at ``before`` or later has one of at least ``before - TOUCHED_EVERY``, and
+        stays."""
         oldest = (
             "(feature_name, app_name, environment, hour) IN (SELECT feature_name, app_name,"
-            " environment, hour FROM metrics WHERE touched < ?"
+            " environment, hour FROM metrics WHERE owner = ? AND touched < ?"
             " ORDER BY hour, touched, feature_name, app_name, environment LIMIT ?)"
         )
         variants = await tx.fetch_all(
             f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}, count",
-            (before - TOUCHED_EVERY, limit),
+            (owner, before - TOUCHED_EVERY, limit),
         )
         counts = await tx.fetch_all(
             f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}, yes + no",
-            (before - TOUCHED_EVERY, limit),
+            (owner, before - TOUCHED_EVERY, limit),
         )
         into.entries += len(counts)
         into.evaluations += sum(int(row[1]) for row in [*variants, *counts])
