@@ -42,20 +42,30 @@ MAX_REFUSED = 10_000
 @dataclass(frozen=True, slots=True)
 class Word:
     """What the upstream said of the key whose SHA-256 is ``key_hash``, at ``said_at`` (wall
-    clock): ``status`` 200 with the key's ``principal``, or the status it refused it with."""
+    clock): ``status`` 200 with the key's ``principal``, or the status it refused it with.
+    ``changed``: where it stands in the order the workers stored words (``key_words.changed``),
+    which decides which of two words on a key is the latest: the wall clock cannot (a clock
+    set back made a refusal look older than the word vouching for the key it refused, and
+    the revoked key was served until the clock caught up)."""
 
     key_hash: str
     status: int
     said_at: float
     principal: Principal | None = None
+    changed: int = 0
 
     @property
     def vouched(self) -> bool:
         return self.status == VOUCHED and self.principal is not None
 
     def within(self, seconds: float, now: float) -> bool:
-        """Said less than ``seconds`` ago (a clock set back counts as just now)."""
-        return now - self.said_at < seconds
+        """Said less than ``seconds`` ago. A word said "in the future" (the clock was set
+        back since) has run out: the upstream is asked again, rather than trusting a key for
+        as long again as the clock went back."""
+        return 0 <= now - self.said_at < seconds
+
+    def at(self, changed: int) -> Word:
+        return Word(self.key_hash, self.status, self.said_at, self.principal, changed)
 
 
 class KeyWords:
@@ -74,9 +84,10 @@ class KeyWords:
         return [*self._vouched.values(), *self._refused.values()]
 
     def _hold(self, word: Word) -> None:
-        """The latest word on its key, held (an older one loaded late is not)."""
+        """The latest word on its key, held (one stored before the one held, loaded late,
+        is not)."""
         held = self.get(word.key_hash)
-        if held is not None and held.said_at > word.said_at:
+        if held is not None and held.changed > word.changed:
             return
         self._vouched.pop(word.key_hash, None)
         self._refused.pop(word.key_hash, None)
@@ -96,7 +107,7 @@ class KeyWords:
         if not words:
             return
         try:
-            await self._db.run(lambda tx: _store(tx, words))
+            changed = await self._db.run(lambda tx: _store(tx, words))
         except StorageError as exc:
             if not self._failing:
                 log.error(
@@ -104,11 +115,17 @@ class KeyWords:
                     extra={"error": str(exc)},
                 )
             self._failing = True
+            # the latest this worker heard: past what it holds, behind what is stored next
+            changed = max(self._changed, *(self._changed_of(w.key_hash) for w in words))
         else:
             self._failing = False
             self._catch_up.published()
         for word in words:
-            self._hold(word)
+            self._hold(word.at(changed))
+
+    def _changed_of(self, key_hash: str) -> int:
+        held = self.get(key_hash)
+        return 0 if held is None else held.changed
 
     async def load(self) -> None:
         """The words stored since the last load (all of them, the first time)."""
@@ -120,7 +137,7 @@ class KeyWords:
         for row in rows:
             self._changed = max(self._changed, int(row[8]))
             with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
-                self._hold(_word(row))
+                self._hold(_word(row).at(int(row[8])))
 
     async def prune(self, refused_for: float) -> None:
         """The leader's: refusals older than ``refused_for`` seconds go, then all but the
@@ -144,7 +161,8 @@ class KeyWords:
             del self._refused[key_hash]
 
 
-async def _store(tx: Transaction, words: list[Word]) -> None:
+async def _store(tx: Transaction, words: list[Word]) -> int:
+    """``words`` stored at the next ``changed``, returned."""
     [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM key_words")
     changed = int(last[0]) + 1
     for word in words:
@@ -169,6 +187,7 @@ async def _store(tx: Transaction, words: list[Word]) -> None:
                 changed,
             ),
         )
+    return changed
 
 
 def _word(row: Row) -> Word:
