@@ -6,9 +6,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import MakeClient, auth
+from conftest import DEV_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
 from service import eventually
 
@@ -50,3 +51,46 @@ async def test_a_key_refused_after_the_clock_was_set_back_is_refused(
         (await relay.get("/api/client/features", headers=auth(UP_KEY))).status for _ in range(6)
     ]
     assert statuses == [401] * 6
+
+
+ALL_KEY = "*:development.all-projects-secret-0123456789"
+FRONTEND_KEY = "default:development.frontend-secret-for-tests-0123456789"
+
+
+async def toggles(client: Any) -> list[str]:
+    response = await client.get("/api/frontend", headers=auth(FRONTEND_KEY))
+    assert response.status == 200, await response.text()
+    return sorted(t["name"] for t in (await response.json())["toggles"])
+
+
+async def test_a_frontend_key_is_answered_from_one_copy_whichever_worker_answers(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """Two copies cover a frontend key (client keys of all projects, and of its own): every
+    worker answers it from the same one, so that a change one copy took while the other's
+    refresh failed never goes back (before, each worker kept the first it found in its own
+    order of use: one served the change, the other the flags from before it)."""
+    upstream.valid_keys[ALL_KEY] = "development"
+    relay = await make_relay(
+        client_tokens=[ALL_KEY, DEV_KEY],
+        frontend_tokens=[FRONTEND_KEY],
+        features_refresh_interval=0.2,
+    )
+    workers = getattr(relay, "clients", [relay])
+    for n, worker in enumerate(workers):  # each worker used the copies in another order
+        for key in (DEV_KEY, ALL_KEY) if n % 2 == 0 else (ALL_KEY, DEV_KEY):
+            assert (await worker.get("/api/client/features", headers=auth(key))).status == 200
+    assert {tuple(await toggles(worker)) for worker in workers} == {("f1",)}
+    upstream.refused[DEV_KEY] = 503  # the refreshes of its own projects' copy fail
+    flag = {"name": "f2", "enabled": True, "project": "default", "strategies": []}
+    upstream.features = {**upstream.features, "features": [*upstream.features["features"], flag]}
+    upstream.features_etag = '"v2"'
+
+    async def all_projects_changed() -> bool:
+        response = await workers[-1].get("/api/client/features", headers=auth(ALL_KEY))
+        return "f2" in await response.text()
+
+    await eventually(all_projects_changed)
+    seen = [await toggles(worker) for _ in range(2) for worker in workers]
+    first_new = next((n for n, names in enumerate(seen) if "f2" in names), len(seen))
+    assert all("f2" in names for names in seen[first_new:]), seen
