@@ -3,6 +3,7 @@ is a way found to make the workers, or the relay, go back on what it already sai
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -13,7 +14,12 @@ from conftest import DEV_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
 from service import eventually
 
+from relay.api.client_features import built
+from relay.core.catalog import Scope
+from relay.core.client_features import Rendered, from_answer, read
+from relay.core.delta import Changes, delta
 from relay.core.keys import hash_key
+from relay.edge.flags.revisions import moved
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
@@ -94,3 +100,27 @@ async def test_a_frontend_key_is_answered_from_one_copy_whichever_worker_answers
     seen = [await toggles(worker) for _ in range(2) for worker in workers]
     first_new = next((n for n, names in enumerate(seen) if "f2" in names), len(seen))
     assert all("f2" in names for names in seen[first_new:]), seen
+
+
+def _rendered(features: list[dict[str, Any]]) -> Rendered:
+    return Rendered(json.dumps({"version": 2, "features": features}).encode(), '"x"', 0)
+
+
+def test_a_client_at_a_revision_a_worker_skipped_is_brought_up_to_date() -> None:
+    """Worker A takes two changes (a flag added, then removed) before worker B looks: B goes
+    from the revision before both to the one after both. A client A brought to the revision
+    between (the flag added) then asks B: B cannot say what changed since a revision it never
+    held, so the client gets a hydration, or the flag's removal (before: no event at all,
+    and the client kept a flag the upstream had removed)."""
+    f1 = {"name": "f1", "enabled": True, "project": "default", "strategies": []}
+    added = {"name": "x.added", "enabled": True, "project": "default", "strategies": []}
+    before, between = _rendered([f1]), _rendered([f1, added])
+    at_a = moved(Changes(0, 0), None, before, None)  # both workers at the first revision
+    a1 = moved(at_a, before, between, None)  # A: the flag added (served to the client)
+    a2 = moved(a1, between, before, None)  # A: and removed, stored
+    at_b = moved(at_a, before, before, a2.revision)  # B loads it, from the first revision
+    catalog = built(from_answer(read(before.body), inline=False))
+    scope = Scope("development", ("default",), None, False)
+    events = json.loads(delta(catalog, scope, at_b, a1.revision).body)["events"]
+    told = [e for e in events if e["type"] == "hydration" or e.get("featureName") == "x.added"]
+    assert told, events
