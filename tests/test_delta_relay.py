@@ -190,7 +190,7 @@ def test_sdks_on_every_worker_of_a_relay_get_each_change(tmp_path: Path, node_sd
                 took = watcher.arrival({"checkout": on, "search": False}, changed)
                 print(f"{what}, a relay of 2 workers: checkout {on} in {took * 1000:.0f} ms")
         assert scrape(relay.url, "relay_streams") == 4
-        assert scrape(standalone.url, "relay_streams_turned_away_total", bound="worker") >= 1
+        assert scrape(standalone.url, "relay_streams_turned_away_total", bound="service") >= 1
         # polled by the delta protocol: the events since the last poll, not every flag
         assert scrape(standalone.url, "relay_http_requests_total", route=DELTA) > 4
         assert fetches(standalone) == 0

@@ -117,7 +117,7 @@ def test_sdks_past_the_stream_bound_still_get_flags(tmp_path: Path, node_sdk: Pa
         finally:
             node.close()
             python.close()
-        assert scrape(service.url, "relay_streams_turned_away_total", bound="worker") >= 2
+        assert scrape(service.url, "relay_streams_turned_away_total", bound="service") >= 2
         assert scrape(service.url, "relay_http_requests_total", route="/api/client/features") > 0
 
 
