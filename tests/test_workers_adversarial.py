@@ -3,14 +3,17 @@ is a way found to make the workers, or the relay, go back on what it already sai
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DEV_KEY, MakeClient, auth
+from aiohttp import web
+from conftest import DEV_KEY, PROD_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
 from service import eventually
 
@@ -33,6 +36,32 @@ def refused_in(relay_dir: Path, key: str) -> bool:
             "SELECT status FROM key_words WHERE key_hash = ?", (hash_key(key),)
         ).fetchone()
     return row is not None and row[0] != 200
+
+
+class LateUpstream(FakeUpstream):
+    """The fake upstream, whose ``/edge/validate`` answer can be held once ``late`` is set:
+    what it says is decided when the call arrives, and sent when ``late`` is set again (a
+    slow answer, overtaken by a later call's)."""
+
+    def __init__(self, valid_keys: dict[str, str]) -> None:
+        super().__init__(valid_keys)
+        self.late: asyncio.Event | None = None
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        late, self.late = self.late, None
+        response = await super()._validate(request)  # decided now
+        if late is not None:
+            await late.wait()
+        return response
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[LateUpstream]:
+    """The conftest's fake upstream, whose ``/edge/validate`` answers can be held."""
+    fake = LateUpstream({DEV_KEY: "development", PROD_KEY: "production"})
+    await fake.start()
+    yield fake
+    await fake.close()
 
 
 async def test_a_key_refused_after_the_clock_was_set_back_is_refused(
@@ -124,3 +153,27 @@ def test_a_client_at_a_revision_a_worker_skipped_is_brought_up_to_date() -> None
     events = json.loads(delta(catalog, scope, at_b, a1.revision).body)["events"]
     told = [e for e in events if e["type"] == "hydration" or e.get("featureName") == "x.added"]
     assert told, events
+
+
+async def test_a_slow_word_vouching_for_a_key_does_not_undo_a_later_refusal(
+    make_relay: MakeClient, upstream: LateUpstream
+) -> None:
+    """Two workers ask the upstream about a key whose trust ran out, about when it is
+    revoked: the call sent first vouches for it but its answer comes last, after a caller was
+    refused. No caller after that refusal gets 200 (before: the late word was stored over
+    the refusal, and every worker served the revoked key for key_cache_ttl)."""
+    upstream.valid_keys[UP_KEY] = "development"
+    relay = await make_relay(client_tokens=[], key_cache_ttl=0.3)
+    assert (await relay.get("/api/client/features", headers=auth(UP_KEY))).status == 200
+    await asyncio.sleep(0.4)  # trusted no longer: the next request of each worker asks again
+    upstream.late = release = asyncio.Event()
+    first = asyncio.create_task(relay.get("/api/client/features", headers=auth(UP_KEY)))
+    await eventually(lambda: upstream.late is None)  # its call arrived, vouched for
+    del upstream.valid_keys[UP_KEY]  # revoked
+    statuses = [(await relay.get("/api/client/features", headers=auth(UP_KEY))).status]
+    release.set()
+    await first
+    for _ in range(4):
+        statuses.append((await relay.get("/api/client/features", headers=auth(UP_KEY))).status)
+    refused = statuses.index(401) if 401 in statuses else len(statuses)
+    assert set(statuses[refused:]) <= {401}, statuses
