@@ -73,7 +73,8 @@ class KeyWords:
         self._db = db
         self._vouched: OrderedDict[str, Word] = OrderedDict()  # oldest said first
         self._refused: OrderedDict[str, Word] = OrderedDict()
-        self._changed = 0
+        self._changed = 0  # the latest row loaded
+        self._seen = 0  # the latest row loaded or stored here
         self._catch_up = CatchUp(shared, Kind.KEYS, self.load)
         self._failing = False
 
@@ -100,14 +101,23 @@ class KeyWords:
         """Returns once every word another worker stored before the call is held here."""
         await self._catch_up.current()
 
-    async def say(self, words: Iterable[Word]) -> None:
+    def mark(self) -> int:
+        """Where this worker is in the order words were stored: given to ``say`` with the
+        answer of an upstream call asked now."""
+        return self._seen
+
+    async def say(self, words: Iterable[Word], asked: int | None = None) -> set[str]:
         """The upstream's ``words``: stored, counted for the other workers, held here. On a
-        file that cannot take them (a full disk) they are held here only (logged once)."""
+        file that cannot take them (a full disk) they are held here only (logged once).
+        ``asked``: the ``mark`` when the call that brought them was sent; a word vouching for
+        a key is not taken over a refusal stored since (a later call's answer, which came
+        first): the hashes of those keys are returned, and their refusal held."""
         words = list(words)
         if not words:
-            return
+            return set()
+        overruled: set[str] = set()
         try:
-            changed = await self._db.run(lambda tx: _store(tx, words))
+            changed, overruled = await self._db.run(lambda tx: _store(tx, words, asked))
         except StorageError as exc:
             if not self._failing:
                 log.error(
@@ -119,9 +129,14 @@ class KeyWords:
             changed = max(self._changed, *(self._changed_of(w.key_hash) for w in words))
         else:
             self._failing = False
+            self._seen = max(self._seen, changed)
             self._catch_up.published()
         for word in words:
-            self._hold(word.at(changed))
+            if word.key_hash not in overruled:
+                self._hold(word.at(changed))
+        if overruled:
+            await self.load()  # the refusals that stand
+        return overruled
 
     def _changed_of(self, key_hash: str) -> int:
         held = self.get(key_hash)
@@ -136,6 +151,7 @@ class KeyWords:
         )
         for row in rows:
             self._changed = max(self._changed, int(row[8]))
+            self._seen = max(self._seen, self._changed)
             with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
                 self._hold(_word(row).at(int(row[8])))
 
@@ -161,20 +177,24 @@ class KeyWords:
             del self._refused[key_hash]
 
 
-async def _store(tx: Transaction, words: list[Word]) -> int:
-    """``words`` stored at the next ``changed``, returned."""
+async def _store(tx: Transaction, words: list[Word], asked: int | None) -> tuple[int, set[str]]:
+    """``words`` stored at the next ``changed``, returned with the keys whose word vouching
+    for them was not stored: a refusal stored after ``asked`` stands."""
     [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM key_words")
     changed = int(last[0]) + 1
+    overruled = set()
     for word in words:
         p = word.principal
-        await tx.execute(
+        stored = await tx.execute(
             "INSERT INTO key_words (key_hash, status, type, environment, projects, display,"
             " token_name, said_at, changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (key_hash) DO UPDATE SET status = excluded.status,"
             " type = excluded.type, environment = excluded.environment,"
             " projects = excluded.projects, display = excluded.display,"
             " token_name = excluded.token_name, said_at = excluded.said_at,"
-            " changed = excluded.changed",
+            " changed = excluded.changed"
+            " WHERE ? IS NULL OR excluded.status != ? OR key_words.status = ?"
+            " OR key_words.changed <= ?",
             (
                 word.key_hash,
                 word.status,
@@ -185,9 +205,15 @@ async def _store(tx: Transaction, words: list[Word]) -> int:
                 None if p is None else p.token_name,
                 word.said_at,
                 changed,
+                asked,
+                VOUCHED,
+                VOUCHED,
+                asked,
             ),
         )
-    return changed
+        if not stored:
+            overruled.add(word.key_hash)
+    return changed, overruled
 
 
 def _word(row: Row) -> Word:
