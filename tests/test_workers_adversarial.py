@@ -22,6 +22,7 @@ from relay.core.catalog import Scope
 from relay.core.client_features import Rendered, from_answer, read
 from relay.core.delta import Changes, delta
 from relay.core.keys import hash_key
+from relay.edge import wiring
 from relay.edge.flags.revisions import moved
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
@@ -177,3 +178,43 @@ async def test_a_slow_word_vouching_for_a_key_does_not_undo_a_later_refusal(
         statuses.append((await relay.get("/api/client/features", headers=auth(UP_KEY))).status)
     refused = statuses.index(401) if 401 in statuses else len(statuses)
     assert set(statuses[refused:]) <= {401}, statuses
+
+
+MADE_UP_KEY = "default:development.nobody-knows-this-secret-0123456789"
+
+
+def words_of(relay_dir: Path, key: str) -> int:
+    with sqlite3.connect(relay_dir / "cache.db") as db:
+        [(count,)] = db.execute(
+            "SELECT count(*) FROM key_words WHERE key_hash = ?", (hash_key(key),)
+        ).fetchall()
+    return int(count)
+
+
+async def test_a_refusal_stored_after_the_latest_word_was_pruned_reaches_every_worker(
+    make_relay: MakeClient,
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The leader prunes refusals past their time; when the pruned one was the latest word
+    stored, the next word must still come after every word the workers loaded (before: it
+    took the pruned word's place in the order, the other workers, already past it, never
+    loaded it, and served the revoked key: [401, 200, 401, 200])."""
+    monkeypatch.setattr(wiring, "WORDS_PRUNE_INTERVAL", 0.1)
+    monkeypatch.setattr(wiring, "NEGATIVE_TTL", 0.3)
+    monkeypatch.setattr(wiring, "REFUSED_TTL", 0.3)
+    upstream.valid_keys[UP_KEY] = "development"
+    relay = await make_relay(client_tokens=[], features_refresh_interval=0.2)
+    workers = getattr(relay, "clients", [relay])
+    features = "/api/client/features"
+    # the key's flags are read through the first worker only: it refreshes them with it
+    assert (await workers[0].get(features, headers=auth(UP_KEY))).status == 200
+    assert (await workers[0].get(features, headers=auth(MADE_UP_KEY))).status == 401
+    for worker in workers:  # every worker has loaded the refusal: the latest word stored
+        assert (await worker.get(features, headers=auth(MADE_UP_KEY))).status == 401
+    await eventually(lambda: words_of(tmp_path / "relay", MADE_UP_KEY) == 0)  # pruned
+    del upstream.valid_keys[UP_KEY]  # revoked: the next refresh of its flags is refused
+    await eventually(lambda: refused_in(tmp_path / "relay", UP_KEY))
+    statuses = [(await worker.get(features, headers=auth(UP_KEY))).status for worker in workers]
+    assert statuses == [401] * len(workers)
