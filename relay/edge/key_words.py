@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.core.errors import StorageError
 from relay.core.keys import Principal
+from relay.edge.cache_file import next_change
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType
@@ -180,8 +181,7 @@ class KeyWords:
 async def _store(tx: Transaction, words: list[Word], asked: int | None) -> tuple[int, set[str]]:
     """``words`` stored at the next ``changed``, returned with the keys whose word vouching
     for them was not stored: a refusal stored after ``asked`` stands."""
-    [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM key_words")
-    changed = int(last[0]) + 1
+    changed = await next_change(tx, "key_words")
     overruled = set()
     for word in words:
         p = word.principal
