@@ -314,10 +314,16 @@ class SettingsFields(BaseModel):
         15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
     )
     stream_max: Annotated[int, Usage(note="Past it an SDK is hydrated and told to poll")] = Field(
-        10_000, ge=0, description="Streams (/api/client/streaming) a worker holds at most"
+        10_000,
+        ge=0,
+        description="Streams (/api/client/streaming, OFREP events) the service holds at most,"
+        " every worker's together",
     )
     stream_max_per_key: int = Field(
-        1_000, ge=0, description="Streams of one key a worker holds at most (then as stream_max)"
+        1_000,
+        ge=0,
+        description="Streams of one key the service holds at most, every worker's together"
+        " (then as stream_max)",
     )
     auth_failure_limit: int = Field(
         100,
@@ -371,12 +377,10 @@ class SettingsFields(BaseModel):
         description="Origins allowed by CORS on /api/frontend and /api/proxy (*: any);"
         " empty: no CORS there",
     )
-    setting_names: Annotated[SettingNames, Usage(note="relay edge and relay proxy set it")] = (
-        Field(
-            SettingNames.RELAY,
-            description="Whose setting names errors use: relay's, Unleash Edge's or the"
-            " Unleash Proxy's",
-        )
+    setting_names: Annotated[SettingNames, Usage(note="relay edge and relay proxy set it")] = Field(
+        SettingNames.RELAY,
+        description="Whose setting names errors use: relay's, Unleash Edge's or the"
+        " Unleash Proxy's",
     )
     idempotency_ttl: float = Field(
         24 * 3600.0, gt=0, description="Seconds an Idempotency-Key is remembered"
