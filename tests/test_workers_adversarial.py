@@ -218,3 +218,21 @@ async def test_a_refusal_stored_after_the_latest_word_was_pruned_reaches_every_w
     await eventually(lambda: refused_in(tmp_path / "relay", UP_KEY))
     statuses = [(await worker.get(features, headers=auth(UP_KEY))).status for worker in workers]
     assert statuses == [401] * len(workers)
+
+
+async def test_backstage_answers_hold_what_another_worker_has_served(
+    make_relay: MakeClient, upstream: FakeUpstream
+) -> None:
+    """A scope first served by one worker is in ``/internal-backstage/features`` and
+    ``/tokens`` of every worker from then on (before: another worker answered from what it
+    held at its last tick, up to a second older)."""
+    upstream.valid_keys[UP_KEY] = "development"
+    relay = await make_relay(client_tokens=[], features_refresh_interval=60)
+    workers = getattr(relay, "clients", [relay])
+    for worker in workers:  # every worker is started and has looked: nothing to load
+        assert (await worker.get("/internal-backstage/features")).status == 200
+    assert (await workers[0].get("/api/client/features", headers=auth(UP_KEY))).status == 200
+    features = [await (await w.get("/internal-backstage/features")).json() for w in workers]
+    tokens = [await (await w.get("/internal-backstage/tokens")).json() for w in workers]
+    assert all(list(held) == ["default:development"] for held in features), features
+    assert all(len(t["tokenValidationStatus"]) == 1 for t in tokens), tokens
