@@ -15,7 +15,9 @@ import pytest
 from aiohttp import web
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
-from service import eventually
+from service import Service, eventually, free_port, post_bulk, scrape, start, wait_until
+from service import relay_env as service_relay_env
+from test_relay_e2e import CLIENT
 
 from relay.api.client_features import built
 from relay.core.catalog import Scope
@@ -236,3 +238,63 @@ async def test_backstage_answers_hold_what_another_worker_has_served(
     tokens = [await (await w.get("/internal-backstage/tokens")).json() for w in workers]
     assert all(list(held) == ["default:development"] for held in features), features
     assert all(len(t["tokenValidationStatus"]) == 1 for t in tokens), tokens
+
+
+FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def _post_entries(relay: Service, prefix: str, count: int, per: int = 500) -> None:
+    for batch in range(count // per):
+        metrics = [
+            {"featureName": f"{prefix}-{batch}-{n}", "appName": "a", "environment": "development"}
+            | {"yes": 1}
+            for n in range(per)
+        ]
+        code, body = post_bulk(relay.url, CLIENT, metrics)
+        assert code == 202, body
+
+
+@pytest.mark.process
+@pytest.mark.skipif(not FAKETIME.exists(), reason="libfaketime (Debian's faketime) not installed")
+@pytest.mark.xfail(
+    strict=True,
+    reason="eviction orders counts by the wall clock (touched, and the hour): after the clock"
+    " is set back, the counts written since look older than those written before",
+)
+def test_eviction_after_the_clock_was_set_back_takes_the_oldest_counts(tmp_path: Path) -> None:
+    """The upstream down, 3,000 counts buffered, the clock set back 10 minutes (NTP), then
+    4,000 more past a 1 MiB bound: eviction takes the counts written first. Measured: all
+    3,000 older kept, 976 of the 4,000 newer (at one worker; the shared buffer's eviction is
+    the leader's, the same at two)."""
+    clock = tmp_path / "faketime"
+    clock.write_text("+0\n")
+    env = service_relay_env(
+        f"http://127.0.0.1:{free_port()}",  # down
+        CLIENT,
+        RELAY_CLIENT_TOKENS=CLIENT,
+        RELAY_BUFFER_MAX_BYTES=str(1 << 20),
+        RELAY_FLUSH_INTERVAL="3600",
+    )
+    env |= {
+        "LD_PRELOAD": str(FAKETIME),
+        "FAKETIME_TIMESTAMP_FILE": str(clock),
+        "FAKETIME_CACHE_DURATION": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    relay = start(tmp_path / "relay", env=env, wait_for="/health")
+    try:
+        _post_entries(relay, "old", 3000)
+        clock.write_text("-600\n")
+        time.sleep(2.5)  # the process reads the file again within a second
+        _post_entries(relay, "new", 4000)
+        wait_until(lambda: scrape(relay.url, "relay_evicted_entries_total") > 0)
+    finally:
+        assert relay.stop() == 0
+    with sqlite3.connect(tmp_path / "relay" / "data" / "buffer.db") as db:
+        kept = {
+            prefix: db.execute(
+                "SELECT count(*) FROM metrics WHERE feature_name LIKE ?", (f"{prefix}-%",)
+            ).fetchone()[0]
+            for prefix in ("old", "new")
+        }
+    assert kept["new"] > kept["old"], kept
