@@ -298,3 +298,27 @@ def test_eviction_after_the_clock_was_set_back_takes_the_oldest_counts(tmp_path:
             for prefix in ("old", "new")
         }
     assert kept["new"] > kept["old"], kept
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE key_words SET changed = 'x'",
+        "UPDATE key_words SET said_at = 'x', status = 'x'",
+        "INSERT INTO key_words (key_hash, status, said_at, changed) VALUES (1, 200, 1, 1e300)",
+    ],
+)
+async def test_a_damaged_word_on_a_key_does_not_stop_a_start(
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path, damage: str
+) -> None:
+    """A row of ``key_words`` damaged by hand: the relay starts, and the key is asked about
+    again (before: the load of the words failed at that row, at every start)."""
+    upstream.valid_keys[UP_KEY] = "development"
+    relay = await make_relay(client_tokens=[DEV_KEY])
+    assert (await relay.get("/api/client/features", headers=auth(UP_KEY))).status == 200
+    await relay.close()
+    with sqlite3.connect(tmp_path / "relay" / "cache.db") as db:
+        db.execute(damage)
+    again = await make_relay(client_tokens=[DEV_KEY])
+    for _ in range(2):
+        assert (await again.get("/api/client/features", headers=auth(UP_KEY))).status == 200
