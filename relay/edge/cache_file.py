@@ -38,11 +38,25 @@ async def next_change(tx: Transaction, table: str) -> int:
     table's rows (a file from before it)."""
     [row] = await tx.fetch_all(
         "INSERT INTO changes (name, last) SELECT ?, coalesce(max(changed), 0) + 1"
-        f" FROM {table} WHERE true ON CONFLICT (name) DO UPDATE"
+        f" FROM {table} WHERE typeof(changed) = 'integer' AND changed < ?"
+        " ON CONFLICT (name) DO UPDATE"
         " SET last = max(changes.last + 1, excluded.last) RETURNING last",
-        (table,),
+        (table, MAX_CHANGE),
     )
     return int(row[0])
+
+
+MAX_CHANGE = 1 << 62
+"""Past it a ``changed`` read back is a damaged row's (``change_number``): the order goes on
+below it."""
+
+
+def change_number(value: object) -> int:
+    """A ``changed`` read back; ``ValueError`` for one no write gave (a row damaged by hand:
+    text, a fraction, a number too large to be followed by another), which is skipped."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_CHANGE:
+        raise ValueError("not a change number")
+    return value
 
 
 def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.core.errors import StorageError
 from relay.core.keys import Principal
-from relay.edge.cache_file import next_change
+from relay.edge.cache_file import change_number, next_change
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType
@@ -151,10 +151,11 @@ class KeyWords:
             (self._changed,),
         )
         for row in rows:
-            self._changed = max(self._changed, int(row[8]))
-            self._seen = max(self._seen, self._changed)
             with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
-                self._hold(_word(row).at(int(row[8])))
+                changed = change_number(row[8])
+                self._changed = max(self._changed, changed)
+                self._seen = max(self._seen, changed)
+                self._hold(_word(row).at(changed))
 
     async def prune(self, refused_for: float) -> None:
         """The leader's: refusals older than ``refused_for`` seconds go, then all but the

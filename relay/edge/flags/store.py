@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key
-from relay.edge.cache_file import next_change
+from relay.edge.cache_file import change_number, next_change
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType
@@ -197,7 +197,7 @@ class FlagStore:
                         etag if isinstance(etag, str) else None,
                         _number(fetched_at) if fetched_at is not None else None,
                         _number(due_at),
-                        int(changed),
+                        change_number(changed),
                         revision if isinstance(revision, int) else 0,
                     )
                 )
