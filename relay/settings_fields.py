@@ -314,16 +314,10 @@ class SettingsFields(BaseModel):
         15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
     )
     stream_max: Annotated[int, Usage(note="Past it an SDK is hydrated and told to poll")] = Field(
-        10_000,
-        ge=0,
-        description="Streams (/api/client/streaming, OFREP events) the service holds at most,"
-        " every worker's together",
+        10_000, ge=0, description="Streams the service holds at most, all workers' together"
     )
     stream_max_per_key: int = Field(
-        1_000,
-        ge=0,
-        description="Streams of one key the service holds at most, every worker's together"
-        " (then as stream_max)",
+        1_000, ge=0, description="Streams of one key the service holds at most (as stream_max)"
     )
     auth_failure_limit: int = Field(
         100,
