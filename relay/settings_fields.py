@@ -307,7 +307,7 @@ class SettingsFields(BaseModel):
         15.0, gt=0, le=25, description="Seconds between keep-alive comments on an idle stream"
     )
     stream_max: Annotated[int, Usage(note="Past it an SDK is hydrated and told to poll")] = Field(
-        10_000, ge=0, description="Streams (/api/client/streaming) the service holds at most"
+        10_000, ge=0, description="Streams the service holds at most, all workers' together"
     )
     stream_max_per_key: Annotated[
         int, Usage(note="Half of stream_max: a fleet sharing one key streams, and leaves half")

@@ -28,6 +28,7 @@ from relay.core.client_features import Answer
 
 FLAG = "flag"
 SEGMENT = "segment"
+MAX_SKIPPED = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +47,33 @@ class Change:
 class Changes:
     """Every flag and segment changed after ``floor`` and up to ``revision``, each once (its
     last change), sorted by revision: a client at a revision before ``floor`` (or after
-    ``revision``: another instance's, not yet seen here) gets a hydration instead."""
+    ``revision``: another instance's, not yet seen here) gets a hydration instead, and so
+    does one at a revision within ``skipped``: ranges (both ends excluded) of revisions
+    others gave out that these changes never were at (a relay worker that loaded another's
+    copy a few revisions on: what changed at those in between, a flag added then removed,
+    is not known here)."""
 
     floor: int
     revision: int
     changes: tuple[Change, ...] = ()
     _revisions: list[int] = field(default_factory=list, compare=False, repr=False)
+    skipped: tuple[tuple[int, int], ...] = ()
 
     @classmethod
-    def of(cls, floor: int, revision: int, changes: Iterable[Change]) -> Changes:
+    def of(
+        cls,
+        floor: int,
+        revision: int,
+        changes: Iterable[Change],
+        skipped: tuple[tuple[int, int], ...] = (),
+    ) -> Changes:
         """From changes in any order, several per flag or segment: the last of each kept,
-        with every project the flag was in (a scope it left must hear of it)."""
+        with every project the flag was in (a scope it left must hear of it). At most
+        ``MAX_SKIPPED`` ranges skipped are kept: past them the floor rises above the
+        oldest."""
+        while len(skipped) > MAX_SKIPPED:
+            floor, skipped = max(floor, skipped[0][1]), skipped[1:]
+        skipped = tuple((low, high) for low, high in skipped if high - 1 > max(low, floor - 1))
         last: dict[tuple[str, str], Change] = {}
         for change in sorted(changes, key=lambda c: c.revision):
             before = last.pop((change.kind, change.key), None)
@@ -65,14 +82,16 @@ class Changes:
                 change = Change(change.revision, change.kind, change.key, projects)
             last[(change.kind, change.key)] = change
         kept = tuple(c for c in last.values() if floor < c.revision <= revision)
-        return cls(floor, revision, kept, [c.revision for c in kept])
+        return cls(floor, revision, kept, [c.revision for c in kept], skipped)
 
     def since(self, revision: int) -> tuple[Change, ...]:
         return self.changes[bisect_right(self._revisions, revision) :]
 
     def holds(self, revision: int) -> bool:
         """A client at ``revision`` can be brought up to date with events."""
-        return self.floor <= revision <= self.revision
+        return self.floor <= revision <= self.revision and not any(
+            low < revision < high for low, high in self.skipped
+        )
 
 
 def compared(old: Answer | None, new: Answer, revision: int) -> list[Change]:

@@ -44,12 +44,19 @@ class KeyListing(Protocol):
 
 @dataclass(frozen=True)
 class Sources:
-    """Where each endpoint reads: the flag copies, the keys, the buffer, the report."""
+    """Where each endpoint reads: the flag copies, the keys, the buffer, the report;
+    ``current`` returns once this worker holds what any worker had shown when it was called
+    (``relay.api.shared.CatchUp``)."""
 
     copies: Callable[[], Iterable[Entry]]
     keys: KeyListing
     buffer: SqliteDatabase | None = None
     report: Callable[[], Awaitable[EdgeInstanceData]] | None = None
+    current: Callable[[], Awaitable[None]] | None = None
+
+    async def caught_up(self) -> None:
+        if self.current is not None:
+            await self.current()
 
 
 SOURCES = web.AppKey("backstage_sources", Sources)
@@ -61,6 +68,7 @@ def _json(body: bytes) -> web.Response:
 
 async def features(request: web.Request) -> web.Response:
     """``{"projects:environment": client features answer}``: the answers' bytes as held."""
+    await request.app[SOURCES].caught_up()
     parts = [
         json.dumps(_scope_name(e)).encode() + b":" + e.rendered.body
         for e in request.app[SOURCES].copies()
@@ -100,6 +108,7 @@ async def tokens(request: web.Request) -> web.Response:
     """Edge's ``TokenInfo``: the scopes refreshed (with the key they were fetched with,
     redacted), the keys known, and the count of keys known invalid."""
     sources = request.app[SOURCES]
+    await sources.caught_up()
     known, invalid = sources.keys.listing()
     refreshes = [
         {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from relay.edge.metrics.reserve import START_PATIENCE, Reserve, open_with_room
 from relay.edge.metrics.salvage import damage, move_aside
-from relay.store.sql import CACHE_SCHEMA
+from relay.store.sql import CACHE_SCHEMA, Transaction
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,33 @@ log = logging.getLogger(__name__)
 CACHE_FILE = "cache.db"
 WAL_BYTES = 4 * 1024 * 1024
 """The WAL is truncated back to this after a checkpoint (a flag copy may be 32 MiB)."""
+
+
+async def next_change(tx: Transaction, table: str) -> int:
+    """The next ``changed`` of ``table`` (``key_words``, ``flag_scopes``): past every number
+    given before, the rows since deleted included (cache migration 0004), and past the
+    table's rows (a file from before it)."""
+    [row] = await tx.fetch_all(
+        "INSERT INTO changes (name, last) SELECT ?, coalesce(max(changed), 0) + 1"
+        f" FROM {table} WHERE typeof(changed) = 'integer' AND changed < ?"
+        " ON CONFLICT (name) DO UPDATE"
+        " SET last = max(changes.last + 1, excluded.last) RETURNING last",
+        (table, MAX_CHANGE),
+    )
+    return int(row[0])
+
+
+MAX_CHANGE = 1 << 62
+"""Past it a ``changed`` read back is a damaged row's (``change_number``): the order goes on
+below it."""
+
+
+def change_number(value: object) -> int:
+    """A ``changed`` read back; ``ValueError`` for one no write gave (a row damaged by hand:
+    text, a fraction, a number too large to be followed by another), which is skipped."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_CHANGE:
+        raise ValueError("not a change number")
+    return value
 
 
 def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:

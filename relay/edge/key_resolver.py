@@ -181,6 +181,7 @@ class SdkKeyResolver:
     async def _ask(self, batch: dict[str, str]) -> None:
         """One upstream call for ``batch`` (key hash -> key); every waiting request gets its
         answer, whatever happens."""
+        asked = self._words.mark()
         try:
             valid = await self._upstream.validate(list(batch.values()))
         except BaseException as exc:
@@ -190,16 +191,22 @@ class SdkKeyResolver:
             return
         vouched = {digest: valid.get(key) for digest, key in batch.items()}
         said = time.time()
+        overruled: set[str] = set()
         try:
             # stored for every worker before any request hears it (what the upstream said:
-            # strict mode's refusal is each worker's own, from the same settings)
-            await self._words.say(
-                Word(digest, VOUCHED if principal else 401, said, principal)
-                for digest, principal in vouched.items()
+            # strict mode's refusal is each worker's own, from the same settings); a key
+            # refused by a later call's answer, which came first, stays refused
+            overruled = await self._words.say(
+                (
+                    Word(digest, VOUCHED if principal else 401, said, principal)
+                    for digest, principal in vouched.items()
+                ),
+                asked,
             )
         finally:
             for digest, principal in vouched.items():
-                self._answers.pop(digest).set_result(self._served(principal))
+                answer = None if digest in overruled else self._served(principal)
+                self._answers.pop(digest).set_result(answer)
             WAITING.dec(len(batch))
 
     def _served(self, principal: Principal | None) -> Principal | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.core.errors import StorageError
 from relay.core.keys import Principal
+from relay.edge.cache_file import change_number, next_change
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType
@@ -42,20 +43,30 @@ MAX_REFUSED = 10_000
 @dataclass(frozen=True, slots=True)
 class Word:
     """What the upstream said of the key whose SHA-256 is ``key_hash``, at ``said_at`` (wall
-    clock): ``status`` 200 with the key's ``principal``, or the status it refused it with."""
+    clock): ``status`` 200 with the key's ``principal``, or the status it refused it with.
+    ``changed``: where it stands in the order the workers stored words (``key_words.changed``),
+    which decides which of two words on a key is the latest: the wall clock cannot (a clock
+    set back made a refusal look older than the word vouching for the key it refused, and
+    the revoked key was served until the clock caught up)."""
 
     key_hash: str
     status: int
     said_at: float
     principal: Principal | None = None
+    changed: int = 0
 
     @property
     def vouched(self) -> bool:
         return self.status == VOUCHED and self.principal is not None
 
     def within(self, seconds: float, now: float) -> bool:
-        """Said less than ``seconds`` ago (a clock set back counts as just now)."""
-        return now - self.said_at < seconds
+        """Said less than ``seconds`` ago. A word said "in the future" (the clock was set
+        back since) has run out: the upstream is asked again, rather than trusting a key for
+        as long again as the clock went back."""
+        return 0 <= now - self.said_at < seconds
+
+    def at(self, changed: int) -> Word:
+        return Word(self.key_hash, self.status, self.said_at, self.principal, changed)
 
 
 class KeyWords:
@@ -63,7 +74,8 @@ class KeyWords:
         self._db = db
         self._vouched: OrderedDict[str, Word] = OrderedDict()  # oldest said first
         self._refused: OrderedDict[str, Word] = OrderedDict()
-        self._changed = 0
+        self._changed = 0  # the latest row loaded
+        self._seen = 0  # the latest row loaded or stored here
         self._catch_up = CatchUp(shared, Kind.KEYS, self.load)
         self._failing = False
 
@@ -74,9 +86,10 @@ class KeyWords:
         return [*self._vouched.values(), *self._refused.values()]
 
     def _hold(self, word: Word) -> None:
-        """The latest word on its key, held (an older one loaded late is not)."""
+        """The latest word on its key, held (one stored before the one held, loaded late,
+        is not)."""
         held = self.get(word.key_hash)
-        if held is not None and held.said_at > word.said_at:
+        if held is not None and held.changed > word.changed:
             return
         self._vouched.pop(word.key_hash, None)
         self._refused.pop(word.key_hash, None)
@@ -89,14 +102,23 @@ class KeyWords:
         """Returns once every word another worker stored before the call is held here."""
         await self._catch_up.current()
 
-    async def say(self, words: Iterable[Word]) -> None:
+    def mark(self) -> int:
+        """Where this worker is in the order words were stored: given to ``say`` with the
+        answer of an upstream call asked now."""
+        return self._seen
+
+    async def say(self, words: Iterable[Word], asked: int | None = None) -> set[str]:
         """The upstream's ``words``: stored, counted for the other workers, held here. On a
-        file that cannot take them (a full disk) they are held here only (logged once)."""
+        file that cannot take them (a full disk) they are held here only (logged once).
+        ``asked``: the ``mark`` when the call that brought them was sent; a word vouching for
+        a key is not taken over a refusal stored since (a later call's answer, which came
+        first): the hashes of those keys are returned, and their refusal held."""
         words = list(words)
         if not words:
-            return
+            return set()
+        overruled: set[str] = set()
         try:
-            await self._db.run(lambda tx: _store(tx, words))
+            changed, overruled = await self._db.run(lambda tx: _store(tx, words, asked))
         except StorageError as exc:
             if not self._failing:
                 log.error(
@@ -104,11 +126,22 @@ class KeyWords:
                     extra={"error": str(exc)},
                 )
             self._failing = True
+            # the latest this worker heard: past what it holds, behind what is stored next
+            changed = max(self._changed, *(self._changed_of(w.key_hash) for w in words))
         else:
             self._failing = False
+            self._seen = max(self._seen, changed)
             self._catch_up.published()
         for word in words:
-            self._hold(word)
+            if word.key_hash not in overruled:
+                self._hold(word.at(changed))
+        if overruled:
+            await self.load()  # the refusals that stand
+        return overruled
+
+    def _changed_of(self, key_hash: str) -> int:
+        held = self.get(key_hash)
+        return 0 if held is None else held.changed
 
     async def load(self) -> None:
         """The words stored since the last load (all of them, the first time)."""
@@ -118,9 +151,11 @@ class KeyWords:
             (self._changed,),
         )
         for row in rows:
-            self._changed = max(self._changed, int(row[8]))
             with contextlib.suppress(ValueError, TypeError, KeyError):  # damaged: asked again
-                self._hold(_word(row))
+                changed = change_number(row[8])
+                self._changed = max(self._changed, changed)
+                self._seen = max(self._seen, changed)
+                self._hold(_word(row).at(changed))
 
     async def prune(self, refused_for: float) -> None:
         """The leader's: refusals older than ``refused_for`` seconds go, then all but the
@@ -144,19 +179,23 @@ class KeyWords:
             del self._refused[key_hash]
 
 
-async def _store(tx: Transaction, words: list[Word]) -> None:
-    [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM key_words")
-    changed = int(last[0]) + 1
+async def _store(tx: Transaction, words: list[Word], asked: int | None) -> tuple[int, set[str]]:
+    """``words`` stored at the next ``changed``, returned with the keys whose word vouching
+    for them was not stored: a refusal stored after ``asked`` stands."""
+    changed = await next_change(tx, "key_words")
+    overruled = set()
     for word in words:
         p = word.principal
-        await tx.execute(
+        stored = await tx.execute(
             "INSERT INTO key_words (key_hash, status, type, environment, projects, display,"
             " token_name, said_at, changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (key_hash) DO UPDATE SET status = excluded.status,"
             " type = excluded.type, environment = excluded.environment,"
             " projects = excluded.projects, display = excluded.display,"
             " token_name = excluded.token_name, said_at = excluded.said_at,"
-            " changed = excluded.changed",
+            " changed = excluded.changed"
+            " WHERE ? IS NULL OR excluded.status != ? OR key_words.status = ?"
+            " OR key_words.changed <= ?",
             (
                 word.key_hash,
                 word.status,
@@ -167,8 +206,15 @@ async def _store(tx: Transaction, words: list[Word]) -> None:
                 None if p is None else p.token_name,
                 word.said_at,
                 changed,
+                asked,
+                VOUCHED,
+                VOUCHED,
+                asked,
             ),
         )
+        if not stored:
+            overruled.add(word.key_hash)
+    return changed, overruled
 
 
 def _word(row: Row) -> Word:

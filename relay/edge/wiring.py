@@ -190,7 +190,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
     app[EDGE_REPORTS] = reports
     reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
-    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.shown)
+
+    async def current() -> None:
+        await resolver.current()
+        await flags.current()
+
+    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.shown, current)
 
     async def storage(app: web.Application) -> AsyncIterator[None]:
         try:

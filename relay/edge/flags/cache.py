@@ -100,6 +100,11 @@ class FlagCache(EntrySource):
     def copies(self) -> Iterable[Entry]:
         return self._entries.values()
 
+    @property
+    def generation(self) -> int:
+        """Moves when a scope gets its first copy or leaves."""
+        return self._entries.generation
+
     def copy_of(self, scope: FlagScope) -> Entry | None:
         return self._entries.get(scope)
 

@@ -60,6 +60,7 @@ class Copies:
         self._changed = 0
         self._catch_up = CatchUp(shared, Kind.FLAGS, self.sync)
         self.moved = Broadcast()  # streams waiting for a scope's revision to move
+        self.generation = 0  # moves when a scope gets its first copy or leaves
 
     def values(self) -> Iterable[Entry]:
         return self._entries.values()
@@ -79,11 +80,13 @@ class Copies:
             for old in list(self._entries)[: len(self._entries) - MAX_SCOPES]:
                 if old not in pinned and old != scope and self._entries[old].task is None:
                     forget(self._entries.pop(old))
+                    self.generation += 1
         return entry
 
     def drop(self, entry: Entry) -> None:
         """Every key of the scope was refused: its copy goes, here and in the file."""
         forget(self._entries.pop(entry.scope))
+        self.generation += 1
         if entry.rendered is not None:
             self._pending.queue(Dropped(entry.scope))
 
@@ -113,6 +116,8 @@ class Copies:
             return False
         if held is None or entry.rendered is not held:  # the one held is newer: it stays
             entry.upstream_etag, entry.fetched_at = copy.etag, copy.fetched_at
+        if held is None:
+            self.generation += 1
         if not fetched and entry.changes.revision == copy.revision:
             entry.stored = max(entry.stored, copy.revision)
         if entry.changes.revision != entry.stored:

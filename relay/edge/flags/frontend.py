@@ -33,7 +33,8 @@ class FrontendFlags:
     def __init__(self, cache: FlagCache, keys: Sequence[str], frontend: Sequence[str]) -> None:
         """``keys``: client keys that may fetch; ``frontend``: the ``frontend_tokens``."""
         self._cache = cache
-        self._covering: dict[Scope, FlagScope] = {}  # the copy a scope was last served from
+        # the copy a scope is served from, as chosen when the copies were as ``generation``
+        self._covering: dict[Scope, tuple[int, FlagScope]] = {}
         self._keys = {
             k: parse_key(k, KeyType.CLIENT).principal for k in keys if not k.startswith("[]:")
         }
@@ -81,26 +82,34 @@ class FrontendFlags:
         await self._cache.moved.wait()
 
     def _held(self, scope: Scope) -> Entry | None:
-        """The copy held for client keys that cover ``scope`` (the one last
-        found first: an SDK is served from one copy, not from whichever of two refreshed
-        last)."""
+        """The copy held for client keys that cover ``scope``: of those with a copy, the
+        one every worker picks alike (``_preferred``), so that a frontend key is served from
+        one copy whichever worker answers. Two copies of the same flags are refreshed at
+        moments of their own (or one's refresh fails): served from one by a worker and from
+        the other by another, a change went back. Chosen again only when a scope gets its
+        first copy or leaves."""
+        generation = self._cache.generation
         last = self._covering.get(scope)
-        entry = None if last is None else self._cache.copy_of(last)
+        entry = None if last is None or last[0] != generation else self._cache.copy_of(last[1])
         if entry is None or entry.rendered is None:
-            entry = next(
-                (
-                    e
-                    for e in self._cache.copies()
-                    if e.rendered and e.scope.own is None and covers(e.scope, scope)
-                ),
-                None,
-            )
-            if entry is None or entry.rendered is None:
+            held = [
+                e
+                for e in self._cache.copies()
+                if e.rendered and e.scope.own is None and covers(e.scope, scope)
+            ]
+            if not held:
                 return None
+            entry = min(held, key=lambda e: _preferred(e.scope))
             if len(self._covering) >= MAX_SCOPE_KEYS:
                 self._covering.clear()
-            self._covering[scope] = entry.scope
+            self._covering[scope] = (generation, entry.scope)
         return entry
+
+
+def _preferred(scope: FlagScope) -> tuple[bool, int, str]:
+    """The order covering copies are chosen in, the same in every worker: named projects
+    before all of them (fewer flags to narrow), the fewest first, then by id."""
+    return "*" in scope.projects, len(scope.projects), scope.id
 
 
 def _scope(principal: Principal) -> Scope:

@@ -10,7 +10,10 @@ in 32 bits: Yggdrasil's are ``u32``, so no milliseconds). A relay that lost its
 ``cache.db`` so starts above anything it gave out before, and an SDK's revision from then
 gets a hydration, never a silent "nothing changed". The revision is stored with the copy:
 other workers take it from there (comparing with the copy they hold), and a restarted relay
-resumes at it. Should two workers give one revision different flags (each took a first
+resumes at it. A worker that loads a copy some revisions on (another took several changes
+meanwhile) does not know what changed at the revisions in between (a flag added, then
+removed): a client at one of them, which another worker brought there, is hydrated
+(``Changes.skipped``). Should two workers give one revision different flags (each took a first
 copy of its own), the one that sees it moves past both, hydrating its clients, and stores
 that revision, which the others then take (with the same flags, without events). A copy
 loaded with other flags at a revision a worker is at or past, which the upstream put
@@ -51,14 +54,17 @@ def moved(
         revision = held.revision + 1  # two workers gave one revision other flags: past both
         return Changes(revision, revision)
     revision = held.revision + 1 if stored is None else stored
+    skipped = held.skipped
+    if revision > held.revision + 1:  # another worker's, past revisions it gave out
+        skipped = (*skipped, (held.revision, revision))
     changes = _compared(old, new, revision)
     if not changes:
-        return held if stored is None else Changes.of(held.floor, revision, held.changes)
+        return held if stored is None else Changes.of(held.floor, revision, held.changes, skipped)
     kept = [*held.changes, *changes]
     floor = held.floor
     if len(kept) > most:
         floor = max(c.revision for c in kept[: len(kept) - most])
-    return Changes.of(floor, revision, kept)
+    return Changes.of(floor, revision, kept, skipped)
 
 
 def outdated(held: Changes, old: Rendered, new: Rendered, stored: int | None) -> bool:
@@ -76,7 +82,7 @@ def outdated(held: Changes, old: Rendered, new: Rendered, stored: int | None) ->
 
 def past(held: Changes) -> Changes:
     """The flags held, at the next revision: a client at any revision held gets its events."""
-    return Changes.of(held.floor, held.revision + 1, held.changes)
+    return Changes.of(held.floor, held.revision + 1, held.changes, held.skipped)
 
 
 def _compared(old: Rendered, new: Rendered, revision: int) -> list[Change]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key
+from relay.edge.cache_file import change_number, next_change
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType
@@ -196,7 +197,7 @@ class FlagStore:
                         etag if isinstance(etag, str) else None,
                         _number(fetched_at) if fetched_at is not None else None,
                         _number(due_at),
-                        int(changed),
+                        change_number(changed),
                         revision if isinstance(revision, int) else 0,
                     )
                 )
@@ -241,8 +242,7 @@ class FlagStore:
         writes, due = list(writes), list(due)
 
         async def work(tx: Transaction) -> set[FlagScope]:
-            [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM flag_scopes")
-            changed = int(last[0]) + 1
+            changed = await next_change(tx, "flag_scopes")
             for write in writes:
                 await _apply(tx, write, changed, interval)
             if any(isinstance(write, Saved) for write in writes):
@@ -266,7 +266,7 @@ class FlagStore:
         stored it first. Whether it was stored."""
 
         async def work(tx: Transaction) -> bool:
-            [last] = await tx.fetch_all("SELECT coalesce(max(changed), 0) FROM flag_scopes")
+            changed = await next_change(tx, "flag_scopes")
             stored = bool(
                 await tx.execute(
                     "INSERT INTO flag_scopes (scope, body, etag, fetched_at, due_at, changed,"
@@ -282,7 +282,7 @@ class FlagStore:
                         copy.etag,
                         copy.fetched_at,
                         copy.fetched_at + interval,
-                        int(last[0]) + 1,
+                        changed,
                         copy.revision,
                     ),
                 )
