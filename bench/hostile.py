@@ -27,6 +27,10 @@ Scenarios, each on fresh ``relay serve`` processes (``bench/servers.py`` starts 
   ETag, alone and while ``--attackers`` connections ask for made-up ``project``,
   ``namePrefix`` and flag names, at a standalone and at a relay (``bench/stall.py``): the
   polls' latency and the attackers' requests/s, a line each.
+- ``counts`` (issue 33, row 1, ``bench/counts_flood.py``): an SDK's ``--sdk-counts`` counts,
+  then ``--flood-posts`` frontend-key posts of ``--flood-names`` made-up names into a
+  ``--buffer-mib`` buffer flushing nothing: the flood's statuses, and how many of the SDK's
+  counts reach the upstream.
 - ``scopes`` and ``evaluate`` (issue 33, ``bench/frontend_load.py``): one connection holding
   frontend keys, alternating two scopes of ``--scope-flags`` large flags (about 8.4 MB of
   client features each), or posting a 4,096-character CJK value against five large REGEX
@@ -53,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import counts_flood
 import frontend_load
 import stall
 from servers import ADMIN, CLIENT, Server, scrape, start
@@ -292,6 +297,14 @@ def scenario_slow(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {"connections": len(sockets), "seconds": args.slow_seconds, "still_open": open_after}
 
 
+def scenario_counts(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    upstream = services(workdir, args)
+    try:
+        return counts_flood.scenario_counts(args, workdir, upstream, args.code)
+    finally:
+        upstream.stop()
+
+
 def scenario_render(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     return stall.scenario_render(
         args, lambda: services(workdir, args), lambda upstream: a_relay(workdir, upstream, args)
@@ -306,6 +319,7 @@ SCENARIOS = {
     "raw": scenario_raw,
     "slow": scenario_slow,
     "render": scenario_render,
+    "counts": scenario_counts,
     "scopes": frontend_load.scenario_scopes,
     "evaluate": frontend_load.scenario_evaluate,
 }
@@ -325,14 +339,21 @@ def main() -> None:
     parser.add_argument("--values", type=int, default=1000)
     parser.add_argument("--contains-flags", type=int, default=20)
     parser.add_argument("--load-seconds", type=float, default=6.0)
+    parser.add_argument("--buffer-mib", type=int, default=1)
+    parser.add_argument("--sdk-counts", type=int, default=2_220)
+    parser.add_argument("--flood-posts", type=int, default=40)
+    parser.add_argument("--flood-names", type=int, default=2_000)
     parser.add_argument("--code", help="run the services from this checkout's code")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = parser.parse_args()
-    chosen = args.scenarios or ["gzip", "validate", "guess", "raw", "render", "scopes", "evaluate"]
+    chosen = args.scenarios or [
+        *("gzip", "validate", "guess", "raw", "render", "counts", "scopes", "evaluate")
+    ]
     if args.smoke:
         args.rows, args.requests, args.connections, args.slow_seconds = 2_000, 5, 5, 2.0
         args.flags, args.attackers, args.render_seconds = 30, 2, 1.0
         args.scope_flags, args.values, args.contains_flags, args.load_seconds = 3, 20, 2, 1.0
+        args.sdk_counts, args.flood_posts, args.flood_names = 222, 4, 200
     with tempfile.TemporaryDirectory(prefix="relay-hostile-") as tmp:
         for name in chosen:
             figures = SCENARIOS[name](args, Path(tmp) / name)
