@@ -62,12 +62,14 @@ STEP_BYTES = 64 * 1024
 """About the most one transaction deletes, without a bound of the caller's."""
 _PAGE = 256  # candidate counts read at a time
 _ROW = f"length(feature_name) + length(app_name) + length(environment) + {ROW_BYTES}"
-_BYTES = (
-    f"{_ROW} + 2 * {ROW_BYTES} * (SELECT count(*) FROM metric_variants v WHERE"
+_VARIANT = f"{_ROW} + length(variant)"
+"""A variant row's bytes: it repeats its count's names (``relay.edge.metrics.space``)."""
+COUNT_BYTES = (
+    f"{_ROW} + (SELECT coalesce(sum({_VARIANT}), 0) FROM metric_variants v WHERE"
     " (v.feature_name, v.app_name, v.environment, v.hour)"
     " = (m.feature_name, m.app_name, m.environment, m.hour))"
 )
-"""A buffered count's bytes, in ``count_size``'s units."""
+"""A buffered count's bytes (its row aliased ``m``), in ``count_size``'s units."""
 
 
 PAY_ROUNDS = 4
@@ -145,9 +147,11 @@ class Payments:
 
 
 def count_size(key: MetricKey, counts: Counts) -> int:
-    """The estimate of a count's bytes, its variants' included."""
-    names = len(key.feature_name) + len(key.app_name) + len(key.environment)
-    return names + ROW_BYTES + len(counts.variants) * 2 * ROW_BYTES
+    """The estimate of a count's bytes, its variants' included: each variant's row repeats
+    the count's names and adds its own (a flat price per variant let 100 variants of 250
+    characters each write ten times their estimate, past the bound)."""
+    row = len(key.feature_name) + len(key.app_name) + len(key.environment) + ROW_BYTES
+    return row + sum(row + len(variant) for variant in counts.variants)
 
 
 def row_key(key: MetricKey) -> Key:
@@ -171,7 +175,7 @@ async def choose(
     freed = seen = 0
     while freed < need:
         rows = await tx.fetch_all(
-            f"SELECT {_KEY}, yes, no, {_BYTES} FROM metrics m WHERE owner = ?"
+            f"SELECT {_KEY}, yes, no, {COUNT_BYTES} FROM metrics m WHERE owner = ?"
             " ORDER BY hour, touched LIMIT ? OFFSET ?",
             (owner, _PAGE, seen),
         )
@@ -216,11 +220,11 @@ async def evict(tx: Transaction, keys: Sequence[Key], owner: int) -> Freed:
     gone = [(row[0], row[1], row[2], row[3]) for row in rows]
     variants = await tx.fetch_all(
         f"DELETE FROM metric_variants WHERE ({_KEY}) IN"
-        f" (VALUES {', '.join(['(?, ?, ?, ?)'] * len(gone))}) RETURNING count",
+        f" (VALUES {', '.join(['(?, ?, ?, ?)'] * len(gone))}) RETURNING count, {_VARIANT}",
         [value for key in gone for value in key],
     )
     evaluations = sum(int(row[4]) for row in rows) + sum(int(row[0]) for row in variants)
-    freed = sum(int(row[5]) for row in rows) + len(variants) * 2 * ROW_BYTES
+    freed = sum(int(row[5]) for row in rows) + sum(int(row[1]) for row in variants)
     return Freed(len(rows), evaluations, freed)
 
 

@@ -239,11 +239,16 @@ class Admitted:
 
     def _alone(self, size: int) -> bool:
         """A request larger than the room eviction can make, with no other write in flight,
-        once the leader has made what room it can."""
+        once the leader has measured every write before it and made what room it can of
+        other than counts. Once only counts are left (``Room.DRY``) it pays for its room
+        as any other: let in unpaid, a key's one large request took the files past the
+        bound, and the backstop then took other keys' counts."""
         shared = self._shared
         large = size * growth(shared) > self._max_bytes - self._max_bytes // 8
         alone = shared.admitted() - shared.settled() == size
-        return large and alone and not shared.room(Room.FULL)
+        measured = shared.room(Room.MARK) == shared.settled()
+        room = not (shared.room(Room.FULL) or shared.room(Room.DRY))
+        return large and alone and measured and room
 
     async def _room(self, size: int, browser: bool) -> bool:
         """False once ``size`` bytes are admitted; True when the request is to pay for its

@@ -13,7 +13,7 @@ impact metric series by when they were last updated (their number is what SDKs' 
 it), then registrations by when they were last seen (a key can make up instances without
 end). Counts are each one key's, and only that key's growth takes their room
 (``relay.store.own_room``); the bound itself (``evict_counts``: pages grown past it even so,
-as deleted rows leave pages part empty) takes from the key holding the most counts first
+as deleted rows leave pages part empty) takes from the key holding the most bytes of counts first
 (nobody's, counts of several keys, as one), oldest hour and least recently written first,
 then outbox batches with counts (cut from the oldest counts). An outbox batch being sent is
 never evicted.
@@ -31,7 +31,7 @@ from functools import partial
 
 from relay.store.impact import SERIES_BYTES
 from relay.store.metrics import REGISTRATION_BYTES
-from relay.store.own_room import ROW_BYTES
+from relay.store.own_room import COUNT_BYTES, ROW_BYTES
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 
@@ -181,10 +181,13 @@ class BufferSpace:
 
     async def evict_counts(self, target: int, sending: Set[int], evicted: Evicted) -> None:
         """Delete counts until the rest's pages are down to ``target`` bytes, in the order of
-        the module's docstring, tallied into ``evicted``. The key holding the most loses its
-        newest counts too before another key loses any (it is the one growing)."""
+        the module's docstring, tallied into ``evicted``. The key holding the most bytes
+        loses its newest counts too before another key loses any (it is the one growing):
+        by bytes, variants' included, not by rows (by rows, one request of a few counts
+        with 100 long variants each took the files past the bound and made an SDK's
+        2,220 plain counts the first to go)."""
         rows = await self._db.fetch_all(
-            "SELECT owner FROM metrics GROUP BY owner ORDER BY count(*) DESC, owner"
+            f"SELECT owner FROM metrics m GROUP BY owner ORDER BY sum({COUNT_BYTES}) DESC, owner"
         )
         counts: tuple[tuple[str, Step], ...] = (
             *(("metrics", self._in_writer(partial(self._counts, owner=r[0]))) for r in rows),
