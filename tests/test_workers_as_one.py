@@ -138,8 +138,9 @@ def test_the_bound_holds_for_the_relays_files_and_the_newest_counts_stay(
 ) -> None:
     """``buffer_max_bytes`` 2 MiB, nothing flushed meanwhile, 40,000 distinct entries from 8
     callers at once, then 10 markers: the buffer's files (WAL included) stay within the
-    bound and its stated slack (measured 2.6-3.6 MB), the oldest are evicted and counted, and the 10 newest reach
-    the upstream (before, at two workers: 55 MB on disk, and 3 to 6 of the markers lost)."""
+    bound and its stated slack (measured 2.6-3.6 MB), the oldest are evicted and counted,
+    and the 10 newest reach the upstream (before, at two workers: 55 MB on disk, and 3 to 6
+    of the markers lost)."""
     cap = 2 * 1024 * 1024
     env = relay_env(
         central.url,
