@@ -12,8 +12,8 @@ import helm_python as helm
 import pytest
 from deploy import CHART, CLIENT
 
+from relay.cli.settings_docs import CHART_SETS
 from relay.settings import Settings
-from relay.settings_docs import CHART_SETS
 
 pytestmark = pytest.mark.deploy
 

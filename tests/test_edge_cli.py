@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from service import Service, free_port, get_json, running, wait_ready
 
-from relay.edge_cli.command_line import Serve, parse
-from relay.edge_cli.options import OPTIONS, Kind
+from relay.cli.edge.command_line import Serve, parse
+from relay.cli.edge.options import OPTIONS, Kind
 from relay.settings import Settings, load_settings
 
 pytestmark = pytest.mark.process
@@ -65,8 +65,7 @@ def edge(workdir: Path, *args: str, env: dict[str, str] | None = None) -> Iterat
         process = subprocess.Popen(
             [*RELAY, *argv],
             cwd=workdir,
-            env={**clean, "RELAY_SQLITE_SYNCHRONOUS": "NORMAL", "RELAY_WORKERS": "1"}
-            | (env or {}),
+            env={**clean, "RELAY_SQLITE_SYNCHRONOUS": "NORMAL", "RELAY_WORKERS": "1"} | (env or {}),
             stdout=out,
             stderr=err,
             text=True,
@@ -104,8 +103,9 @@ def test_edge_environment_variables_serve_flags_from_its_upstream(tmp_path: Path
 def test_several_tokens_serve_each_keys_scope(tmp_path: Path) -> None:
     with (
         standalone(tmp_path) as central,
-        edge(tmp_path / "relay", "edge", "--upstream-url", central.url, "--tokens", f"{DEV},{PROD}")
-        as served,
+        edge(
+            tmp_path / "relay", "edge", "--upstream-url", central.url, "--tokens", f"{DEV},{PROD}"
+        ) as served,
     ):
         assert flag_of(served.url, DEV) is True
         assert flag_of(served.url, PROD) is False

@@ -21,8 +21,8 @@ import pytest
 from flagkit import FEATURES, env_path, http
 from service import Service, running, settle, start, wait_until
 
-from relay.proxy_cli.environment import DEFAULTS, converted, read
-from relay.proxy_cli.variables import VARIABLES, Kind
+from relay.cli.proxy.environment import DEFAULTS, converted, read
+from relay.cli.proxy.variables import VARIABLES, Kind
 from relay.settings import Settings, SettingsError, load_settings
 
 ADMIN = "*:*.proxy-command-admin-0123456789abcdef0123"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from relay.cli import main
-from relay.edge_cli.table import EDGE_DOCS
-from relay.proxy_cli.table import PROXY_DOCS
+from relay.cli.edge.table import EDGE_DOCS
+from relay.cli.proxy.table import PROXY_DOCS
+from relay.cli.settings_docs import documents, stale, toml_value
 from relay.settings import Settings
-from relay.settings_docs import documents, stale, toml_value
-from relay.settings_usage import Mode, usage
+from relay.settings.usage import Mode, usage
 
 ROOT = Path(__file__).parent.parent
 DOCUMENTS = sorted(documents(ROOT))

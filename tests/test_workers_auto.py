@@ -9,9 +9,8 @@ import pytest
 from service import running, wait_until
 from test_workers import workers
 
-from relay import cores
-from relay.settings import SettingsError, load_settings
-from relay.settings_fields import MAX_WORKERS
+from relay.settings import SettingsError, cores, load_settings
+from relay.settings.fields import MAX_WORKERS
 
 V2 = "0::/kubepods/pod1/relay\n"
 V1_ROOT = "cpu,cpuacct"

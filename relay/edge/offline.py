@@ -44,7 +44,7 @@ from relay.edge.metrics.reserve import (
 )
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
-from relay.settings_fields import OfflineMetrics
+from relay.settings.fields import OfflineMetrics
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase

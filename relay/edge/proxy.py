@@ -62,7 +62,7 @@ from relay.core.proxy import (
 )
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings
-from relay.settings_usage import named
+from relay.settings.usage import named
 from relay.wire.client import ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType
 from relay.wire.frontend import Toggles

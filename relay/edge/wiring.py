@@ -63,7 +63,7 @@ from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
-from relay.settings_usage import named
+from relay.settings.usage import named
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA

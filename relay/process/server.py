@@ -45,11 +45,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from relay import cores, logs
+from relay import logs
 from relay.api.shared import Shared, layout
 from relay.process import supervisor
-from relay.settings import Settings
-from relay.settings_fields import MAX_WORKERS
+from relay.settings import Settings, cores
+from relay.settings.fields import MAX_WORKERS
 
 log = logging.getLogger("relay.process.server")
 

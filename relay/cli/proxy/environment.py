@@ -1,4 +1,4 @@
-"""The Unleash Proxy's environment (``relay.proxy_cli.variables``), read as the Proxy 1.4.19
+"""The Unleash Proxy's environment (``relay.cli.proxy.variables``), read as the Proxy 1.4.19
 reads it, turned into relay settings: relay mode, with the Proxy's paths.
 
 Precedence: relay's ``RELAY_*`` variables > the Proxy's > the file in ``RELAY_CONFIG`` >
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.cli.proxy.variables import BY_NAME, VARIABLES, Kind, ProxyVariable
 from relay.core.keys import InvalidKey, parse_key
-from relay.proxy_cli.variables import BY_NAME, VARIABLES, Kind, ProxyVariable
 from relay.settings import SettingsError
 from relay.wire.common import KeyType
 

@@ -18,10 +18,10 @@ from typing import Any
 from pydantic import ValidationError, field_validator, model_validator
 
 from relay.core.keys import InvalidKey, offline_principal, parse_key, redact
-from relay.database_url import POSTGRES_SCHEMES, check_database_url
-from relay.settings_fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS
-from relay.settings_proxy import ProxySettingsFields
-from relay.settings_usage import Mode, named, usage
+from relay.settings.database_url import POSTGRES_SCHEMES, check_database_url
+from relay.settings.fields import DEFAULT_PORTS, DEFAULT_WORKERS, LOG_LEVELS
+from relay.settings.proxy import ProxySettingsFields
+from relay.settings.usage import Mode, named, usage
 from relay.wire.common import KeyType
 
 __all__ = ["Mode", "Settings", "SettingsError", "load_settings"]
@@ -177,7 +177,7 @@ def _from_sources() -> type[Settings]:
     )
 
     class FromSources(Settings, BaseSettings):
-        # a list is one comma-separated string, never JSON (``relay.settings_usage``)
+        # a list is one comma-separated string, never JSON (``relay.settings.usage``)
         model_config = SettingsConfigDict(
             env_prefix="RELAY_",
             frozen=True,

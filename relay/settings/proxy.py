@@ -1,6 +1,6 @@
 """The settings of the Unleash Proxy's paths at a relay (``relay proxy`` sets them from the
-Proxy's variables: ``relay.proxy_cli``), after every other setting in the docs' order.
-Apart from ``relay.settings_fields`` because they are a whole of their own (``proxy_*``)."""
+Proxy's variables: ``relay.cli.proxy``), after every other setting in the docs' order.
+Apart from ``relay.settings.fields`` because they are a whole of their own (``proxy_*``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from relay.settings_fields import SettingsFields
-from relay.settings_usage import BasePath, CommaList, HeaderName, Mode, Usage
+from relay.settings.fields import SettingsFields
+from relay.settings.usage import BasePath, CommaList, HeaderName, Mode, Usage
 
 
 class ProxySettingsFields(SettingsFields):

@@ -1,7 +1,7 @@
 """Every option of Unleash Edge's command line (open-source release 20.4.1,
 ``crates/oss/unleash-edge-cli/src/lib.rs``), with what relay does with it.
 
-One table, read by the parser (``relay.edge_cli.command_line``) and by the docs
+One table, read by the parser (``relay.cli.edge.command_line``) and by the docs
 (``docs/edge.md``, written by ``relay settings-docs``), so the two cannot drift. Each option is
 also an environment variable, Edge's field name in capitals (clap's ``env``).
 """
@@ -82,8 +82,7 @@ _TELEMETRY = "relay exposes Prometheus metrics (/internal-backstage/metrics) and
 _PROMETHEUS_PUSH = "relay is scraped: /internal-backstage/metrics; no remote write"
 _HMAC = "relay does not ask Unleash to issue keys: give them in TOKENS"
 _OFFLINE_KEYS = (
-    "any strings, as Edge: one in Unleash's form sees its project, any other every flag"
-    " of the file"
+    "any strings, as Edge: one in Unleash's form sees its project, any other every flag of the file"
 )
 
 OPTIONS: tuple[EdgeOption, ...] = (
@@ -309,7 +308,11 @@ OPTIONS: tuple[EdgeOption, ...] = (
         "client_tokens", OFFLINE, "client_tokens", short="c", takes=Takes.LIST, why=_OFFLINE_KEYS
     ),
     _setting(
-        "frontend_tokens", OFFLINE, "frontend_tokens", short="f", takes=Takes.LIST,
+        "frontend_tokens",
+        OFFLINE,
+        "frontend_tokens",
+        short="f",
+        takes=Takes.LIST,
         why=_OFFLINE_KEYS,
     ),
     _setting(

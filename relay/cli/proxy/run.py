@@ -1,5 +1,5 @@
 """``relay proxy``: the service in relay mode with the Unleash Proxy's paths, from the
-Proxy's own environment (``relay.proxy_cli.environment``). It takes no option but
+Proxy's own environment (``relay.cli.proxy.environment``). It takes no option but
 ``--help``: the Proxy had none."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from relay import logs
-from relay.arguments import RedactingParser
+from relay.cli.arguments import RedactingParser
+from relay.cli.proxy.environment import Serve, read
+from relay.cli.proxy.variables import VARIABLES, Kind
+from relay.cli.starting import EXIT_CONFIG, start
 from relay.process.server import serve
-from relay.proxy_cli.environment import Serve, read
-from relay.proxy_cli.variables import VARIABLES, Kind
 from relay.settings import Settings, SettingsError, load_settings
-from relay.starting import EXIT_CONFIG, start
 
 log = logging.getLogger("relay")
 

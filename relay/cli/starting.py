@@ -1,5 +1,5 @@
 """How a command that runs with settings starts, relay's own (``relay.cli``) and Edge's
-(``relay.edge_cli.run``): settings loaded, then the command; an error an operator can fix
+(``relay.cli.edge.run``): settings loaded, then the command; an error an operator can fix
 (bad settings, a busy port, an unwritable data dir) ends it with one line on stderr, a JSON
 log line when JSON logs were asked for."""
 

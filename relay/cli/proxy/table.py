@@ -1,10 +1,10 @@
 """The table of docs/proxy.md ("Moving from the Unleash Proxy"): every variable of the
-Proxy's, from the table ``relay proxy`` reads (``relay.proxy_cli.variables``), so that the
+Proxy's, from the table ``relay proxy`` reads (``relay.cli.proxy.variables``), so that the
 docs say what the code does. ``relay settings-docs`` writes it between the markers."""
 
 from __future__ import annotations
 
-from relay.proxy_cli.variables import VARIABLES, Kind, ProxyVariable
+from relay.cli.proxy.variables import VARIABLES, Kind, ProxyVariable
 
 PROXY_DOCS = "docs/proxy.md"
 TABLE_START = "<!-- proxy-variables:start -->\n"

@@ -1,11 +1,11 @@
 """``relay serve | keys ... | flags ... | healthcheck`` (and, for developers,
-``settings-docs``); the commands on the store are ``relay.store_cli``'s, Unleash Edge's
-``relay edge|offline|health|ready`` are read by ``relay.edge_cli``, the Unleash Proxy's
-``relay proxy`` by ``relay.proxy_cli``. Options with no command before
+``settings-docs``); the commands on the store are ``relay.cli.store``'s, Unleash Edge's
+``relay edge|offline|health|ready`` are read by ``relay.cli.edge``, the Unleash Proxy's
+``relay proxy`` by ``relay.cli.proxy``. Options with no command before
 them are ``serve``'s (the image's command is ``serve``: ``docker run IMAGE --mode relay`` is
 ``relay serve --mode relay``).
 
-Flags of ``serve`` are generated from the settings model (``relay.settings_flags``), so
+Flags of ``serve`` are generated from the settings model (``relay.settings.flags``), so
 ``--help`` documents every setting with its environment variable and default. Errors an
 operator can fix (bad settings, a busy port, an unwritable data dir) end the process with
 one line on stderr.
@@ -22,15 +22,17 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from relay import logs, settings_docs, store_cli
-from relay.arguments import RedactingParser
-from relay.edge_cli.command_line import asked_log_format, is_edge_command
-from relay.edge_cli.run import main as edge_main
+from relay import logs
+from relay.cli import settings_docs
+from relay.cli import store as store_cli
+from relay.cli.arguments import RedactingParser
+from relay.cli.edge.command_line import asked_log_format, is_edge_command
+from relay.cli.edge.run import main as edge_main
+from relay.cli.proxy.run import main as proxy_main
+from relay.cli.starting import EXIT_CONFIG, start
 from relay.process.server import noted_ports, serve
-from relay.proxy_cli.run import main as proxy_main
 from relay.settings import Settings, SettingsError, load_settings
-from relay.settings_flags import overrides, settings_flags
-from relay.starting import EXIT_CONFIG, start
+from relay.settings.flags import overrides, settings_flags
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from relay.settings import Mode, Settings
-from relay.settings_usage import usage
+from relay.settings.usage import usage
 
 STORE_SETTINGS = (  # where the standalone keeps its data
     "data_dir",

@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from urllib.parse import unquote
 
-from relay.edge_cli.command_line import Check
+from relay.cli.edge.command_line import Check
 
 TIMEOUT = 5.0
 

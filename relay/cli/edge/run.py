@@ -1,5 +1,5 @@
 """``relay [OPTIONS] edge|offline|health|ready ...``: Edge's command line run, the service
-(``relay.process.server``) or a check (``relay.edge_cli.checks``)."""
+(``relay.process.server``) or a check (``relay.cli.edge.checks``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from relay import logs
-from relay.edge_cli import checks
-from relay.edge_cli.command_line import Check, asked_log_format, parse
+from relay.cli.edge import checks
+from relay.cli.edge.command_line import Check, asked_log_format, parse
+from relay.cli.starting import EXIT_CONFIG, start
 from relay.process.server import serve
 from relay.settings import Settings, SettingsError, load_settings
-from relay.starting import EXIT_CONFIG, start
 
 log = logging.getLogger("relay")
 

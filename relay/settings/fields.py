@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from relay import cores
 from relay.logs import LogFormat
-from relay.settings_usage import CommaList, Mode, NetworkList, SettingNames, UpstreamUrl, Usage
+from relay.settings import cores
+from relay.settings.usage import CommaList, Mode, NetworkList, SettingNames, UpstreamUrl, Usage
 
 MAX_WORKERS = 64
 # "auto" or a number: the chart's schema carries it over (a pattern applies to strings only)

@@ -2,7 +2,7 @@
 ``config.js`` and ``server.js``, and the ``HTTP_PROXY`` its SDK honours), with what relay
 does with it.
 
-One table, read by ``relay proxy`` (``relay.proxy_cli.environment``) and by the docs
+One table, read by ``relay proxy`` (``relay.cli.proxy.environment``) and by the docs
 (docs/proxy.md, written by ``relay settings-docs``), so that the two cannot drift. A
 variable is honoured (it sets relay settings), said (accepted: one line at start says what
 relay does instead), or refused (a start-up error naming it, unless its value asks for

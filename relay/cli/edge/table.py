@@ -1,10 +1,10 @@
 """The table of docs/edge.md ("Moving from Unleash Edge"): every option of Edge's, from the
-table the parser reads (``relay.edge_cli.options``), so the docs say what the code does.
+table the parser reads (``relay.cli.edge.options``), so the docs say what the code does.
 ``relay settings-docs`` writes it between the markers; ``--check`` fails when it is stale."""
 
 from __future__ import annotations
 
-from relay.edge_cli.options import GLOBAL, OPTIONS, TOP, EdgeOption, Kind, Takes
+from relay.cli.edge.options import GLOBAL, OPTIONS, TOP, EdgeOption, Kind, Takes
 
 EDGE_DOCS = "docs/edge.md"
 TABLE_START = "<!-- edge-options:start -->\n"

@@ -2,7 +2,7 @@
 
 ``relay settings-docs`` writes them: the settings table of docs/settings.md, the example files
 ``config/<mode>.toml`` and the ``config`` section of the Helm chart's values schema, from
-each field's description and ``Usage`` (relay/settings.py). ``--check`` (and the tests)
+each field's description and ``Usage`` (relay/settings/). ``--check`` (and the tests)
 report those that differ from what the model gives.
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
-from relay.edge_cli.table import EDGE_DOCS, edge_table
-from relay.edge_cli.table import TABLE_END as EDGE_END
-from relay.edge_cli.table import TABLE_START as EDGE_START
-from relay.proxy_cli.table import PROXY_DOCS, proxy_table
-from relay.proxy_cli.table import TABLE_END as PROXY_END
-from relay.proxy_cli.table import TABLE_START as PROXY_START
+from relay.cli.edge.table import EDGE_DOCS, edge_table
+from relay.cli.edge.table import TABLE_END as EDGE_END
+from relay.cli.edge.table import TABLE_START as EDGE_START
+from relay.cli.proxy.table import PROXY_DOCS, proxy_table
+from relay.cli.proxy.table import TABLE_END as PROXY_END
+from relay.cli.proxy.table import TABLE_START as PROXY_START
 from relay.settings import Settings
-from relay.settings_usage import Mode, usage
+from relay.settings.usage import Mode, usage
 
 SETTINGS_DOCS = Path("docs/settings.md")
 VALUES_SCHEMA = Path("helm/relay/values.schema.json")
@@ -75,7 +75,7 @@ SUMMARY = {
     Mode.OFFLINE: "relay in offline mode: flags served from a file, no upstream (CI,"
     " development, air-gapped sites).",
 }
-GENERATED = "Generated from relay/settings.py by `relay settings-docs`"
+GENERATED = "Generated from relay/settings/ by `relay settings-docs`"
 HEADER = (
     "Every setting is shown, with its default where it has one. Precedence: defaults < this"
     " file (--config or RELAY_CONFIG) < RELAY_* environment variables < command-line flags."

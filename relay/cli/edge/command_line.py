@@ -1,4 +1,4 @@
-"""Edge's command line and environment, read as Edge 20 reads them (``relay.edge_cli.options``)
+"""Edge's command line and environment, read as Edge 20 reads them (``relay.cli.edge.options``)
 and turned into relay settings.
 
 ``relay [TOP OPTIONS] edge|offline|health|ready [OPTIONS]``: options before the subcommand
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay.arguments import RedactingParser
-from relay.edge_cli.options import COMMANDS, GLOBAL, OPTIONS, TOP, EdgeOption, Kind, Takes
-from relay.edge_cli.options import of_command as options_of
+from relay.cli.arguments import RedactingParser
+from relay.cli.edge.options import COMMANDS, GLOBAL, OPTIONS, TOP, EdgeOption, Kind, Takes
+from relay.cli.edge.options import of_command as options_of
 from relay.logs import LogFormat
 from relay.settings import SettingsError
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from relay import transfer_cli
 from relay.api.errors import from_validation
+from relay.cli import transfer as transfer_cli
+from relay.cli.starting import EXIT_CONFIG
 from relay.core.audit import Actor
 from relay.core.errors import DomainError
 from relay.settings import Settings
-from relay.settings_flags import STORE_SETTINGS, settings_flags
-from relay.starting import EXIT_CONFIG
+from relay.settings.flags import STORE_SETTINGS, settings_flags
 from relay.store.sql import Database
 from relay.wire.admin import CreateApiKey
 from relay.wire.common import KeyType
