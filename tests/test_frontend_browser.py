@@ -142,7 +142,7 @@ class Page:
     ) -> None:
         self.driver, self.url = driver, url
         driver.set_script_timeout(60)
-        driver.get(f"{origin}/")
+        self._load(f"{origin}/")
         for user in USERS:
             started = driver.execute_async_script(
                 "const done = arguments[arguments.length - 1];"
@@ -153,6 +153,16 @@ class Page:
                 key,
             )
             assert started == {"ready": True, "error": None}, (user, started)
+
+    def _load(self, page: str) -> None:
+        """The shop's page, loaded again should the browser show anything else (a load that
+        failed leaves a page where ``startClient`` is not defined)."""
+        for _ in range(3):
+            self.driver.get(page)
+            if self.driver.execute_script("return typeof window.startClient") == "function":
+                return
+        shown = self.driver.execute_script("return document.documentElement.outerHTML")
+        raise AssertionError(f"the shop's page did not load: {shown[:500]}")
 
     def answers(self) -> dict[str, Any]:
         got: dict[str, Any] = self.driver.execute_script("return answers();")
