@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from prometheus_client import REGISTRY
 from service import eventually
 
 from relay.api.shared import Layout, Shared
-from relay.core.domain import Counts, IdempotencyKey, IngestBatch, MetricKey
+from relay.core.domain import (
+    Counts,
+    IdempotencyKey,
+    IngestBatch,
+    MetricKey,
+    Registration,
+    RegistrationKey,
+)
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
 from relay.edge.metrics.reserve import Admitted, Reserve
@@ -249,32 +257,44 @@ async def test_impact_series_are_evicted_before_counts(
 
 async def test_a_batch_being_sent_is_never_evicted(tmp_path: Path) -> None:
     """Eviction leaves the batch the flusher is sending (so it is counted delivered or
-    evicted, never both), and a batch evicted before its send starts is not sent."""
+    evicted, never both), and a batch evicted before its send starts is not sent; batches
+    holding counts are never evicted at all (each count is its key's, ``relay.store.own_room``)."""
     db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
     await db.open()
     store = MetricsStore(db, 512, 3600.0, touched=True)
     store.start()
     outbox, space = SqliteOutbox(db, 8 * 1024), BufferSpace(db)
+    seen = datetime.now(UTC)
     try:
-        written = IngestBatch()
-        for i in range(300):
-            key = MetricKey("app", "development", f"f-{i:04}-{'x' * 40}", 0)
-            written.counts[key] = Counts(yes=1, no=2)
-        assert await store.write(written, None)
+        counted = IngestBatch()
+        for i in range(10):
+            counted.counts[MetricKey("app", "development", f"f-{i:04}", 0)] = Counts(yes=1)
+        assert await store.write(counted, None)
         await outbox.claim({"development"}, CLAIM_ENTRIES)
-        first, second, *others = await outbox.pending({"development"}, PENDING_PAGE)
+        [with_counts] = await outbox.pending({"development"}, PENDING_PAGE)
+        registered = IngestBatch()
+        for i in range(300):
+            key = RegistrationKey("app", "development", f"instance-{i:04}-{'x' * 40}")
+            registered.add_registration(Registration(key, (), None, (), 15.0, None, seen))
+        assert await store.write(registered, None)
+        await outbox.claim({"development"}, CLAIM_ENTRIES)
+        first, second, *others = [
+            b for b in await outbox.pending({"development"}, PENDING_PAGE) if b.id != with_counts.id
+        ]
         assert others
         async with outbox.sending(first) as there:
             assert there
             gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # all it may
-            await space.evict_counts(0, outbox.in_flight, gone)
-            assert (gone.entries, gone.evaluations) == (300 - first.entries, 3 * gone.entries)
+            assert gone.entries == 300 - first.entries
             async with outbox.sending(second) as there:
                 assert not there  # evicted already: not sent
-            assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [first.id]
+            pending = await outbox.pending({"development"}, PENDING_PAGE)
+            assert sorted(b.id for b in pending) == sorted([with_counts.id, first.id])
         gone = await space.evict(0, 0, time.time(), outbox.in_flight)  # its send is over
-        await space.evict_counts(0, outbox.in_flight, gone)
         assert gone.entries == first.entries
+        assert [b.id for b in await outbox.pending({"development"}, PENDING_PAGE)] == [
+            with_counts.id
+        ]
     finally:
         await store.stop()
         await db.close()

@@ -198,8 +198,8 @@ class BufferMonitor:
     async def _bound(self, wanted: int = 0) -> None:
         """Evict all but counts to the target when over the bound, and further when new
         counts wait for room (``wanted`` bytes of it), to where they fit; when that cannot
-        make the room wanted, new counts pay for their own (``Room.DRY``); counts go only
-        as far as the bound itself needs (``relay.edge.metrics.space``)."""
+        make the room wanted, new counts pay for their own (``Room.DRY``). Counts are never
+        evicted here, whoever grew the files (``relay.edge.metrics.space``)."""
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data
         began = time.time()
         held = await self._space.pages_bytes()
@@ -214,8 +214,6 @@ class BufferMonitor:
             rest, keys = await self._space.rest_bytes(), await self._space.key_bytes()
             room = self._max_bytes - self._wal_bytes - keys  # what the rest may hold
             self._shared.dry(rest + wanted > min(room, rest_part))
-            if rest > room:
-                await self._space.evict_counts(room, self._sending, evicted)
             self._report(evicted, held)
 
     def _report(self, evicted: Evicted, held: int) -> None:

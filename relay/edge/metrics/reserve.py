@@ -241,8 +241,8 @@ class Admitted:
         """A request larger than the room eviction can make, with no other write in flight,
         once the leader has measured every write before it and made what room it can of
         other than counts. Once only counts are left (``Room.DRY``) it pays for its room
-        as any other: let in unpaid, a key's one large request took the files past the
-        bound, and the backstop then took other keys' counts."""
+        as any other: let in unpaid, a key's one large request would take the files past
+        the bound with nothing of its own given for it."""
         shared = self._shared
         large = size * growth(shared) > self._max_bytes - self._max_bytes // 8
         alone = shared.admitted() - shared.settled() == size

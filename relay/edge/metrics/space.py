@@ -11,18 +11,16 @@ What is not a count goes first, for anyone's growth (``evict``): dead letters (r
 good already), then outbox batches that hold only registrations and impact samples, then
 impact metric series by when they were last updated (their number is what SDKs' labels make
 it), then registrations by when they were last seen (a key can make up instances without
-end). Counts are each one key's, and only that key's growth takes their room
-(``relay.store.own_room``); the bound itself (``evict_counts``: pages grown past it even so,
-as deleted rows leave pages part empty) takes from the key holding the most bytes of counts first
-(nobody's, counts of several keys, as one), oldest hour and least recently written first,
-then outbox batches with counts (cut from the oldest counts). An outbox batch being sent is
-never evicted.
+end). Counts, and outbox batches holding counts, are never evicted here: each count is one
+key's, and only that key's growth takes its room (``relay.store.own_room``). Pages grown past
+the bound even so (deleted rows leave pages part empty) are held by refusing new counts that
+cannot pay (``Room.DRY``) until the flusher delivers: no key's counts go for that. An outbox
+batch being sent is never evicted.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Set
@@ -31,7 +29,7 @@ from functools import partial
 
 from relay.store.impact import SERIES_BYTES
 from relay.store.metrics import REGISTRATION_BYTES
-from relay.store.own_room import COUNT_BYTES, ROW_BYTES
+from relay.store.own_room import ROW_BYTES
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 
@@ -44,12 +42,9 @@ TxStep = Callable[..., Awaitable[tuple[int, int]]]
 EVICT_STEP = 20_000
 FIRST_STEP = 1_000
 MIN_STEP = 100
-TOUCHED_EVERY = 0.05  # the trigger of buffer migration 0002
 
 # Estimates of each row's data (without indexes), in the units MetricsStore estimates what
 # it writes: they bound how much one eviction deletes.
-_COUNT = f"length(feature_name) + length(app_name) + length(environment) + {ROW_BYTES}"
-_VARIANT = f"{_COUNT} + length(variant)"
 _REGISTRATION = (
     "length(app_name) + length(instance_id) + length(connect_via) + length(strategies)"
     f" + {REGISTRATION_BYTES}"
@@ -172,28 +167,12 @@ class BufferSpace:
         await self._trim(keys, self.key_bytes, keys_target, before, evicted)
         rest: tuple[tuple[str, Step], ...] = (
             ("dead_letters", self._in_writer(self._dead_letters)),
-            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=0))),
+            ("outbox", self._in_writer(partial(self._batches, sending=sending))),
             ("impact_metrics", self._in_writer(self._series)),
             ("registrations", self._in_writer(self._registrations)),
         )
         await self._trim(rest, self.rest_bytes, target, before, evicted)
         return evicted
-
-    async def evict_counts(self, target: int, sending: Set[int], evicted: Evicted) -> None:
-        """Delete counts until the rest's pages are down to ``target`` bytes, in the order of
-        the module's docstring, tallied into ``evicted``. The key holding the most bytes
-        loses its newest counts too before another key loses any (it is the one growing):
-        by bytes, variants' included, not by rows (by rows, one request of a few counts
-        with 100 long variants each took the files past the bound and made an SDK's
-        2,220 plain counts the first to go)."""
-        rows = await self._db.fetch_all(
-            f"SELECT owner FROM metrics m GROUP BY owner ORDER BY sum({COUNT_BYTES}) DESC, owner"
-        )
-        counts: tuple[tuple[str, Step], ...] = (
-            *(("metrics", self._in_writer(partial(self._counts, owner=r[0]))) for r in rows),
-            ("outbox", self._in_writer(partial(self._batches, sending=sending, counts=1))),
-        )
-        await self._trim(counts, self.rest_bytes, target, math.inf, evicted)
 
     async def _trim(
         self,
@@ -283,17 +262,16 @@ class BufferSpace:
         limit: int,
         into: Evicted,
         sending: Set[int],
-        counts: int,
     ) -> tuple[int, int]:
-        """Batches of up to 10,000 entries, those with counts or those without
-        (``counts``): ``limit`` counts entries, one batch at least. ``sending`` is read
+        """Batches of up to 10,000 entries that hold no counts (registrations and impact
+        samples only): ``limit`` counts entries, one batch at least. ``sending`` is read
         here, in the transaction (copying a set of ints holds the GIL throughout, so the
         event loop's changes to it are seen whole or not at all)."""
         rows = await tx.fetch_all(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE counts = ?"
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE counts = 0"
             " AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id"
             f" LIMIT max(1, ? / 1000)) RETURNING entries, {_BATCH}, body",
-            (counts, json.dumps(sorted(sending)), limit),
+            (json.dumps(sorted(sending)), limit),
         )
         into.entries += sum(row[0] for row in rows)
         into.evaluations += sum(_evaluations(row[2]) for row in rows)
@@ -304,31 +282,6 @@ class BufferSpace:
             return await self._db.run(partial(step, before=before, limit=limit, into=into))
 
         return run
-
-    @staticmethod
-    async def _counts(
-        tx: Transaction, before: float, limit: int, into: Evicted, owner: int
-    ) -> tuple[int, int]:
-        """``owner``'s, oldest hour first, least recently written first. ``touched`` is
-        refreshed at most every ``TOUCHED_EVERY`` seconds (the buffer's schema): a count
-        written at ``before`` or later has one of at least ``before - TOUCHED_EVERY``, and
-        stays."""
-        oldest = (
-            "(feature_name, app_name, environment, hour) IN (SELECT feature_name, app_name,"
-            " environment, hour FROM metrics WHERE owner = ? AND touched < ?"
-            " ORDER BY hour, touched, feature_name, app_name, environment LIMIT ?)"
-        )
-        variants = await tx.fetch_all(
-            f"DELETE FROM metric_variants WHERE {oldest} RETURNING {_VARIANT}, count",
-            (owner, before - TOUCHED_EVERY, limit),
-        )
-        counts = await tx.fetch_all(
-            f"DELETE FROM metrics WHERE {oldest} RETURNING {_COUNT}, yes + no",
-            (owner, before - TOUCHED_EVERY, limit),
-        )
-        into.entries += len(counts)
-        into.evaluations += sum(int(row[1]) for row in [*variants, *counts])
-        return sum(int(row[0]) for row in [*variants, *counts]), len(counts)
 
     @staticmethod
     async def _series(tx: Transaction, before: float, limit: int, into: Evicted) -> tuple[int, int]:
