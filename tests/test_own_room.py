@@ -153,3 +153,24 @@ async def test_new_counts_take_the_room_of_their_own_keys_oldest(tmp_path: Path)
     finally:
         await store.stop()
         await db.close()
+
+
+async def test_room_is_chosen_past_the_first_page_in_a_stable_order(tmp_path: Path) -> None:
+    """600 counts of one key written at one instant (one hour, one ``touched``): a request
+    that adds to the 300 first by name, with 20 new ones, takes the room of the next 20 by
+    name, read past the first page of candidates (256), none twice nor skipped."""
+    db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    store = MetricsStore(db, 512, 3600.0, touched=True)
+    store.start()
+    names = [f"old-{i:03}" for i in range(600)]
+    try:
+        assert await store.write(owned(11, names), None)
+        request = owned(11, [*names[:300], *(f"new-{i:03}" for i in range(20))], hour=0)
+        await store.make_room(request)
+        rows = await db.fetch_all("SELECT feature_name FROM metrics")
+        gone = set(names) - {row[0] for row in rows}
+        assert gone == set(names[300:320])
+    finally:
+        await store.stop()
+        await db.close()

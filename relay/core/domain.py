@@ -146,7 +146,7 @@ class IdempotencyKey(NamedTuple):
 
 class Origin(NamedTuple):
     """Who sent a request's counts, for a relay's buffer, where what one key posted is
-    evicted only for that key's own growth (``relay.store.metrics``)."""
+    evicted only for that key's own growth (``relay.store.own_room``)."""
 
     owner: int
     """The key's (``owner_of``); ``NOBODY`` for counts of no one key (the central service

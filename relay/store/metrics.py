@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter as Tally
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -190,11 +190,7 @@ class _Planned(NamedTuple):
 
     @classmethod
     def of(
-        cls,
-        items: Sequence[IngestItem],
-        taken: dict[str, str | None],
-        stamp: str,
-        now: float,
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
     ) -> _Planned:
         batch, outcomes = merge_group(items, taken)
         owned = owners(items, outcomes) if stamp == "touched" else {}
@@ -310,11 +306,7 @@ class _Logged(NamedTuple):
 
     @classmethod
     def of(
-        cls,
-        items: Sequence[IngestItem],
-        taken: dict[str, str | None],
-        stamp: str,
-        now: float,
+        cls, items: Sequence[IngestItem], taken: dict[str, str | None], stamp: str, now: float
     ) -> _Logged:
         batch, outcomes = merge_group(items, taken)
         return cls("" if batch.is_empty() else ingest_log.encode(batch), now, outcomes)
@@ -357,7 +349,7 @@ async def _bound_registrations(tx: Transaction, rows: Sequence[tuple[Any, ...]],
     """Each (application, environment) written keeps its ``kept`` most recently seen. Kept
     on every write, so at most as many rows as were written go past it: the delete reads
     along the index, its cost that of the write."""
-    written = Tally((row[0], row[1]) for row in rows)
+    written = Counter((row[0], row[1]) for row in rows)
     for (app_name, environment), count in sorted(written.items()):
         await tx.execute(
             "DELETE FROM registrations WHERE app_name = ? AND environment = ? AND instance_id IN"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import Counter as Tally
 from collections.abc import Iterable, Sequence, Set
 from functools import partial
@@ -61,6 +62,10 @@ _CHUNK = 500  # row keys per statement: 2,000 parameters
 STEP_BYTES = 64 * 1024
 """About the most one transaction deletes, without a bound of the caller's."""
 _PAGE = 256  # candidate counts read at a time
+_AGE = "hour, touched, feature_name, app_name, environment"
+"""The order counts are chosen in, oldest first: the index metrics_owner_age holds it (the
+key's columns end each entry of a WITHOUT ROWID table's index), so a page is read from
+where the last one ended, not counted again from the start."""
 _ROW = f"length(feature_name) + length(app_name) + length(environment) + {ROW_BYTES}"
 _VARIANT = f"{_ROW} + length(variant)"
 """A variant row's bytes: it repeats its count's names (``relay.edge.metrics.space``)."""
@@ -81,7 +86,9 @@ class Payments:
         """``step_bytes``: about the most one transaction deletes (the WAL's bound)."""
         self._db = db
         self._step_bytes = step_bytes
-        self._paying: dict[int, tuple[asyncio.Lock, int]] = {}  # owner: its lock, users
+        self._paying: weakref.WeakValueDictionary[int, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )  # owner: its lock, while a request holds or waits for it
         self._unlogged: Tally[str] = Tally()
         self._logged_at = 0.0
 
@@ -96,18 +103,11 @@ class Payments:
         owner = batch.origin.owner
         if owner == NOBODY:
             return
-        held = self._paying.get(owner)
-        lock, users = held if held is not None else (asyncio.Lock(), 0)
-        self._paying[owner] = (lock, users + 1)
-        try:
-            async with lock:
-                await self._pay(batch)
-        finally:
-            lock, users = self._paying[owner]
-            if users == 1:
-                del self._paying[owner]
-            else:
-                self._paying[owner] = (lock, users - 1)
+        lock = self._paying.get(owner)
+        if lock is None:
+            lock = self._paying[owner] = asyncio.Lock()
+        async with lock:
+            await self._pay(batch)
 
     async def _pay(self, batch: IngestBatch) -> None:
         need = await self._db.run(partial(needed, batch=batch))
@@ -172,16 +172,17 @@ async def choose(
     each as its row key with the counts it held then (``evict`` deletes it only if they
     still are), and its bytes; None when the key holds too little."""
     chosen: list[tuple[Key, int]] = []
-    freed = seen = 0
+    freed, after = 0, (-1, -1.0, "", "", "")  # (hour, touched, names): before every count
     while freed < need:
         rows = await tx.fetch_all(
-            f"SELECT {_KEY}, yes, no, {COUNT_BYTES} FROM metrics m WHERE owner = ?"
-            " ORDER BY hour, touched LIMIT ? OFFSET ?",
-            (owner, _PAGE, seen),
+            f"SELECT {_KEY}, yes, no, {COUNT_BYTES}, touched FROM metrics m WHERE owner = ?"
+            f" AND ({_AGE}) > (?, ?, ?, ?, ?) ORDER BY {_AGE} LIMIT ?",
+            (owner, *after, _PAGE),
         )
         if not rows:
             return None
-        seen += len(rows)
+        last = rows[-1]
+        after = (last[3], last[7], last[0], last[1], last[2])
         for row in rows:
             if (row[0], row[1], row[2], row[3]) in spared:
                 continue
