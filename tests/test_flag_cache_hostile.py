@@ -134,7 +134,9 @@ async def test_an_etag_that_is_no_text_is_not_kept_and_the_copy_is_stored(
     assert (await get(relay))[0] == 200
     await eventually(lambda: SCOPE in stored_scopes(tmp_path / "relay"), "the copy stored")
     with sqlite3.connect(tmp_path / "relay" / "cache.db") as conn:
-        assert {etag for (etag,) in conn.execute("SELECT etag FROM flag_scopes")} == {""}
+        # the copies' (a scope claimed for its next fetch and not yet stored has none)
+        copies = conn.execute("SELECT etag FROM flag_scopes WHERE body IS NOT NULL")
+        assert {etag for (etag,) in copies} == {""}
 
 
 @pytest.mark.parametrize(
