@@ -24,7 +24,8 @@ from prometheus_client import REGISTRY
 from service import sample
 
 from relay.core.catalog import Rendered
-from relay.core.frontend import Frontends, context_of, from_pairs, from_query
+from relay.core.frontend import Frontends
+from relay.core.frontend_context import context_of, from_pairs, from_query
 from relay.settings import SettingsError
 
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"

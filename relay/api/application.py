@@ -17,7 +17,7 @@ from aiohttp.typedefs import Middleware
 
 from relay.api import backstage, docs
 from relay.api.client_address import PROXY_TRUST, ProxyTrust
-from relay.api.connections import open_files, write_in_slices
+from relay.api.connections import write_in_slices
 from relay.api.cors import (
     POLICIES,
     api_policy,
@@ -27,6 +27,7 @@ from relay.api.cors import (
     proxy_policy,
 )
 from relay.api.middleware import STORAGE_TROUBLE, OncePerSecond, common_headers, observe
+from relay.api.open_files import open_files
 from relay.api.openapi import document
 from relay.api.routing import Route, add_routes
 from relay.api.shared import Shared

@@ -1,6 +1,5 @@
 """What one connection can hold of the server: the memory of an answer a client does not
-read, the time it may leave it unread, and what happens when there are more connections
-than open files.
+read, and the time it may leave it unread (open files: ``relay.api.open_files``).
 
 A body handed to the transport whole is copied whole: aiohttp joins it to the headers and
 asyncio keeps what the socket did not take in a buffer of its own. A client that asked for
@@ -11,24 +10,14 @@ back under its high-water mark (asyncio's 64 KiB): a connection holds at most ab
 slices, whatever the answer's size. A client that leaves that room unread for
 ``write_timeout`` seconds has its connection closed (as nginx's ``send_timeout``: between
 two writes, not for the whole answer).
-
-Every connection holds a file descriptor, and the usual soft limit (1,024) refuses
-connections long before memory or the hard limit would: it is raised to the hard limit.
-When the process runs out of them all the same, asyncio reports every failed ``accept``
-with a traceback, many times a second for as long as it lasts (14,787 times in 20 s, 7.6 MB
-of log). They are counted, and logged once per ``ACCEPT_LOG_INTERVAL`` with their number.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import resource
 import socket
 import struct
-import time
 from collections.abc import Awaitable
-from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
@@ -39,22 +28,14 @@ from prometheus_client import Counter
 
 from relay.api.state import SETTINGS
 
-log = logging.getLogger(__name__)
-
 SLICE = 64 * 1024
 """The most of one answer handed to a connection's transport at once."""
-ACCEPT_LOG_INTERVAL = 10.0
 _RESET = struct.pack("ii", 1, 0)
 """SO_LINGER on, for 0 s: closing the socket resets the connection, its queue dropped."""
-_ACCEPT_FAILED = "socket.accept() out of system resource"
 
 WRITE_TIMEOUTS = Counter(
     "relay_http_write_timeouts_total",
     "Connections closed because the client read nothing of its answer within write_timeout",
-)
-ACCEPT_ERRORS = Counter(
-    "relay_accept_errors_total",
-    "Connections the server could not accept for lack of a resource (open files, memory)",
 )
 
 
@@ -168,39 +149,3 @@ async def _within(
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
             transport.abort()
         raise ConnectionResetError("the client read nothing within write_timeout") from None
-
-
-class _AcceptErrors:
-    """The event loop's exception handler: failed accepts counted and logged once per
-    interval, with how many there were since the last line (the connections wait in the
-    listen queue meanwhile); anything else as asyncio would."""
-
-    def __init__(self) -> None:
-        self._next = 0.0
-        self._count = 0
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if context.get("message") != _ACCEPT_FAILED:
-            loop.default_exception_handler(context)
-            return
-        ACCEPT_ERRORS.inc()
-        self._count += 1
-        now = time.monotonic()
-        if now < self._next:
-            return
-        extra = {"error": str(context.get("exception")), "count": self._count}
-        log.error("connections not accepted: %s", _ACCEPT_FAILED, extra=extra)
-        self._next, self._count = now + ACCEPT_LOG_INTERVAL, 0
-
-
-async def open_files(app: web.Application) -> None:
-    """``on_startup``, after the mode's resources opened (an error there is one line): the
-    open-file limit raised, failed accepts counted on the loop that serves ``app``."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            log.info("open files", extra={"limit": hard, "was": soft})
-        except (ValueError, OSError):  # an unlimited hard limit: more than the kernel allows
-            log.info("open files", extra={"limit": soft, "hard": "unlimited"})
-    asyncio.get_running_loop().set_exception_handler(_AcceptErrors())

@@ -23,7 +23,7 @@ from relay.api.errors import NotFoundError
 from relay.api.routing import Handler, Route
 from relay.api.state import FRONTEND_SOURCE, FRONTENDS
 from relay.core.evaluate import Context
-from relay.core.frontend import context_of, from_model, from_query
+from relay.core.frontend_context import context_of, from_model, from_query
 from relay.wire.frontend import FrontendRequest, Toggle, Toggles
 
 

@@ -67,7 +67,8 @@ from relay.core.catalog import Rendered
 from relay.core.domain import hour_start
 from relay.core.errors import DomainError, InvalidInput, StorageError, Throttled, Unavailable
 from relay.core.evaluate import Context
-from relay.core.frontend import DEFAULT_APP, Scoped
+from relay.core.frontend import Scoped
+from relay.core.frontend_context import DEFAULT_APP
 from relay.core.keys import Principal, hash_key
 from relay.wire.common import ErrorDetail, KeyType
 from relay.wire.ofrep import (

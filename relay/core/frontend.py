@@ -1,18 +1,11 @@
-"""The Frontend API's answers, pure: a caller's context read as Unleash reads it, a scope's
-flags evaluated for it (``relay.core.evaluate``), and the toggles as JSON.
+"""The Frontend API's answers, pure: a scope's flags evaluated for a caller's context
+(``relay.core.frontend_context``, ``relay.core.evaluate``), and the toggles as JSON.
 
-- **Context** (Unleash's ``createContext``): ``appName``, ``environment``, ``userId``,
-  ``sessionId`` and ``remoteAddress`` are fields, an empty one is absent; every other key,
-  and those under ``properties``, are properties (``properties`` wins on a clash).
-  ``currentTime`` is a property like any other: date constraints use the server's clock.
-  Absent, ``remoteAddress`` is the caller's address and ``sessionId`` a fresh random one;
-  ``appName`` and ``environment`` default to what Unleash's own evaluation client has
-  (``frontend-api``, ``default``).
-- **Answers.** Each scope's flags are compiled once per ETag (``Frontends.compiled``), and
-  each flag's toggle is rendered once per outcome (enabled, variant): an answer is those
-  fragments joined. A frontend SDK polls with the same context every 15 s: answers per
-  (scope ETag, context, kind) are kept while they cannot change (no flag of the scope reads
-  the clock or chance), bounded in bytes.
+Each scope's flags are compiled once per ETag (``Frontends.scoped``), and each flag's toggle
+is rendered once per outcome (enabled, variant): an answer is those fragments joined. A
+frontend SDK polls with the same context every 15 s: answers per (scope ETag, context, kind)
+are kept while they cannot change (no flag of the scope reads the clock or chance), bounded
+in bytes.
 """
 
 from __future__ import annotations
@@ -20,14 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from urllib.parse import unquote
 
 from prometheus_client import Counter, Gauge
 
@@ -37,13 +27,9 @@ from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_
 from relay.core.evaluate.constraints import reserved
 from relay.core.flag_shapes import tell_unread
 from relay.core.memory import measured
-from relay.wire.frontend import FrontendContext
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("appName", "environment", "userId", "sessionId", "remoteAddress")
-DEFAULT_APP = "frontend-api"
-DEFAULT_ENVIRONMENT = "default"
 
 MAX_COMPILED = 256
 MAX_COMPILED_BYTES = 128 * 1024 * 1024
@@ -61,8 +47,6 @@ MAX_ANSWERS = 100_000
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """Kept answers save ~10 % of a repeated context's CPU (bench/frontend.py): worth a small
 bound, not the memory of a sidecar."""
-
-Fields = dict[str, str]
 
 ANSWERS = Counter(
     "relay_frontend_answers_total",
@@ -85,89 +69,6 @@ HELD = Gauge(
     multiprocess_mode="livesum",
 )
 _EVALUATED, _KEPT, _VARYING = (ANSWERS.labels(s) for s in ("evaluated", "kept", "varying"))
-
-
-def _text(value: object) -> str | None:
-    """A context value as its text, as JavaScript's ``String`` writes it; None is absent."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Fields, Fields]:
-    """A query's ``(fields, properties)``: ``properties[name]=value`` and unknown keys are
-    properties; a key given twice counts once, first wins (as ``qs`` would make it a list,
-    which no constraint matches)."""
-    fields: Fields = {}
-    rest: Fields = {}
-    given: Fields = {}
-    for key, value in pairs:
-        if key in FIELDS:
-            fields.setdefault(key, value)
-        elif key.startswith("properties[") and key.endswith("]"):
-            given.setdefault(key[11:-1], value)
-        else:
-            rest.setdefault(key, value)
-    return fields, rest | given
-
-
-def from_query(raw: str) -> tuple[Fields, Fields]:
-    """``from_pairs`` of a raw query string, decoded as ``urllib.parse.parse_qsl`` with
-    blank values kept decodes it (``+`` a space, ``%XX`` UTF-8 with replacement), but only
-    the pieces that need it: a browser's query is parsed on every request, and
-    ``parse_qsl``'s generality cost as much as the rest of a cached answer."""
-    return from_pairs(_pair(piece) for piece in raw.split("&") if piece)
-
-
-def _pair(piece: str) -> tuple[str, str]:
-    name, _, value = piece.partition("=")
-    return _decoded(name), _decoded(value)
-
-
-def _decoded(text: str) -> str:
-    if "+" in text:
-        text = text.replace("+", " ")
-    return unquote(text) if "%" in text else text
-
-
-def from_model(context: FrontendContext) -> tuple[Fields, Fields]:
-    """A parsed context (a ``POST`` body's, the playground's) as ``(fields, properties)``,
-    values as text."""
-    known = {k: t for k in FIELDS if (t := _text(getattr(context, k))) is not None}
-    merged = {**context.extra, **(context.properties or {})}
-    return known, {k: t for k, v in merged.items() if (t := _text(v)) is not None}
-
-
-def context_of(
-    fields: Fields,
-    properties: Fields,
-    caller: str | None,
-    now: datetime,
-    session: Callable[[], str | None] = lambda: secrets.token_hex(18),
-) -> Context:
-    """The context evaluated: empty fields absent, the caller's address and a fresh
-    session where none was given (Unleash's ``enrichContextWithIp``; the playground gives
-    no session, to show what a context without one gets)."""
-
-    def field(name: str) -> str | None:
-        return fields.get(name) or None
-
-    given = field("sessionId")
-    made = None if given is not None else session()
-    return Context(
-        app_name=field("appName") or DEFAULT_APP,
-        environment=field("environment") or DEFAULT_ENVIRONMENT,
-        user_id=field("userId"),
-        session_id=given or made,
-        remote_address=field("remoteAddress") or caller,
-        current_time=now,
-        properties=properties,
-        session_made_up=made is not None,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ the Frontend API reads one, a scope's flags evaluated by the same evaluator and 
 form (``relay.core.frontend.Scoped``), each answer rendered once as OFREP's JSON, and the
 evaluations counted as SDKs count theirs.
 
-- **Context.** As the Frontend API's (``relay.core.frontend.context_of``), with
+- **Context.** As the Frontend API's (``relay.core.frontend_context.context_of``), with
   ``targetingKey`` the ``userId`` unless the context names one; no ``sessionId`` is made
   up: a flag that would hash a user finds none, and says so (``TARGETING_KEY_MISSING``)
   rather than answering a coin toss that changes at every request.
@@ -44,7 +44,8 @@ from prometheus_client import Counter
 
 from relay.core.domain import Counts, MetricKey
 from relay.core.evaluate import Basis, Compiled, Context, Decision, Evaluation
-from relay.core.frontend import Scoped, context_of, from_model
+from relay.core.frontend import Scoped
+from relay.core.frontend_context import context_of, from_model
 from relay.wire.common import MAX_COUNT
 from relay.wire.ofrep import FailureCode, OfrepContext
 

@@ -30,7 +30,8 @@ from urllib.parse import unquote_plus
 
 from relay.core.catalog import Rendered
 from relay.core.evaluate import Context
-from relay.core.frontend import Fields, Scoped, context_of, from_model, from_query
+from relay.core.frontend import Scoped
+from relay.core.frontend_context import Fields, context_of, from_model, from_query
 from relay.wire.frontend import FrontendContext
 
 CLOCK = "currentTime"
@@ -47,7 +48,7 @@ ALL_DISABLED = (
 
 
 def query_context(raw: str) -> tuple[Fields, Fields, str | None]:
-    """A query's ``(fields, properties, currentTime)``: ``relay.core.frontend.from_query``
+    """A query's ``(fields, properties, currentTime)``: ``relay.core.frontend_context.from_query``
     but for a top-level ``currentTime``, which is a field here, not a property."""
     clock: str | None = None
     kept = []

@@ -49,7 +49,7 @@ from relay.api.state import AUTH_FAILURES, FRONTEND_SOURCE, FRONTENDS, INGEST, R
 from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
 from relay.core.client_features import Rendered, Scope, inline_segments, projects_of
 from relay.core.evaluate import Context
-from relay.core.frontend import Fields
+from relay.core.frontend_context import Fields
 from relay.core.keys import Principal, hash_key, parse_key
 from relay.core.proxy import (
     ALL_DISABLED,

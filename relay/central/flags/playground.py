@@ -26,7 +26,8 @@ from relay.central.projects import ProjectStore
 from relay.core.client_features import Scope
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.evaluate import Compiled, Context, Evaluation
-from relay.core.frontend import FIELDS, Frontends, context_of, from_model, shown_variant
+from relay.core.frontend import Frontends, shown_variant
+from relay.core.frontend_context import FIELDS, context_of, from_model
 from relay.store.sql import Database
 from relay.wire.frontend import FrontendContext
 
