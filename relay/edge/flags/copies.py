@@ -187,6 +187,8 @@ class Copies:
                     copy = await self._store.copy(head.scope)
                     if copy is not None and _newer(entry, copy.etag, copy.revision):
                         self.take(entry, copy)
+                    elif copy is None and entry.rendered is None:
+                        entry.due_at = 0.0  # a copy there that cannot be read: fetched now
                 entry.fetched_at = head.fetched_at
             self._loaded()
 

@@ -238,7 +238,9 @@ class FlagStore:
     ) -> set[FlagScope]:
         """``writes``, then a claim of each ``due`` scope, in one transaction: the scopes
         this worker is now to refresh (their ``due_at`` moved on by ``interval``). A
-        ``due_at`` more than two intervals ahead counts as due: the clock was set back."""
+        ``due_at`` more than two intervals ahead counts as due: the clock was set back; so
+        does a row whose copy cannot be read (damaged by hand: ``heads`` and ``copy`` pass
+        it over), which would otherwise leave its scope without flags until it was due."""
         writes, due = list(writes), list(due)
 
         async def work(tx: Transaction) -> set[FlagScope]:
@@ -252,7 +254,9 @@ class FlagStore:
                 if await tx.execute(
                     "INSERT INTO flag_scopes (scope, due_at, changed) VALUES (?, ?, ?)"
                     " ON CONFLICT (scope) DO UPDATE SET due_at = excluded.due_at"
-                    " WHERE flag_scopes.due_at <= ? OR flag_scopes.due_at > ?",
+                    " WHERE flag_scopes.due_at <= ? OR flag_scopes.due_at > ?"
+                    " OR typeof(flag_scopes.body) NOT IN ('blob', 'null')"
+                    " OR typeof(flag_scopes.fetched_at) NOT IN ('integer', 'real', 'null')",
                     (scope.id, now + interval, changed, now, now + 2 * interval),
                 ):
                     claimed.add(scope)
