@@ -17,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
+
+from aiohttp import web
 
 from relay.edge.metrics.reserve import START_PATIENCE, Reserve, open_with_room
 from relay.edge.metrics.salvage import damage, move_aside
@@ -61,6 +64,26 @@ def change_number(value: object) -> int:
 
 def cache_file(data_dir: Path, synchronous: str) -> SqliteDatabase:
     return SqliteDatabase(data_dir / CACHE_FILE, CACHE_SCHEMA, synchronous, WAL_BYTES)
+
+
+def opened(
+    cache: SqliteDatabase, reserve: Reserve, buffer: Path | None
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """``cache`` open while the application serves. ``buffer``: the buffer file whose older
+    flag copies it adopts (``open_cache``), by a worker alone; with several, ``initialise``
+    did that before they started, and each only opens the file."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        try:
+            if buffer is None:
+                await open_with_room(cache, reserve, START_PATIENCE)
+            else:
+                await open_cache(cache, buffer, reserve)
+            yield
+        finally:
+            await cache.close()
+
+    return ctx
 
 
 async def open_cache(cache: SqliteDatabase, buffer: Path, reserve: Reserve | None = None) -> None:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+
+from aiohttp import web
 
 from relay.api.broadcast import Broadcast
 from relay.api.shared import Shared
@@ -260,6 +262,13 @@ class FlagCache(EntrySource):
 
     def _pinned(self) -> set[FlagScope]:
         return {self._scope_of(k, p) for k, p in self._configured.items()}
+
+    async def running(self, app: web.Application) -> AsyncIterator[None]:
+        """Serving while the application does (a ``cleanup_ctx``): ready once every
+        configured key has flags."""
+        await self.start()
+        yield
+        await self.stop()
 
     async def start(self) -> None:
         """The copies stored, the configured keys' scopes, then a first tick (which

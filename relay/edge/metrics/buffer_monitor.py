@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Set
+from collections.abc import AsyncIterator, Set
 from typing import Final
 
+from aiohttp import web
 from prometheus_client import Counter, Gauge
 
 from relay.api.shared import Shared
-from relay.core.errors import DiskFull
+from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
 from relay.edge.metrics.salvage import damaged_files
 from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
@@ -134,6 +135,16 @@ class BufferMonitor:
         waiting = self._shared.wanted()
         if since >= self._trigger or waiting or over(self._shared, self._max_bytes):
             self.wake.set()
+
+    async def checked_at_start(self, app: web.Application) -> AsyncIterator[None]:
+        """The leader bounds the buffer and publishes its gauges before serving; a full disk
+        must not stop the relay from starting (it answers 503 to writes and drains what it
+        holds)."""
+        try:
+            await self.check()
+        except StorageError as exc:
+            log.warning("cannot check the buffer at start-up", extra={"error": str(exc)})
+        yield
 
     async def check(self) -> None:
         before = (self._pages, self._heard)
