@@ -23,8 +23,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.edge.metrics.reserve import START_PATIENCE, Reserve, open_with_room
-from relay.edge.metrics.salvage import damage, move_aside
+from relay.store.reserve import START_PATIENCE, Reserve, open_with_room
+from relay.store.salvage import damage, move_aside
 from relay.store.sql import CACHE_SCHEMA, Transaction
 from relay.store.sqlite import SqliteDatabase
 

@@ -34,18 +34,13 @@ from relay.edge import backstage
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.bootstrap import BootstrapError, FileFlags
 from relay.edge.flags.deltas import FlagDeltas
+from relay.edge.metrics.admitted import Admitted
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.reserve import (
-    Admitted,
-    Reserve,
-    open_with_room,
-    reserve_size,
-    wal_bound,
-)
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
 from relay.settings.fields import OfflineMetrics
 from relay.store.metrics import MetricsStore
+from relay.store.reserve import Reserve, open_with_room, reserve_size, wal_bound
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType

@@ -28,9 +28,9 @@ from relay.api.client import client_route
 from relay.core.domain import Hop, from_epoch
 from relay.core.edges import STALE_AFTER, ReportedEdge, ReportScope, flatten
 from relay.edge.metrics.flusher import Flusher
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
+from relay.store.buffer_space import BufferSpace
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import MAX_LIST

@@ -41,27 +41,22 @@ from relay.edge.flags.frontend import FrontendFlags
 from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
 from relay.edge.key_words import KeyWords
+from relay.edge.metrics.admitted import Admitted
 from relay.edge.metrics.buffer_file import BufferFile, writing
 from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.metrics.flusher import Flusher
 from relay.edge.metrics.keys import Lending, Notes, UpstreamKeys
-from relay.edge.metrics.outbox import SqliteOutbox, claim_entries
-from relay.edge.metrics.reserve import (
-    START_PATIENCE,
-    Admitted,
-    IngestGate,
-    make_room,
-    open_with_room,
-)
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.reporter import REPORT_BOUNDS, Reporter
 from relay.edge.reporter import ROUTES as reporter_routes
 from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
 from relay.settings.usage import named
+from relay.store.buffer_space import BufferSpace
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import SqliteOutbox, claim_entries
+from relay.store.reserve import START_PATIENCE, IngestGate, make_room, open_with_room
 from relay.wire.common import MAX_NAME, KeyType
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """``buffer.db``, the one file every worker writes counts into, with the reserve beside it
-(``relay.edge.metrics.reserve``): checked for damage at start, older relays' per-worker files
+(``relay.store.reserve``): checked for damage at start, older relays' per-worker files
 moved into it, and held open for the application's life (``cleanup_ctx`` factories).
 
 With one worker these start-up steps run in the worker; with several, ``initialise`` runs
@@ -13,17 +13,17 @@ from pathlib import Path
 
 from aiohttp import web
 
-from relay.edge.metrics.reserve import (
+from relay.settings import Settings
+from relay.store.metrics import MetricsStore
+from relay.store.reserve import (
     START_PATIENCE,
     Reserve,
     open_with_room,
     reserve_size,
     wal_bound,
 )
-from relay.edge.metrics.salvage import check_buffers
-from relay.edge.metrics.shards import drain_shards
-from relay.settings import Settings
-from relay.store.metrics import MetricsStore
+from relay.store.salvage import check_buffers
+from relay.store.shards import drain_shards
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -44,7 +44,7 @@ class BufferFile:
 
     async def check(self, ran_before: bool) -> list[Path]:
         """The file and older relays' per-worker files checked, a damaged one salvaged
-        (``relay.edge.metrics.salvage``), before anything opens them; returns those that
+        (``relay.store.salvage``), before anything opens them; returns those that
         could not be checked."""
         settings = self._settings
         return await check_buffers(
@@ -53,7 +53,7 @@ class BufferFile:
 
     async def drain_shards(self) -> None:
         """What an older relay's workers buffered in files of their own moved into the open
-        ``buffer.db`` (``relay.edge.metrics.shards``)."""
+        ``buffer.db`` (``relay.store.shards``)."""
         settings = self._settings
         store = MetricsStore(
             self.db, settings.commit_max_requests, settings.idempotency_ttl, touched=True

@@ -35,10 +35,11 @@ from prometheus_client import Counter, Gauge
 
 from relay.api.shared import Shared
 from relay.core.errors import DiskFull, StorageError
-from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
-from relay.edge.metrics.salvage import damaged_files
-from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
+from relay.edge.metrics.admitted import GROWTH, over
+from relay.store.buffer_space import BufferSpace, BufferStats, Evicted
 from relay.store.own_room import EVICTED, EVICTED_EVALUATIONS
+from relay.store.reserve import Reserve, make_room
+from relay.store.salvage import damaged_files
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,7 @@ class BufferMonitor:
         """Evict all but counts to the target when over the bound, and further when new
         counts wait for room (``wanted`` bytes of it), to where they fit; when that cannot
         make the room wanted, new counts pay for their own (``Room.DRY``). Counts are never
-        evicted here, whoever grew the files (``relay.edge.metrics.space``)."""
+        evicted here, whoever grew the files (``relay.store.buffer_space``)."""
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data
         began = time.time()
         held = await self._space.pages_bytes()

@@ -54,9 +54,9 @@ from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.keys import UpstreamKeys
-from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
+from relay.store.buffer_space import BufferSpace
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class Flusher:
         most_claimed: int = CLAIM_ENTRIES,
     ) -> None:
         """``on_disk_full`` hands back the space set aside for draining
-        (``relay.edge.metrics.reserve``); True if there was some. ``keys`` chooses each
+        (``relay.store.reserve``); True if there was some. ``keys`` chooses each
         environment's key before each flush. ``space`` tells what stayed buffered after the
         final flush (``final_timeout`` seconds at most). ``most_claimed``: entries one claim
         moves at most (``claim_entries``)."""
