@@ -34,8 +34,9 @@ from prometheus_client import Gauge
 from relay.core.errors import Throttled, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, well_formed
 from relay.edge.flags.store import FlagStore
-from relay.edge.key_words import VOUCHED, KeyWords, Word
+from relay.edge.key_words import KeyWords
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
+from relay.store.key_words import VOUCHED, Word
 from relay.wire.common import MAX_LIST, KeyType
 
 log = logging.getLogger(__name__)

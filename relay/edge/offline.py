@@ -39,6 +39,7 @@ from relay.edge.metrics.buffer_monitor import BufferMonitor
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
 from relay.settings.fields import OfflineMetrics
+from relay.store.buffer_pages import BufferPages
 from relay.store.metrics import MetricsStore
 from relay.store.reserve import Reserve, open_with_room, reserve_size, wal_bound
 from relay.store.sql import BUFFER_SCHEMA
@@ -148,7 +149,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         )
         sink = Admitted(store, None, shared, settings.buffer_max_bytes)
     app[INGEST] = Ingest(sink)
-    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db if keep else None)
+    app[backstage.SOURCES] = backstage.Sources(
+        flags.copies, resolver, BufferPages(db) if keep else None
+    )
 
     async def started(app: web.Application) -> AsyncIterator[None]:
         if keep:

@@ -31,7 +31,7 @@ from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
 from relay.core.keys import parse_key
 from relay.edge import backstage, passthrough, proxy
-from relay.edge.cache_file import cache_file, open_cache, opened
+from relay.edge.cache_file import opened
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore, restored
 from relay.edge.flags.cache import TICK, FlagCache
@@ -52,8 +52,11 @@ from relay.edge.state import EDGE_REPORTS, FLAG_CACHE, UPSTREAM
 from relay.edge.upstream import UpstreamClient
 from relay.settings import Settings
 from relay.settings.usage import named
+from relay.store.buffer_pages import BufferPages
 from relay.store.buffer_space import BufferSpace
+from relay.store.cache_file import cache_file, open_cache
 from relay.store.edge_reports import EdgeReportStore
+from relay.store.key_words import KeyWordStore
 from relay.store.metrics import MetricsStore
 from relay.store.outbox import SqliteOutbox, claim_entries
 from relay.store.reserve import START_PATIENCE, IngestGate, make_room, open_with_room
@@ -119,7 +122,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     )
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     flag_store = FlagStore(cache)
-    words = KeyWords(cache, shared)
+    words = KeyWords(KeyWordStore(cache), shared)
     upstream = UpstreamClient(settings.upstream_url, settings.upstream_timeout)
 
     # keys and flags
@@ -187,7 +190,9 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[FRONTEND_SOURCE] = frontend_flags
     app[FRONTENDS] = Frontends()
     app[EDGE_REPORTS] = reports
-    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db, reporter.shown, current)
+    app[backstage.SOURCES] = backstage.Sources(
+        flags.copies, resolver, BufferPages(db), reporter.shown, current
+    )
     streaming.add_streams(app)
     ofrep.add_ofrep(app, frontend_flags)
 

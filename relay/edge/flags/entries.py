@@ -30,7 +30,8 @@ from relay.core.keys import Principal, hash_key
 from relay.edge.flags.fetch import DeltaPoll
 from relay.edge.flags.revisions import moved, outdated, past
 from relay.edge.flags.store import FlagScope
-from relay.edge.key_words import VOUCHED, KeyWords, Word
+from relay.edge.key_words import KeyWords
+from relay.store.key_words import VOUCHED, Word
 
 log = logging.getLogger(__name__)
 
