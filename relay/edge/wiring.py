@@ -36,8 +36,8 @@ from relay.edge.flags import api as flag_api
 from relay.edge.flags.backup import restore, restored
 from relay.edge.flags.cache import TICK, FlagCache
 from relay.edge.flags.deltas import FlagDeltas
-from relay.edge.flags.entries import REFUSED_TTL
 from relay.edge.flags.frontend import FrontendFlags
+from relay.edge.flags.refusals import REFUSED_TTL
 from relay.edge.flags.store import FlagStore
 from relay.edge.key_resolver import NEGATIVE_TTL, SdkKeyResolver
 from relay.edge.key_words import KeyWords
