@@ -236,6 +236,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         )
     # last: its final write ends before the flusher's final flush and the buffers close
     app.cleanup_ctx.append(ofrep.counting)
+    _serve(app, settings)
+    return app
+
+
+def _serve(app: web.Application, settings: Settings) -> None:
+    """The relay's routes, the Unleash Proxy's beside them when it has keys."""
     routes = [
         *client.ROUTES,
         *frontend_metrics.ROUTES,
@@ -253,7 +259,6 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         app[proxy.PROXY] = proxy.Proxy(settings)
         routes = proxy.alongside(routes, proxy.routes(settings))
     serve_routes(app, routes)
-    return app
 
 
 def _started(
