@@ -1,6 +1,6 @@
 """The relay's send loop: claim buffered counts into batches, send them, record the outcome.
 
-Outcomes (``relay.upstream.Outcome``) decide everything:
+Outcomes (``relay.edge.upstream.Outcome``) decide everything:
 - ok: the batch leaves the outbox;
 - too_large (413) or rejected (other 4xx): the upstream applied none of it, so it is split
   in halves (new keys) and each retried, until the entries refused on their own are left:
