@@ -21,10 +21,11 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Protocol
 
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.core.errors import StorageError
-from relay.store.key_words import KeyWordStore, Word
+from relay.store.key_words import Word
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,19 @@ MAX_VOUCHED = 10_000
 MAX_REFUSED = 10_000
 
 
+class WordStore(Protocol):
+    """Where the words are kept for every worker and across restarts
+    (``relay.store.key_words.KeyWordStore``)."""
+
+    async def since(self, changed: int) -> tuple[int, list[Word]]: ...
+
+    async def store(self, words: list[Word], asked: int | None) -> tuple[int, set[str]]: ...
+
+    async def prune(self, before: float, most_vouched: int, most_refused: int) -> None: ...
+
+
 class KeyWords:
-    def __init__(self, store: KeyWordStore, shared: Shared) -> None:
+    def __init__(self, store: WordStore, shared: Shared) -> None:
         self._store = store
         self._vouched: OrderedDict[str, Word] = OrderedDict()  # oldest said first
         self._refused: OrderedDict[str, Word] = OrderedDict()
