@@ -17,8 +17,9 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Set
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
@@ -50,6 +51,26 @@ def claim_entries(wal_bytes: int) -> int:
     one claim's transaction (it deletes the counts and writes their batches) must not pass
     far (about 64 bytes of WAL an entry)."""
     return max(MIN_CLAIM, min(CLAIM_ENTRIES, wal_bytes // 64))
+
+
+class Outbox(Protocol):
+    """The verbs the flusher sends batches with (``relay.edge.metrics.flusher``)."""
+
+    def sending(self, batch: OutboxBatch) -> AbstractAsyncContextManager[bool]: ...
+
+    async def claim(self, environments: Collection[str], max_entries: int) -> bool: ...
+
+    async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]: ...
+
+    async def ack(self, batch: OutboxBatch) -> None: ...
+
+    async def record_failure(self, batch: OutboxBatch, error: str) -> None: ...
+
+    async def split(self, batch: OutboxBatch) -> bool: ...
+
+    async def dead_letter(self, batch: OutboxBatch, status: int | None, reason: str) -> None: ...
+
+    async def environments(self) -> set[str]: ...
 
 
 class SqliteOutbox:

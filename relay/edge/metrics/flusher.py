@@ -56,7 +56,7 @@ from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.keys import UpstreamKeys
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
 from relay.store.buffer_space import BufferSpace
-from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, Outbox, OutboxBatch
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class _Sent(enum.Enum):
 class Flusher:
     def __init__(
         self,
-        outbox: SqliteOutbox,
+        outbox: Outbox,
         upstream: UpstreamClient,
         keys: UpstreamKeys,
         interval: float,
