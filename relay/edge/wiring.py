@@ -162,6 +162,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     monitor = BufferMonitor(
         db, settings.buffer_max_bytes, reserve.size, reserve, outbox.in_flight, shared
     )
+    space = BufferSpace(db)
     flusher = Flusher(
         outbox,
         upstream,
@@ -170,12 +171,12 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         settings.backoff_max,
         settings.final_flush_timeout,
         partial(make_room, reserve, db),
-        BufferSpace(db),
+        space,
         claim_entries(buffer.wal_bytes),
     )
     admitted = Admitted(counts, IngestGate(reserve, db), shared, settings.buffer_max_bytes)
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
-    reporter = Reporter(hop, upstream, keys, db, reports, flusher, settings.report_interval)
+    reporter = Reporter(hop, upstream, keys, space, reports, flusher, settings.report_interval)
 
     async def current() -> None:
         await resolver.current()
