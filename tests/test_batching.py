@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from relay.edge.metrics import batching
+from relay.store import batching
 
 
 def metric(i: int) -> dict[str, object]:

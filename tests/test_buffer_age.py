@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from relay.core.domain import Counts, IngestBatch, MetricKey, hour_start
-from relay.edge.metrics.outbox import SqliteOutbox
-from relay.edge.metrics.space import BufferSpace
+from relay.store.buffer_space import BufferSpace
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

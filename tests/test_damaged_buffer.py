@@ -18,7 +18,7 @@ from fake_upstream import FakeUpstream
 from service import drained, free_port, running, scrape, start, stored
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
 
-from relay.edge.metrics.salvage import _salvage
+from relay.store.salvage import _salvage
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

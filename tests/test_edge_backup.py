@@ -136,9 +136,9 @@ async def test_keys_sharing_a_copy_have_it_encoded_and_saved_once(tmp_path: Path
     790 MB and 50 s for 200 keys and 3.4 MB of flags). Bounded by the file, not the keys."""
     import tracemalloc
 
-    from relay.edge.cache_file import cache_file
     from relay.edge.flags.backup import FEATURES, restore
     from relay.edge.flags.store import FlagStore
+    from relay.store.cache_file import cache_file
 
     folder = tmp_path / "backup"
     folder.mkdir()

@@ -22,9 +22,9 @@ from test_web import page, sign_in
 
 from relay.app import build_app
 from relay.core.edges import ReportScope, flatten
-from relay.edge.cache_file import cache_file
 from relay.edge.reporter import REPORT_BOUNDS
 from relay.edge.wiring import MONITOR_INTERVAL
+from relay.store.cache_file import cache_file
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.wire.edges import MAX_DEPTH, MAX_REPORT_BYTES, EdgeInstanceData
 

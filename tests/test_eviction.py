@@ -28,12 +28,13 @@ from relay.core.domain import (
     Registration,
     RegistrationKey,
 )
+from relay.edge.metrics.admitted import Admitted
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
-from relay.edge.metrics.reserve import Admitted, Reserve
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.wiring import MONITOR_INTERVAL
+from relay.store.buffer_space import BufferSpace
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, SqliteOutbox
+from relay.store.reserve import Reserve
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

@@ -21,7 +21,7 @@ from test_flag_cache import OTHER_DEV_KEY, get, stored_scopes
 
 from relay.app import build_app
 from relay.edge import key_resolver
-from relay.edge.flags import entries as flag_entries
+from relay.edge.flags import refusals
 from relay.edge.flags.store import FlagScope
 from relay.edge.upstream import MAX_ANSWER_BYTES
 
@@ -41,7 +41,7 @@ async def test_a_refused_key_is_asked_upstream_again_before_it_is_served(
     """A key the upstream refused for flags is refused on every path of the relay; once its
     refusal has run out, it is served only if the upstream answers for it: another key of
     its scope holding the copy does not vouch for it."""
-    monkeypatch.setattr(flag_entries, "REFUSED_TTL", 0.3)
+    monkeypatch.setattr(refusals, "REFUSED_TTL", 0.3)
     monkeypatch.setattr(key_resolver, "NEGATIVE_TTL", 0.3)
     upstream.valid_keys[OTHER_DEV_KEY] = "development"
     relay = await make_relay(features_refresh_interval=0.1, client_tokens=[])

@@ -19,8 +19,9 @@ from service import eventually, sample
 
 import relay
 from relay.core.client_features import Scope
-from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import FlagScope
+from relay.edge.flags.views import Views
 
 SCOPES = 100
 FLAGS = 100

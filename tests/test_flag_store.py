@@ -16,8 +16,8 @@ from fake_upstream import Answer, FakeUpstream
 from service import eventually
 
 from relay.core.keys import hash_key
-from relay.edge.cache_file import cache_file
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
+from relay.store.cache_file import cache_file
 from relay.store.sql import BUFFER_SCHEMA, migration_scripts
 
 SPEC = {"Authorization": DEV_KEY, "Unleash-Client-Spec": "5.2.0"}

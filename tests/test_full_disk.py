@@ -35,8 +35,8 @@ from service import (
 from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
 
 from relay.core.errors import StorageError
-from relay.edge.metrics.reserve import Reserve, open_with_room
-from relay.edge.metrics.salvage import damaged_files
+from relay.store.reserve import Reserve, open_with_room
+from relay.store.salvage import damaged_files
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

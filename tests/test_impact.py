@@ -11,7 +11,7 @@ from conftest import ADMIN_KEY, DEV_KEY, MakeClient, auth, bulk, metric, raw
 from fake_upstream import FakeUpstream
 from service import sample
 
-from relay.edge.metrics import batching
+from relay.store import batching
 from relay.wire.client import BulkMetrics, ClientMetrics
 from relay.wire.impact import MAX_IMPACT_BUCKETS, MAX_IMPACT_LABELS, MAX_IMPACT_VALUE
 

@@ -33,11 +33,11 @@ from relay.central.wiring import central_database
 from relay.core.convert import from_bulk
 from relay.core.domain import IngestBatch, MetricKey
 from relay.edge.metrics.flusher import REFUSALS
-from relay.edge.metrics.outbox import SqliteOutbox
-from relay.edge.metrics.shards import drain_shards
 from relay.settings import SettingsError, load_settings
 from relay.store.fold import Folder
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import SqliteOutbox
+from relay.store.shards import drain_shards
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.client import BulkMetrics

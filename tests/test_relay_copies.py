@@ -21,11 +21,11 @@ from test_relay_delta import FLAGS, with_checkout
 from test_relay_follow import delta_polls, sse, worker_cache
 
 from relay.core.keys import parse_key
-from relay.edge.cache_file import cache_file
 from relay.edge.flags.deltas import FlagDeltas
 from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import Copy, FlagScope, FlagStore, Saved
 from relay.edge.upstream import UpstreamClient
+from relay.store.cache_file import cache_file
 from relay.wire.common import KeyType
 
 HYDRATION = {"eventId": 1, "type": "hydration", **FLAGS, "segments": []}

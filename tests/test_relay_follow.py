@@ -19,11 +19,12 @@ from service import eventually
 from test_relay_delta import FLAGS, delta, with_checkout
 
 from relay.api.shared import Layout, Shared
-from relay.edge.cache_file import cache_file
 from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.store import Copy, FlagScope, FlagStore
 from relay.edge.key_words import KeyWords
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient
+from relay.store.cache_file import cache_file
+from relay.store.key_words import KeyWordStore
 
 MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
 
@@ -183,7 +184,7 @@ def worker_cache(
     """One worker's flag cache over ``store`` (its ``cache.db``), alone or as one of the
     workers sharing ``shared``."""
     shared = shared or Shared.private(Layout.of(1, 10))
-    words = KeyWords(store._db, shared)
+    words = KeyWords(KeyWordStore(store._db), shared)
     return FlagCache(store, client, interval, [DEV_KEY], {}, lambda: None, words, shared)
 
 

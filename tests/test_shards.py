@@ -18,9 +18,9 @@ from relay.core.domain import (
     Registration,
     RegistrationKey,
 )
-from relay.edge.metrics.outbox import CLAIM_ENTRIES, SqliteOutbox
-from relay.edge.metrics.shards import MERGE_BATCH_BYTES, drain_shards
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import CLAIM_ENTRIES, SqliteOutbox
+from relay.store.shards import MERGE_BATCH_BYTES, drain_shards
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import MAX_APPLICATIONS

@@ -153,7 +153,7 @@ class Origin(NamedTuple):
     has no use for it)."""
     browser: bool
     """A public key's (a frontend key, a client key of the Proxy's paths, OFREP's tally):
-    these grow the buffer to a share of its bound only (``relay.edge.metrics.reserve``)."""
+    these grow the buffer to a share of its bound only (``relay.edge.metrics.admitted``)."""
 
 
 NOBODY = 0

@@ -27,7 +27,7 @@ from relay.core.domain import from_epoch
 from relay.core.keys import Principal, redact
 from relay.edge.flags.entries import Entry
 from relay.settings import Settings
-from relay.store.sqlite import SqliteDatabase
+from relay.store.buffer_pages import BufferPages
 from relay.wire.edges import EdgeInstanceData
 
 MAX_ROWS = 1000
@@ -50,7 +50,7 @@ class Sources:
 
     copies: Callable[[], Iterable[Entry]]
     keys: KeyListing
-    buffer: SqliteDatabase | None = None
+    buffer: BufferPages | None = None
     report: Callable[[], Awaitable[EdgeInstanceData]] | None = None
     current: Callable[[], Awaitable[None]] | None = None
 
@@ -148,26 +148,19 @@ async def metrics_batch(request: web.Request) -> web.Response:
             "interval": interval,
             "started": _iso(started),
         }
-        for app, env, instance, sdk, interval, started in await buffer.fetch_all(
-            "SELECT app_name, environment, instance_id, sdk_version, interval, started"
-            " FROM registrations ORDER BY last_seen LIMIT ?",
-            (max(0, MAX_ROWS - len(applications)),),
+        for app, env, instance, sdk, interval, started in await buffer.registrations(
+            MAX_ROWS - len(applications)
         )
     ]
     return web.json_response({"applications": applications, "metrics": metrics})
 
 
-async def _outbox(buffer: SqliteDatabase) -> tuple[list[Json], list[Json]]:
+async def _outbox(buffer: BufferPages) -> tuple[list[Json], list[Json]]:
     """The outbox's batches, oldest first, while their entries stay within ``MAX_ROWS``: the
     counts (in Edge's shape) and the registrations their bodies carry."""
     metrics: list[Json] = []
     applications: list[Json] = []
-    rows = await buffer.fetch_all(
-        "SELECT body FROM (SELECT id, body, sum(entries) OVER (ORDER BY id) AS held"
-        " FROM outbox) WHERE held <= ? ORDER BY id",
-        (MAX_ROWS,),
-    )
-    for (body,) in rows:
+    for body in await buffer.batch_bodies(MAX_ROWS):
         try:
             batch = json.loads(body)
         except ValueError:
@@ -198,17 +191,10 @@ async def _outbox(buffer: SqliteDatabase) -> tuple[list[Json], list[Json]]:
     return metrics, applications
 
 
-async def _buffered(buffer: SqliteDatabase, most: int) -> list[Json]:
+async def _buffered(buffer: BufferPages, most: int) -> list[Json]:
     """The counts not yet cut into batches, oldest hour first, at most ``most``."""
-    # one read: the oldest counts, each with its own variants found by their key (the
-    # primary key of metric_variants), so the work is bounded by the page, not the buffer
     counts: dict[tuple[str, str, str, int], tuple[int, int, dict[str, int]]] = {}
-    for feature, app, env, hour, yes, no, variant, count in await buffer.fetch_all(
-        "SELECT m.feature_name, m.app_name, m.environment, m.hour, m.yes, m.no, v.variant,"
-        " v.count FROM (SELECT * FROM metrics ORDER BY hour LIMIT ?) m"
-        " LEFT JOIN metric_variants v USING (feature_name, app_name, environment, hour)",
-        (max(0, most),),
-    ):
+    for feature, app, env, hour, yes, no, variant, count in await buffer.counts(most):
         _, _, variants = counts.setdefault((feature, app, env, hour), (yes, no, {}))
         if variant is not None:
             variants[variant] = count

@@ -26,14 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 
+from aiohttp import web
 from prometheus_client import Gauge
 
 from relay.core.errors import Throttled, Unavailable
 from relay.core.keys import Principal, hash_key, parse_key, well_formed
-from relay.edge.key_words import VOUCHED, KeyWords, Word
+from relay.edge.flags.store import FlagStore
+from relay.edge.key_words import KeyWords
 from relay.edge.upstream import UpstreamClient, UpstreamUnavailable
+from relay.store.key_words import VOUCHED, Word
 from relay.wire.common import MAX_LIST, KeyType
 
 log = logging.getLogger(__name__)
@@ -87,6 +90,18 @@ class SdkKeyResolver:
         self._calls: set[asyncio.Task[None]] = set()
         self._down_until = 0.0
         self._throttled = False  # the upstream's last refusal was a 429, not an outage
+
+    def loading(self, store: FlagStore) -> Callable[[web.Application], AsyncIterator[None]]:
+        """The upstream's words and the keys that read flags here loaded before the flag
+        cache starts: keys it vouched for before a restart are known again while it is
+        down."""
+
+        async def ctx(app: web.Application) -> AsyncIterator[None]:
+            await self._words.load()
+            self.remember(await store.keys())
+            yield
+
+        return ctx
 
     def remember(self, keys: Mapping[str, Principal]) -> None:
         """Keys that read flags before a restart (key hash -> principal), from a relay older

@@ -34,20 +34,15 @@ from relay.edge import backstage
 from relay.edge.flags import api as flag_api
 from relay.edge.flags.bootstrap import BootstrapError, FileFlags
 from relay.edge.flags.deltas import FlagDeltas
+from relay.edge.metrics.admitted import Admitted
+from relay.edge.metrics.buffer_file import BufferFile
 from relay.edge.metrics.buffer_monitor import BufferMonitor
-from relay.edge.metrics.reserve import (
-    Admitted,
-    Reserve,
-    open_with_room,
-    reserve_size,
-    wal_bound,
-)
 from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
 from relay.settings.fields import OfflineMetrics
+from relay.store.buffer_pages import BufferPages
 from relay.store.metrics import MetricsStore
-from relay.store.sql import BUFFER_SCHEMA
-from relay.store.sqlite import SqliteDatabase
+from relay.store.reserve import open_with_room
 from relay.wire.common import KeyType
 
 log = logging.getLogger(__name__)
@@ -138,22 +133,21 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     if keep:
         # every worker writes into buffer.db (taking turns through its lock): the file a
         # relay started here later flushes
-        wal_bytes = reserve_size(settings.buffer_max_bytes, settings.data_dir)
-        db = SqliteDatabase(
-            settings.buffer_path, BUFFER_SCHEMA, settings.sqlite_synchronous, wal_bound(wal_bytes)
-        )
-        reserve = Reserve(settings.data_dir / "buffer.reserve", wal_bytes)
-        monitor = BufferMonitor(db, settings.buffer_max_bytes, wal_bytes, reserve, set(), shared)
+        buffer = BufferFile(settings)
+        db, reserve = buffer.db, buffer.reserve
+        monitor = BufferMonitor(db, settings.buffer_max_bytes, reserve.size, reserve, set(), shared)
         store = MetricsStore(
             db,
             settings.commit_max_requests,
             settings.idempotency_ttl,
             touched=True,
-            group_bytes=wal_bound(wal_bytes),
+            group_bytes=buffer.wal_bytes,
         )
         sink = Admitted(store, None, shared, settings.buffer_max_bytes)
     app[INGEST] = Ingest(sink)
-    app[backstage.SOURCES] = backstage.Sources(flags.copies, resolver, db if keep else None)
+    app[backstage.SOURCES] = backstage.Sources(
+        flags.copies, resolver, BufferPages(db) if keep else None
+    )
 
     async def started(app: web.Application) -> AsyncIterator[None]:
         if keep:

@@ -28,11 +28,10 @@ from relay.api.client import client_route
 from relay.core.domain import Hop, from_epoch
 from relay.core.edges import STALE_AFTER, ReportedEdge, ReportScope, flatten
 from relay.edge.metrics.flusher import Flusher
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable
+from relay.store.buffer_space import BufferSpace
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
-from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import MAX_LIST
 from relay.wire.edges import (
     MAX_DEPTH,
@@ -66,7 +65,7 @@ class Reporter:
         hop: Hop,
         upstream: UpstreamClient,
         keys: Mapping[str, str],
-        buffer: SqliteDatabase,
+        space: BufferSpace,
         downstream: EdgeReportStore,
         flusher: Flusher,
         interval: float,
@@ -74,7 +73,7 @@ class Reporter:
         self._hop = hop
         self._upstream = upstream
         self._key = next((keys[env] for env in sorted(keys)), None)
-        self._space = BufferSpace(buffer)
+        self._space = space
         self._downstream = downstream
         self._flusher = flusher
         self._interval = interval

@@ -7,12 +7,13 @@ from __future__ import annotations
 import enum
 import ipaddress
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Annotated
 
 import aiohttp
+from aiohttp import web
 from aiohttp.helpers import get_env_proxy_for_url
 from prometheus_client import Histogram
 from pydantic import BaseModel, Field, ValidationError
@@ -135,6 +136,14 @@ class UpstreamClient:
             headers={"User-Agent": "relay"},
             auto_decompress=True,
         )
+
+    async def connected(self, app: web.Application) -> AsyncIterator[None]:
+        """Its sessions open while the application serves (a ``cleanup_ctx``)."""
+        try:
+            await self.open()
+            yield
+        finally:
+            await self.close()
 
     async def close(self) -> None:
         for session in (self._session, self._flush_session, self._stream_session):

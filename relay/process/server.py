@@ -5,7 +5,7 @@ the GIL, and under load on a 2-core machine the second core stayed idle (bench/R
 With ``workers = N`` the process started becomes a supervisor of N workers, each a complete
 server on its own ``SO_REUSEPORT`` socket (the kernel spreads connections over them). In
 standalone mode they share one database, whose transactions keep "202 means durable" and
-idempotency exact; in relay mode each buffers in its own file (``relay.edge.metrics.shards``).
+idempotency exact; in relay mode each buffers in its own file (``relay.store.shards``).
 
 - ``relay serve`` binds its sockets first, so that a port in use (or not allowed) is a
   start-up error that names the port and how to pick another, before anything is written:

@@ -58,7 +58,7 @@ class MetricsStore:
         central service's, whose page says when a flag's counts last arrived).
         ``group_bytes``: a group of requests stops growing at about that many bytes (a
         relay's buffer counts what a request writes before it writes it:
-        ``relay.edge.metrics.reserve.Admitted``). ``instances_kept``: the instances each
+        ``relay.edge.metrics.admitted.Admitted``). ``instances_kept``: the instances each
         (application, environment) keeps, the least recently seen replaced (the central
         service's ``INSTANCES_KEPT``; a relay passes every registration on, its buffer
         bounded by bytes). ``logged``: each group appended to the ingest log, for the fold to
@@ -134,7 +134,7 @@ def _item_size(item: IngestItem) -> int:
 
 
 def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> int:
-    """An estimate of what a request writes, in the units ``relay.edge.metrics.space``
+    """An estimate of what a request writes, in the units ``relay.store.buffer_space``
     estimates data: what bounds a group (``group_bytes``), and what a relay's buffer counts
     before it writes."""
     counts = sum(count_size(k, c) for k, c in batch.counts.items())
@@ -144,7 +144,7 @@ def written_size(batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> 
 
 
 def _key_size(key: IdempotencyKey) -> int:
-    """An estimate of the bytes a claimed key writes, as ``relay.edge.metrics.space`` does."""
+    """An estimate of the bytes a claimed key writes, as ``relay.store.buffer_space`` does."""
     return len(key.scoped) + len(key.fingerprint) + ROW_BYTES
 
 

@@ -52,7 +52,7 @@ OWN_EVICTED_EVALUATIONS = Counter(
 
 ROW_BYTES = 24
 """What a row costs beyond its names, in the estimates of the data held (``written_size``,
-``relay.edge.metrics.space``)."""
+``relay.store.buffer_space``)."""
 
 Key = tuple[Any, ...]
 """A count's row key, (feature_name, app_name, environment, hour), and in ``choose``'s
@@ -68,7 +68,7 @@ key's columns end each entry of a WITHOUT ROWID table's index), so a page is rea
 where the last one ended, not counted again from the start."""
 _ROW = f"length(feature_name) + length(app_name) + length(environment) + {ROW_BYTES}"
 _VARIANT = f"{_ROW} + length(variant)"
-"""A variant row's bytes: it repeats its count's names (``relay.edge.metrics.space``)."""
+"""A variant row's bytes: it repeats its count's names (``relay.store.buffer_space``)."""
 COUNT_BYTES = (
     f"{_ROW} + (SELECT coalesce(sum({_VARIANT}), 0) FROM metric_variants v WHERE"
     " (v.feature_name, v.app_name, v.environment, v.hour)"

@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from pydantic import ValidationError
 
 from relay.core.client_features import read
@@ -41,6 +43,21 @@ TOKENS = "unleash_tokens.json"
 FEATURES = "unleash_features.json"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 CLIENT_TYPES = ("client", "backend")
+
+
+def restored(
+    folder: Path | None, store: FlagStore, interval: float
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A worker alone restores ``folder``'s backup (if one is set) into the opened cache
+    file, before the flag cache and the key resolver load it; with several,
+    ``initialise`` did."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        if folder is not None:
+            await restore(folder, store, interval)
+        yield
+
+    return ctx
 
 
 async def restore(folder: Path, store: FlagStore, interval: float) -> None:

@@ -40,10 +40,12 @@ from relay.core.client_features import (
 from relay.core.delta import Changes
 from relay.core.flag_shapes import tell_unread
 from relay.core.keys import Principal
-from relay.edge.flags.entries import Entry, EntrySource, Views
+from relay.edge.flags.entries import Entry
+from relay.edge.flags.entry_source import EntrySource
 from relay.edge.flags.files import NotReadable, read_bounded
 from relay.edge.flags.revisions import EPOCH
 from relay.edge.flags.store import FlagScope
+from relay.edge.flags.views import Views
 
 log = logging.getLogger(__name__)
 

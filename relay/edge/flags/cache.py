@@ -3,21 +3,22 @@ scope per ``features_refresh_interval``, and a copy outlives the upstream's outa
 relay's restarts (docs/relays.md, "Flags at a relay", for what callers see).
 
 - **Scopes.** Keys with the same projects and environment (``FlagScope``) share one copy,
-  fetched without a query with the key the upstream last answered (``flag_fetch``), from
-  which every query and SDK version is rendered (``flag_entries``).
+  fetched without a query with the key the upstream last answered (``relay.edge.flags.fetch``),
+  from which every query and SDK version is rendered (``relay.edge.flags.views``).
 - **First use.** A scope nobody asked for yet is fetched on its first request; concurrent
   requests share that fetch, or take a fresh copy another worker stored.
 - **Refreshes.** Every ``TICK`` each worker loads what other workers wrote and claims the
-  due scopes it holds keys for (``flag_store``): one worker revalidates each scope per
-  interval, with ``If-None-Match``, and then follows its stream upstream (``flag_follow``);
-  a scope first fetched for an SDK is claimed and followed at once.
+  due scopes it holds keys for (``relay.edge.flags.store``): one worker revalidates each
+  scope per interval, with ``If-None-Match``, and then follows its stream upstream
+  (``relay.edge.flags.follow``); a scope first fetched for an SDK is claimed and followed
+  at once.
 - **Refusals.** A key refused upstream (401/403) leaves its scope and gets that status for
-  ``REFUSED_TTL`` seconds, from every worker (``relay.edge.key_words``); a scope whose
+  ``REFUSED_TTL`` seconds, from every worker (``relay.edge.flags.refusals``); a scope whose
   every key was refused loses its copy.
 - **One answer, however many workers.** A new copy is stored before it is served, and a
   worker loads what the others stored before it answers (``relay.edge.flags.copies``).
 - **Outages.** The copy held is served whatever the upstream does; a scope with no copy
-  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch (``flag_entries``).
+  gets 503, at once for ``HOLD_OFF`` seconds after a failed fetch (``relay.edge.flags.entries``).
 - **Durable.** Copies (at their revision: ``revisions``) are in ``cache.db`` before they
   are served; the hashes of the keys that read them within a ``TICK``; both are loaded at
   start.
@@ -28,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+
+from aiohttp import web
 
 from relay.api.broadcast import Broadcast
 from relay.api.shared import Shared
@@ -36,18 +39,14 @@ from relay.core.client_features import Rendered
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key, parse_key, redact
 from relay.edge.flags.copies import MAX_SCOPES, Copies
-from relay.edge.flags.entries import (
-    Entry,
-    EntrySource,
-    Readiness,
-    Refusals,
-    Views,
-    no_copy,
-    report,
-)
+from relay.edge.flags.entries import Entry, no_copy, report
+from relay.edge.flags.entry_source import EntrySource
 from relay.edge.flags.fetch import Fetch, Fetcher
 from relay.edge.flags.follow import Follower
+from relay.edge.flags.readiness import Readiness
+from relay.edge.flags.refusals import Refusals
 from relay.edge.flags.store import MAX_STORED_KEYS, Confirmed, Copy, FlagScope, FlagStore, Pending
+from relay.edge.flags.views import Views
 from relay.edge.key_words import KeyWords
 from relay.edge.upstream import UpstreamClient
 from relay.wire.common import KeyType
@@ -261,6 +260,13 @@ class FlagCache(EntrySource):
     def _pinned(self) -> set[FlagScope]:
         return {self._scope_of(k, p) for k, p in self._configured.items()}
 
+    async def running(self, app: web.Application) -> AsyncIterator[None]:
+        """Serving while the application does (a ``cleanup_ctx``): ready once every
+        configured key has flags."""
+        await self.start()
+        yield
+        await self.stop()
+
     async def start(self) -> None:
         """The copies stored, the configured keys' scopes, then a first tick (which
         fetches what they lack)."""
@@ -282,7 +288,7 @@ class FlagCache(EntrySource):
             self._storage_failing = True
         else:
             self._storage_failing = False
-        report(self._entries.values(), self.views)
+        report(self._entries.values(), self.views.bytes + self.views.catalog_bytes)
 
     async def _write_and_claim(self) -> None:
         now = time.time()

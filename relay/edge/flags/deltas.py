@@ -23,8 +23,9 @@ from relay.core.catalog import Rendered, Scope
 from relay.core.delta import Delta, delta
 from relay.core.errors import DomainError
 from relay.core.keys import Principal
-from relay.edge.flags.entries import Entry, Views
+from relay.edge.flags.entries import Entry
 from relay.edge.flags.store import FlagScope
+from relay.edge.flags.views import Views
 
 CATCH_UP = 3.0
 MAX_DELTAS = 1_000

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from relay.core.errors import StorageError
 from relay.core.keys import Principal, hash_key
-from relay.edge.cache_file import change_number, next_change
+from relay.store.cache_file import change_number, next_change
 from relay.store.sql import Transaction
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.common import KeyType

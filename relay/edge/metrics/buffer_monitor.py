@@ -27,17 +27,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Set
+from collections.abc import AsyncIterator, Set
 from typing import Final
 
+from aiohttp import web
 from prometheus_client import Counter, Gauge
 
 from relay.api.shared import Shared
-from relay.core.errors import DiskFull
-from relay.edge.metrics.reserve import GROWTH, Reserve, make_room, over
-from relay.edge.metrics.salvage import damaged_files
-from relay.edge.metrics.space import BufferSpace, BufferStats, Evicted
+from relay.core.errors import DiskFull, StorageError
+from relay.edge.metrics.admitted import GROWTH, over
+from relay.store.buffer_space import BufferSpace, BufferStats, Evicted
 from relay.store.own_room import EVICTED, EVICTED_EVALUATIONS
+from relay.store.reserve import Reserve, make_room
+from relay.store.salvage import damaged_files
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,16 @@ class BufferMonitor:
         if since >= self._trigger or waiting or over(self._shared, self._max_bytes):
             self.wake.set()
 
+    async def checked_at_start(self, app: web.Application) -> AsyncIterator[None]:
+        """The leader bounds the buffer and publishes its gauges before serving; a full disk
+        must not stop the relay from starting (it answers 503 to writes and drains what it
+        holds)."""
+        try:
+            await self.check()
+        except StorageError as exc:
+            log.warning("cannot check the buffer at start-up", extra={"error": str(exc)})
+        yield
+
     async def check(self) -> None:
         before = (self._pages, self._heard)
         self.wake.clear()
@@ -199,7 +211,7 @@ class BufferMonitor:
         """Evict all but counts to the target when over the bound, and further when new
         counts wait for room (``wanted`` bytes of it), to where they fit; when that cannot
         make the room wanted, new counts pay for their own (``Room.DRY``). Counts are never
-        evicted here, whoever grew the files (``relay.edge.metrics.space``)."""
+        evicted here, whoever grew the files (``relay.store.buffer_space``)."""
         await self._db.checkpoint()  # the WAL back to nothing: what is left is data
         began = time.time()
         held = await self._space.pages_bytes()

@@ -1,6 +1,6 @@
 """The relay's send loop: claim buffered counts into batches, send them, record the outcome.
 
-Outcomes (``relay.upstream.Outcome``) decide everything:
+Outcomes (``relay.edge.upstream.Outcome``) decide everything:
 - ok: the batch leaves the outbox;
 - too_large (413) or rejected (other 4xx): the upstream applied none of it, so it is split
   in halves (new keys) and each retried, until the entries refused on their own are left:
@@ -47,15 +47,16 @@ import enum
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
+from aiohttp import web
 from prometheus_client import Counter
 
 from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.keys import UpstreamKeys
-from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
-from relay.edge.metrics.space import BufferSpace
 from relay.edge.upstream import Outcome, SendResult, UpstreamClient
+from relay.store.buffer_space import BufferSpace
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, Outbox, OutboxBatch
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +85,21 @@ class _Sent(enum.Enum):
 class Flusher:
     def __init__(
         self,
-        outbox: SqliteOutbox,
+        outbox: Outbox,
         upstream: UpstreamClient,
         keys: UpstreamKeys,
         interval: float,
         backoff_max: float,
+        final_timeout: float,
         on_disk_full: Callable[[], Awaitable[bool]],
         space: BufferSpace,
         most_claimed: int = CLAIM_ENTRIES,
     ) -> None:
         """``on_disk_full`` hands back the space set aside for draining
-        (``relay.edge.metrics.reserve``); True if there was some. ``keys`` chooses each
+        (``relay.store.reserve``); True if there was some. ``keys`` chooses each
         environment's key before each flush. ``space`` tells what stayed buffered after the
-        final flush. ``most_claimed``: entries one claim moves at most (``claim_entries``).
-        """
+        final flush (``final_timeout`` seconds at most). ``most_claimed``: entries one claim
+        moves at most (``claim_entries``)."""
         self._outbox = outbox
         self._space = space
         self._on_disk_full = on_disk_full
@@ -106,6 +108,7 @@ class Flusher:
         self._keys: dict[str, str] = {}  # environment -> key, this flush
         self._interval = interval
         self._backoff_max = backoff_max
+        self._final_timeout = final_timeout
         self._failures = 0
         self._storage_failures = 0
         self._retry_at = 0.0
@@ -127,8 +130,11 @@ class Flusher:
     def waiting(self) -> frozenset[str]:
         return self._book.waiting
 
-    def start(self) -> None:
+    async def flushing(self, app: web.Application) -> AsyncIterator[None]:
+        """The leader's flushes while the application serves, and a final one as it stops."""
         self._task = asyncio.create_task(self._run(), name="flusher")
+        yield
+        await self.stop(self._final_timeout)
 
     async def stop(self, final_flush_timeout: float) -> None:
         """Stop the loop, letting a flush in progress finish (it is cancelled only when the

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Gauge
 
 from relay.api.shared import NOTE_BYTES, Shared
 from relay.core.keys import hash_key, redact
+from relay.edge.flags.entries import Entry, vouched
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,28 @@ class Notes:
         except ValueError:
             return {}
         return note if isinstance(note, dict) else {}
+
+
+class Lending:
+    """The SDK keys the upstream vouched for, per environment: one of this worker's flag
+    copies (``copies``) else one another worker lends (``Notes``); this worker lends its
+    own for the environments without a ``configured`` key."""
+
+    def __init__(
+        self, copies: Callable[[], Iterable[Entry]], notes: Notes, configured: Collection[str]
+    ) -> None:
+        self._copies = copies
+        self._notes = notes
+        self._configured = frozenset(configured)
+
+    def __call__(self, environment: str) -> str | None:
+        return vouched(self._copies(), environment) or self._notes.borrow(environment)
+
+    async def lend(self) -> None:
+        """This worker's SDK keys the leader's flusher may send counts with."""
+        environments = {e.scope.environment for e in self._copies()} - self._configured
+        lent = {env: vouched(self._copies(), env) for env in sorted(environments)}
+        self._notes.lend({env: key for env, key in lent.items() if key is not None})
 
 
 class UpstreamKeys:

@@ -318,9 +318,3 @@ def _evaluations(body: bytes) -> int:
         )
     except (ValueError, TypeError, AttributeError):
         return 0
-
-
-def reserve_bytes(max_bytes: int) -> int:
-    """The WAL's bound and the reserve's size for a buffer capped at ``max_bytes``: a
-    sixteenth of it, between 256 KiB and SQLite's default 4 MiB."""
-    return min(4 * 1024 * 1024, max(256 * 1024, max_bytes // 16))

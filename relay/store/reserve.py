@@ -31,11 +31,7 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
-from relay.api.shared import Room, Shared
-from relay.core.domain import IdempotencyKey, IngestBatch
-from relay.core.errors import DiskFull, StorageError, Unavailable, Unpaid
-from relay.edge.metrics.space import reserve_bytes
-from relay.store.metrics import MetricsStore, written_size
+from relay.core.errors import DiskFull, StorageError
 from relay.store.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -44,25 +40,18 @@ RELEASED = Counter(
     "relay_buffer_reserve_released_total",
     "Times the disk was full and the space set aside for draining was handed back",
 )
-REFUSED = Counter(
-    "relay_buffer_refused_requests_total",
-    "Requests answered 503 because the buffer was full and their key's own buffered counts"
-    " could not make room, by the key's kind (browser: a public key's)",
-    ["kind"],
-)
 RETRY_AFTER = 60.0  # seconds between attempts to allocate it again
 OPEN_RETRY = 0.5
-GROWTH = 3.0  # file bytes per byte counted written, until the leader has measured some
-ROOM_PATIENCE = 10.0
-"""Seconds new counts wait for room in a buffer over its bound (``Admitted``)."""
-ROOM_POLL = 0.01
-BROWSER_SHARE = 0.75
-"""The share of the bound browsers' counts grow the buffer to (``Admitted``): past it they
-take the room of their own key's oldest; an SDK's counts have the last quarter."""
 START_PATIENCE = 30.0
 """Seconds a file opened at start waits for room on a full disk (``open_with_room``)."""
 MIN_BYTES = 64 * 1024
 WAL_SHARE = 4
+
+
+def reserve_bytes(max_bytes: int) -> int:
+    """The WAL's bound and the reserve's size for a buffer capped at ``max_bytes``: a
+    sixteenth of it, between 256 KiB and SQLite's default 4 MiB."""
+    return min(4 * 1024 * 1024, max(256 * 1024, max_bytes // 16))
 
 
 def wal_bound(reserve: int) -> int:
@@ -159,7 +148,7 @@ class IngestGate:
     """While the disk is nearly full (less room than the reserve), new counts are taken only
     while the WAL is at most half the reserve: a reader holding checkpoints back let it grow
     past what the reserve could place, and a relay restarted on the full disk drained
-    nothing (found in CI). While the reserve is out, new counts are taken only into room
+    nothing. While the reserve is out, new counts are taken only into room
     the drain has freed inside the buffer file (at least the reserve's size): a commit that
     grows the file on a full disk leaves the WAL with pages no checkpoint can place, and then
     nothing could be written, the drain's acknowledgements included (measured: SDKs that
@@ -188,110 +177,6 @@ class IngestGate:
         )
         if row is None or row[0] < self._reserve.size:
             raise DiskFull("the disk is full: counts are taken again once the buffer drained")
-
-
-class Admitted:
-    """A relay worker's ingest sink: counts written only while the disk has room for them
-    (``IngestGate``), and while the buffer has: what a request will write is counted first
-    (``Shared.admit``: in the memory the workers share, so requests at once see each
-    other). While that takes the buffer past its bound (``over``) the request gives its
-    count back and asks the leader for room, which makes it of everything but counts
-    (``relay.edge.metrics.space``); once there is no more of that (``Room.DRY``), the
-    request's new counts take the room of its own key's oldest (``relay.store.own_room``),
-    never another key's; a request whose key holds too little gets 503 at once (an SDK
-    keeps its counts and retries; the buffer holds other keys' counts, or counts already
-    cut into batches for the upstream, and only the flusher frees room). The leader's room
-    is waited for ``ROOM_PATIENCE`` seconds at most, then 503 too. Browsers' counts (a
-    public key's, ``Origin.browser``) grow the buffer to ``BROWSER_SHARE`` of its bound
-    only, then pay for their room at once: no flood of a key anyone can read leaves an SDK
-    without room. A request larger than the room eviction can make goes in alone, once the
-    leader has made what room it can: the buffer passes its bound by one request at most."""
-
-    def __init__(
-        self, store: MetricsStore, gate: IngestGate | None, shared: Shared, max_bytes: int
-    ) -> None:
-        self._store = store
-        self._gate = gate
-        self._shared = shared
-        self._max_bytes = max_bytes
-        self._waiting: dict[int, int] = {}  # this worker's requests waiting: room each wants
-
-    async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
-        if self._gate is not None:
-            await self._gate.admit()
-        size = written_size(batch, idempotency_key)
-        kind = "browser" if batch.origin.browser else "client"
-        try:
-            pays = await self._room(size, batch.origin.browser)
-        except Unavailable:
-            REFUSED.labels(kind).inc()
-            raise
-        try:
-            if pays:
-                await self._store.make_room(batch)
-            return await self._store.write(batch, idempotency_key)
-        except Unpaid:
-            REFUSED.labels(kind).inc()
-            raise
-        finally:
-            if not pays:
-                self._shared.settle(size)
-
-    def _alone(self, size: int) -> bool:
-        """A request larger than the room eviction can make, with no other write in flight,
-        once the leader has measured every write before it and made what room it can of
-        other than counts. Once only counts are left (``Room.DRY``) it pays for its room
-        as any other: let in unpaid, a key's one large request would take the files past
-        the bound with nothing of its own given for it."""
-        shared = self._shared
-        large = size * growth(shared) > self._max_bytes - self._max_bytes // 8
-        alone = shared.admitted() - shared.settled() == size
-        measured = shared.room(Room.MARK) == shared.settled()
-        room = not (shared.room(Room.FULL) or shared.room(Room.DRY))
-        return large and alone and measured and room
-
-    async def _room(self, size: int, browser: bool) -> bool:
-        """False once ``size`` bytes are admitted; True when the request is to pay for its
-        room (see the class's docstring)."""
-        deadline = time.monotonic() + ROOM_PATIENCE
-        bound = int(self._max_bytes * BROWSER_SHARE) if browser else self._max_bytes
-        shared, waiter = self._shared, object()
-        try:
-            while True:
-                shared.admit(size)
-                if not over(shared, bound) or (not browser and self._alone(size)):
-                    return False
-                shared.withdraw(size)
-                if browser or shared.room(Room.DRY):
-                    return True
-                self._wait(id(waiter), round(size * growth(shared)))  # the leader makes room
-                if time.monotonic() >= deadline:
-                    raise Unavailable("The buffer is full and making room: retry later")
-                await asyncio.sleep(ROOM_POLL)
-        finally:
-            self._wait(id(waiter), 0)
-
-    def _wait(self, waiter: int, room: int) -> None:
-        """The room this worker's waiting requests want, told the leader."""
-        if room:
-            self._waiting[waiter] = room
-        else:
-            self._waiting.pop(waiter, None)
-        self._shared.want_room(max(self._waiting.values(), default=0))
-
-
-def over(shared: Shared, max_bytes: int) -> bool:
-    """Whether the buffer is over ``max_bytes``, or would be with what every worker admitted
-    since the leader last measured it (grown as the files grew per byte written)."""
-    if shared.room(Room.FULL):
-        return True
-    admitted = shared.admitted() - shared.room(Room.MARK)
-    return shared.room(Room.HELD) + admitted * growth(shared) > max_bytes
-
-
-def growth(shared: Shared) -> float:
-    """File bytes per byte counted written, as the leader last saw it."""
-    return shared.room(Room.GROWTH) / 1000 or GROWTH
 
 
 def _wal_bytes(db: SqliteDatabase) -> int:

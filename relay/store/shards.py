@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from relay.core import convert
 from relay.core.domain import IdempotencyKey
 from relay.core.errors import InvalidInput, StorageError
-from relay.edge.metrics.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.metrics import MetricsStore
+from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 from relay.wire.client import BulkMetrics
@@ -53,7 +53,7 @@ async def drain_shards(
             await db.open()
             shard = SqliteOutbox(db, MERGE_BATCH_BYTES)
             moved += await _drain(shard, into)
-            empty = await _empty(db)
+            empty = await shard.empty()
         except StorageError as exc:
             log.error(
                 "cannot drain an older relay's buffer file: left for the next start",
@@ -72,13 +72,6 @@ async def drain_shards(
             extra={"entries": moved},
         )
     return moved
-
-
-async def _empty(db: SqliteDatabase) -> bool:
-    """Nothing left to send or to look at (a dead letter keeps the file for an operator)."""
-    tables = ("metrics", "registrations", "impact_metrics", "outbox", "dead_letters")
-    row = await db.fetch_one("SELECT " + " + ".join(f"(SELECT count(*) FROM {t})" for t in tables))
-    return row is not None and row[0] == 0
 
 
 async def _drain(shard: SqliteOutbox, into: MetricsStore) -> int:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.core.errors import StorageError
-from relay.edge.metrics.shards import shard_files
+from relay.store.shards import shard_files
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 

@@ -5,7 +5,7 @@ Counts move from the buffer tables (``metrics``, ``metric_variants``, ``registra
 ingest, so a count is always in exactly one place: the buffer (where new counts for its key
 are added to it) or one outbox batch (whose body is fixed). Each batch says whether it
 holds counts: eviction takes those holding only registrations and impact samples first
-(``relay.edge.metrics.space``). A batch leaves the outbox only when the upstream has taken it
+(``relay.store.buffer_space``). A batch leaves the outbox only when the upstream has taken it
 (``ack``) or refused it for good (``dead_letter``), or when eviction deletes it to bound the
 buffer, which it never does while the batch is being sent (``sending``): a batch is counted
 either delivered or evicted, never both.
@@ -17,13 +17,14 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Set
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
-from relay.edge.metrics import batching
-from relay.edge.metrics.batching import Entry
+from relay.store import batching
+from relay.store.batching import Entry
 from relay.store.sql import Row, Transaction
 from relay.store.sqlite import SqliteDatabase
 
@@ -50,6 +51,26 @@ def claim_entries(wal_bytes: int) -> int:
     one claim's transaction (it deletes the counts and writes their batches) must not pass
     far (about 64 bytes of WAL an entry)."""
     return max(MIN_CLAIM, min(CLAIM_ENTRIES, wal_bytes // 64))
+
+
+class Outbox(Protocol):
+    """The verbs the flusher sends batches with (``relay.edge.metrics.flusher``)."""
+
+    def sending(self, batch: OutboxBatch) -> AbstractAsyncContextManager[bool]: ...
+
+    async def claim(self, environments: Collection[str], max_entries: int) -> bool: ...
+
+    async def pending(self, environments: Collection[str], limit: int) -> list[OutboxBatch]: ...
+
+    async def ack(self, batch: OutboxBatch) -> None: ...
+
+    async def record_failure(self, batch: OutboxBatch, error: str) -> None: ...
+
+    async def split(self, batch: OutboxBatch) -> bool: ...
+
+    async def dead_letter(self, batch: OutboxBatch, status: int | None, reason: str) -> None: ...
+
+    async def environments(self) -> set[str]: ...
 
 
 class SqliteOutbox:
@@ -236,6 +257,13 @@ class SqliteOutbox:
                     time.time(),
                 ),
             )
+
+    async def empty(self) -> bool:
+        """Nothing left to send or to look at (a dead letter keeps the file for an operator)."""
+        tables = ("metrics", "registrations", "impact_metrics", "outbox", "dead_letters")
+        counts = " + ".join(f"(SELECT count(*) FROM {t})" for t in tables)
+        row = await self._db.fetch_one("SELECT " + counts)
+        return row is not None and row[0] == 0
 
     async def environments(self) -> set[str]:
         """Environments with anything buffered or waiting."""
