@@ -7,6 +7,7 @@ reachable PostgreSQL the postgres runs are skipped, except under CI=true, where 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,8 @@ from relay.settings import Settings, load_settings
 ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
 DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
 PROD_KEY = "default:production.prod-secret-for-tests-0123456789"
+
+BULK = "/api/client/metrics/bulk"
 
 SLOW_TIERS = ("process", "deploy")  # markers (pyproject.toml)
 
@@ -265,6 +268,26 @@ async def raw(client: Any, feature: str, hours_back: int | None = None) -> list[
     assert body["version"] == 1 and body["maturity"] == "stable"
     data: list[dict[str, Any]] = body["data"]
     return data
+
+
+async def post(
+    client: Any,
+    body: Any,
+    key: str = DEV_KEY,
+    path: str = BULK,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """POST ``body`` (JSON, or bytes sent as they are) to a test app with ``key``: the status
+    and the JSON answer. A 202 is empty (None); any other answer is JSON."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    sent = {**auth(key), "Content-Type": "application/json", **(headers or {})}
+    response = await client.post(path, data=data, headers=sent)
+    answer = await response.read()
+    if response.status == 202:
+        assert answer == b"", answer[:200]
+        return 202, None
+    assert response.content_type == "application/json", (response.status, answer[:200])
+    return response.status, json.loads(answer)
 
 
 def assert_error(body: dict[str, Any], name: str) -> None:

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from service import free_port, running, start
+from service import free_port, post_bulk, running, start
 
 pytestmark = pytest.mark.process  # every test runs the relay program
 
@@ -33,18 +33,6 @@ def relay(
         text=True,
         timeout=60,
     )
-
-
-def post(url: str, body: object, key: str) -> int:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        status: int = response.status
-        return status
 
 
 def test_help_documents_every_setting(tmp_path: Path) -> None:
@@ -131,13 +119,8 @@ def test_first_start_prints_keys_once_and_stores_only_hashes(tmp_path: Path) -> 
         assert secrets["client"].startswith("default:development.")
         # and where to go with them: the URL the service answers at
         assert f"The web page: http://127.0.0.1:{service.port}/ (sign in" in out
-        body = {
-            "applications": [],
-            "metrics": [
-                {"featureName": "f", "appName": "a", "environment": "development", "yes": 1}
-            ],
-        }
-        assert post(f"{service.url}/api/client/metrics/bulk", body, secrets["client"]) == 202
+        metrics = [{"featureName": "f", "appName": "a", "environment": "development", "yes": 1}]
+        assert post_bulk(service.url, secrets["client"], metrics)[0] == 202
         logs = service.logs()
     database = (tmp_path / "data" / "relay.db").read_bytes()
     for secret in secrets.values():
@@ -156,8 +139,7 @@ def test_pinned_keys_are_created_idempotently_and_never_logged(tmp_path: Path) -
     }
     for _ in range(2):
         with running(tmp_path, env=env) as service:
-            body = {"applications": [], "metrics": []}
-            assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+            assert post_bulk(service.url, CLIENT, [])[0] == 202
             assert "shown only now" not in service.stdout()
     logs = (tmp_path / "relay.log").read_text()
     assert "default:development.****" in logs
@@ -176,29 +158,19 @@ def test_keys_create_command(tmp_path: Path) -> None:
     assert created.stderr.startswith("created a client key of production, projects * (id ")
     assert secret not in created.stderr
     with running(tmp_path, env={"RELAY_INIT_ADMIN_API_TOKENS": ADMIN}) as service:
-        assert (
-            post(
-                f"{service.url}/api/client/metrics/bulk",
-                {"applications": [], "metrics": []},
-                secret,
-            )
-            == 202
-        )
+        assert post_bulk(service.url, secret, [])[0] == 202
     bad = relay("keys", "create", "--type", "client", "--environment", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
 
 
 def test_restart_keeps_counts(tmp_path: Path) -> None:
     env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
-    body = {
-        "applications": [],
-        "metrics": [{"featureName": "f", "appName": "a", "environment": "development", "yes": 2}],
-    }
+    metrics = [{"featureName": "f", "appName": "a", "environment": "development", "yes": 2}]
     with running(tmp_path, env=env) as service:
-        assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+        assert post_bulk(service.url, CLIENT, metrics)[0] == 202
         service.stop(signal.SIGKILL)
     with running(tmp_path, env=env) as service:
-        assert post(f"{service.url}/api/client/metrics/bulk", body, CLIENT) == 202
+        assert post_bulk(service.url, CLIENT, metrics)[0] == 202
         request = urllib.request.Request(
             f"{service.url}/api/admin/client-metrics/features/f/raw",
             headers={"Authorization": ADMIN},

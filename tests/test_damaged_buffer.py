@@ -15,8 +15,8 @@ from typing import Any
 
 from conftest import DEV_KEY, auth, bulk
 from fake_upstream import FakeUpstream
-from service import drained, free_port, running, scrape, start, stored
-from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env
+from service import drained, free_port, post_bulk, running, scrape, start, stored
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env
 
 from relay.edge.metrics.salvage import _salvage
 from relay.store.sql import BUFFER_SCHEMA
@@ -31,7 +31,7 @@ def fill(workdir: Path, data_dir: Path, batches: int = 10) -> int:
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data_dir), RELAY_FINAL_FLUSH_TIMEOUT="1")
     relay = start(workdir, env=env, wait_for=HEALTH)
     for batch in range(batches):
-        assert post(relay, entries(batch))[0] == 202
+        assert post_bulk(relay.url, CLIENT, entries(batch))[0] == 202
     assert relay.stop() == 0
     return batches * 500
 
@@ -46,7 +46,7 @@ def test_a_buffer_truncated_to_nothing_is_an_error_not_a_fresh_start(tmp_path: P
     os.truncate(data / "buffer.db", 0)
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
     with running(tmp_path / "relay", env=env, wait_for=HEALTH) as relay:
-        assert post(relay, entries(99, 10))[0] == 202  # it works on a new file
+        assert post_bulk(relay.url, CLIENT, entries(99, 10))[0] == 202  # it works on a new file
         assert damaged_gauge(relay.url) == 1
     log = relay.logs()
     assert "buffer file damaged" in log and "the file is empty" in log
@@ -59,7 +59,7 @@ def test_a_missing_buffer_next_to_its_instance_id_is_an_error(tmp_path: Path) ->
     (data / "buffer.db").unlink()
     env = relay_env(UNREACHABLE, RELAY_DATA_DIR=str(data))
     with running(tmp_path / "relay", env=env, wait_for=HEALTH) as relay:
-        assert post(relay, entries(99, 10))[0] == 202
+        assert post_bulk(relay.url, CLIENT, entries(99, 10))[0] == 202
     assert "buffer file missing although this relay ran here before" in relay.logs()
 
 

@@ -141,10 +141,6 @@ def remount(path: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
 
 
-def post(relay: Service, metrics: list[dict[str, Any]]) -> tuple[int, Any]:
-    return post_bulk(relay.url, CLIENT, metrics)
-
-
 def entries(batch: int, count: int = 500) -> list[dict[str, Any]]:
     return [
         {
@@ -171,7 +167,7 @@ def test_full_disk_answers_503_and_recovers_when_space_returns(tmp_path: Path) -
         with running(tmp_path / "relay", env=env) as relay:
             accepted, status, error = 0, 202, None
             for batch in range(100):
-                status, error = post(relay, entries(batch))
+                status, error = post_bulk(relay.url, CLIENT, entries(batch))
                 if status != 202:
                     break
                 accepted += 500
@@ -179,7 +175,7 @@ def test_full_disk_answers_503_and_recovers_when_space_returns(tmp_path: Path) -
             assert error is not None and error["name"] == "ServiceUnavailableError"
             assert set(error) == {"id", "name", "message", "details"}
             remount(disk, "size=64m")
-            assert post(relay, entries(1000))[0] == 202
+            assert post_bulk(relay.url, CLIENT, entries(1000))[0] == 202
             accepted += 500
             assert integrity(disk / "buffer.db") == "ok"
         settle(central, ADMIN, "disk", accepted)
@@ -192,7 +188,7 @@ def test_read_only_disk_at_start_is_one_clear_error(tmp_path: Path) -> None:
         env = relay_env("http://127.0.0.1:9", RELAY_DATA_DIR=str(disk))
         # no upstream: never ready (its key has no flags), but it takes counts
         with running(tmp_path / "first", env=env, wait_for="/health") as relay:
-            assert post(relay, entries(0, 10))[0] == 202
+            assert post_bulk(relay.url, CLIENT, entries(0, 10))[0] == 202
         for existing in (True, False):
             if not existing:
                 (disk / "empty").mkdir()

@@ -11,8 +11,6 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import pytest
-from aiohttp import web
 from conftest import MakeClient
 from fake_upstream import Answer, FakeUpstream
 from service import eventually, sample
@@ -58,23 +56,10 @@ def flags_of(project: str) -> dict[str, Any]:
     return {"version": 2, "features": features, "meta": {"revisionId": 1}}
 
 
-class ScopedUpstream(FakeUpstream):
-    """Each key's flags are those of its project."""
-
-    async def _features(self, request: web.Request) -> web.Response:
-        if self.features_answer is not None:
-            return await super()._features(request)
-        await self._record(request)
-        project = request.headers["Authorization"].split(":")[0]
-        return web.json_response(flags_of(project), headers={"ETag": f'"{project}"'})
-
-
-@pytest.fixture
-async def upstream() -> Any:
-    fake = ScopedUpstream()
-    await fake.start()
-    yield fake
-    await fake.close()
+def scoped(key: str) -> tuple[dict[str, Any], str]:
+    """Each key's flags are those of its project (the fake upstream's ``features_for``)."""
+    project = key.split(":")[0]
+    return flags_of(project), f'"{project}"'
 
 
 def ours() -> int:
@@ -93,8 +78,9 @@ def stored(data_dir: Path) -> int:
 
 
 async def test_100_scopes_of_100_kb_hold_each_answer_once(
-    make_relay: MakeClient, upstream: ScopedUpstream, tmp_path: Path
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
+    upstream.features_for = scoped
     keys = [f"project-{i:03d}:development.memory-test-secret-0123456789" for i in range(SCOPES)]
     upstream.valid_keys = dict.fromkeys(keys, "development")
     body_bytes = len(json.dumps(flags_of("project-000"), separators=(",", ":")))

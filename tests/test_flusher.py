@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, relay_settings
+from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, post, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 from service import eventually, sample
@@ -28,11 +27,6 @@ REGISTRATION = {
 }
 
 
-async def post(client: Any, body: Any, key: str = DEV_KEY) -> None:
-    response = await client.post("/api/client/metrics/bulk", json=body, headers=auth(key))
-    assert response.status == 202, await response.text()
-
-
 def dead_letters(data_dir: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(data_dir / "buffer.db") as conn:
         return list(conn.execute("SELECT status, entries, reason FROM dead_letters"))
@@ -43,8 +37,10 @@ async def test_counts_are_aggregated_and_flushed_once_per_environment_per_interv
 ) -> None:
     client = await make_relay(flush_interval=3600)  # only the final flush on shutdown
     for _ in range(50):
-        await post(client, bulk([metric(yes=1, no=2, variants={"v": 1})], [REGISTRATION]))
-    await post(client, bulk([metric(env="production", yes=7)]), key=PROD_KEY)
+        assert (await post(client, bulk([metric(yes=1, no=2, variants={"v": 1})], [REGISTRATION])))[
+            0
+        ] == 202
+    assert (await post(client, bulk([metric(env="production", yes=7)]), PROD_KEY))[0] == 202
     assert upstream.bulks == []
     await client.close()  # graceful shutdown: the final flush
     assert len(upstream.bulks) == 2
@@ -71,7 +67,8 @@ async def test_counts_posted_while_flushing_are_neither_lost_nor_doubled(
 
     async def post_300_more_while_flushing() -> bool:
         nonlocal posted
-        await asyncio.gather(*(post(client, bulk([metric(yes=1)])) for _ in range(300)))
+        answers = await asyncio.gather(*(post(client, bulk([metric(yes=1)])) for _ in range(300)))
+        assert {status for status, _ in answers} == {202}
         posted += 300
         return len(upstream.bulks) > 1  # a slow machine may answer 300 posts in one interval
 
@@ -86,7 +83,9 @@ async def test_413_splits_batches_until_they_fit(
 ) -> None:
     upstream.default = Answer(202, too_large_over=3000)
     client = await make_relay()
-    await post(client, bulk([metric(feature=f"feature-{i}", yes=i + 1) for i in range(100)]))
+    assert (
+        await post(client, bulk([metric(feature=f"feature-{i}", yes=i + 1) for i in range(100)]))
+    )[0] == 202
     expected = {(f"feature-{i}", "app"): (i + 1, 0) for i in range(100)}
     await eventually(lambda: upstream.totals() == expected)
     assert any(r.headers["X-Fake-Status"] == "413" for r in upstream.bulks)
@@ -101,7 +100,7 @@ async def test_a_single_entry_still_too_large_is_dead_lettered(
     huge = metric(
         feature="huge", yes=1, variants={f"variant-{i:03}-{'x' * 40}": 1 for i in range(80)}
     )
-    await post(client, bulk([huge, metric(feature="small", yes=2)]))
+    assert (await post(client, bulk([huge, metric(feature="small", yes=2)])))[0] == 202
     await eventually(lambda: upstream.totals() == {("small", "app"): (2, 0)})
     await eventually(lambda: len(dead_letters(tmp_path / "relay")) == 1)
     [(status, entries, _)] = dead_letters(tmp_path / "relay")
@@ -115,11 +114,11 @@ async def test_400_is_dead_lettered_with_its_reason_and_later_batches_flow(
 ) -> None:
     upstream.script = [Answer(400, body=b'{"message": "nope"}')]
     client = await make_relay()
-    await post(client, bulk([metric(yes=1)]))
+    assert (await post(client, bulk([metric(yes=1)])))[0] == 202
     await eventually(lambda: len(dead_letters(tmp_path / "relay")) == 1)
     [(status, entries, reason)] = dead_letters(tmp_path / "relay")
     assert (status, entries) == (400, 1) and "nope" in reason
-    await post(client, bulk([metric(yes=5)]))
+    assert (await post(client, bulk([metric(yes=5)])))[0] == 202
     await eventually(lambda: upstream.totals() == {("f1", "app"): (5, 0)})
 
 
@@ -128,7 +127,7 @@ async def test_401_keeps_the_batch_and_retries_after_a_long_backoff(
 ) -> None:
     upstream.script = [Answer(401), Answer(403)]
     client = await make_relay(backoff_max=0.3)
-    await post(client, bulk([metric(yes=3)]))
+    assert (await post(client, bulk([metric(yes=3)])))[0] == 202
     await eventually(lambda: upstream.totals() == {("f1", "app"): (3, 0)})
     statuses = [r.headers["X-Fake-Status"] for r in upstream.bulks]
     assert statuses == ["401", "403", "202"]
@@ -140,7 +139,7 @@ async def test_401_keeps_the_batch_and_retries_after_a_long_backoff(
 async def test_429_honours_retry_after(make_relay: Any, upstream: FakeUpstream) -> None:
     upstream.script = [Answer(429, headers={"Retry-After": "1"})]
     client = await make_relay(backoff_max=5)
-    await post(client, bulk([metric(yes=1)]))
+    assert (await post(client, bulk([metric(yes=1)])))[0] == 202
     await eventually(lambda: upstream.totals() == {("f1", "app"): (1, 0)})
     first, second = upstream.bulks
     assert second.at - first.at >= 0.95
@@ -152,7 +151,7 @@ async def test_5xx_retries_with_the_same_idempotency_key_and_backs_off(
 ) -> None:
     upstream.script = [Answer(500), Answer(502), Answer(503)]
     client = await make_relay(backoff_max=0.4)
-    await post(client, bulk([metric(yes=2)]))
+    assert (await post(client, bulk([metric(yes=2)])))[0] == 202
     await eventually(lambda: upstream.totals() == {("f1", "app"): (2, 0)})
     assert [r.headers["X-Fake-Status"] for r in upstream.bulks] == ["500", "502", "503", "202"]
     assert len({r.headers["Idempotency-Key"] for r in upstream.bulks}) == 1
@@ -165,7 +164,7 @@ async def test_timeouts_are_retried_with_the_same_key(
 ) -> None:
     upstream.script = [Answer(202, delay=1.0)]  # answers after the relay gave up
     client = await make_relay(upstream_timeout=0.2)
-    await post(client, bulk([metric(yes=4)]))
+    assert (await post(client, bulk([metric(yes=4)])))[0] == 202
     await eventually(lambda: len(upstream.bulks) >= 2)
     first, second = upstream.bulks[:2]
     assert first.headers["Idempotency-Key"] == second.headers["Idempotency-Key"]
@@ -183,7 +182,7 @@ async def test_ready_without_upstream_and_counts_wait_on_disk(
 
     await eventually(ready, "ready: the configured keys have their flags")
     for _ in range(5):
-        await post(client, bulk([metric(yes=1)]))
+        assert (await post(client, bulk([metric(yes=1)])))[0] == 202
     await eventually(lambda: len(upstream.bulks) >= 2)
     upstream.default = Answer(202)
     await eventually(lambda: upstream.totals() == {("f1", "app"): (5, 0)})
@@ -252,7 +251,8 @@ async def test_upstream_requests_do_not_grow_with_sdk_requests(
     started = loop.time()
     posts = 0
     while loop.time() - started < 1.5:
-        await asyncio.gather(*(post(client, bulk([metric(yes=1)])) for _ in range(10)))
+        answers = await asyncio.gather(*(post(client, bulk([metric(yes=1)])) for _ in range(10)))
+        assert {status for status, _ in answers} == {202}
         posts += 10
     elapsed = loop.time() - started
     await client.close()
@@ -267,13 +267,13 @@ async def test_a_slow_upstream_does_not_grow_tasks_and_backoff_shows(
     upstream.default = Answer(202, delay=1.5)  # always slower than the relay waits
     client = await make_relay(upstream_timeout=0.1, backoff_max=0.4)
     for _ in range(20):
-        await post(client, bulk([metric(yes=1)]))
+        assert (await post(client, bulk([metric(yes=1)])))[0] == 202
     await eventually(lambda: len(upstream.bulks) >= 2)
     tasks = len(asyncio.all_tasks())
     attempts = len(upstream.bulks)
     await eventually(lambda: len(upstream.bulks) >= attempts + 4)  # timed out, backed off
     for _ in range(20):
-        await post(client, bulk([metric(yes=1)]))
+        assert (await post(client, bulk([metric(yes=1)])))[0] == 202
     assert len(asyncio.all_tasks()) <= tasks + 2  # no task per attempt or per request is left
     text = await (await client.get("/internal-backstage/metrics")).text()
     assert sample(text, "relay_flush_batches_total", outcome="retry") >= 2
@@ -281,13 +281,11 @@ async def test_a_slow_upstream_does_not_grow_tasks_and_backoff_shows(
     assert all(gap >= 0.09 for gap in gaps)  # backed off, never a tight retry loop
 
 
-class GarbageUpstream(FakeUpstream):
-    async def _validate(self, request: web.Request) -> web.Response:
-        return web.Response(status=200, body=b"\x00not json{", content_type="application/json")
-
-
 async def test_a_garbage_upstream_gives_503_not_500(aiohttp_client: Any, tmp_path: Path) -> None:
-    fake = GarbageUpstream()
+    fake = FakeUpstream()
+    fake.validate_answer = Answer(
+        200, headers={"Content-Type": "application/json"}, body=b"\x00not json{"
+    )
     url = await fake.start()
     try:
         settings = relay_settings(tmp_path, url, client_tokens=[])

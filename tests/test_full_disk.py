@@ -25,6 +25,7 @@ from service import (
     drained,
     free_port,
     get_json,
+    post_bulk,
     running,
     scrape,
     settle,
@@ -32,7 +33,7 @@ from service import (
     stored,
     wait_until,
 )
-from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, post, relay_env, remount, tmpfs
+from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env, remount, tmpfs
 
 from relay.core.errors import StorageError
 from relay.edge.metrics.reserve import Reserve, open_with_room
@@ -50,7 +51,7 @@ def fill_and_kill(workdir: Path, disk: Path, central: Service, batches: int) -> 
     relay = start(workdir, env=env)
     accepted = 0
     for batch in range(batches):
-        status, _ = post(relay, entries(batch))
+        status, _ = post_bulk(relay.url, CLIENT, entries(batch))
         if status != 202:
             assert status == 503
             break
@@ -200,7 +201,7 @@ def test_a_full_disk_loses_nothing_and_drains_while_still_full(tmp_path: Path) -
     with tmpfs(tmp_path / "disk", "6m") as disk:
         relay = start(tmp_path / "relay", env=drain(disk, upstream), wait_for="/health")
         accepted, batch = 0, 0
-        while (status := post(relay, entries(batch))[0]) == 202:
+        while (status := post_bulk(relay.url, CLIENT, entries(batch))[0]) == 202:
             accepted, batch = accepted + 500, batch + 1
         assert status == 503 and accepted > 0  # the disk filled up
         relay.stop(signal.SIGKILL)
@@ -232,14 +233,14 @@ def test_workers_start_and_serve_on_a_full_disk(tmp_path: Path) -> None:
         env = drain(disk, upstream, RELAY_WORKERS="2")
         relay = start(tmp_path / "relay", env=env, wait_for="/health")
         batch = 0
-        while post(relay, entries(batch))[0] == 202:
+        while post_bulk(relay.url, CLIENT, entries(batch))[0] == 202:
             batch += 1
         relay.stop(signal.SIGKILL)
         fill(disk / "ballast")  # whatever room the kill freed
         relay = start(tmp_path / "full", env=env, wait_for="/health")
         try:
             for _ in range(40):  # new connections: the kernel spreads them over both workers
-                assert post(relay, entries(0))[0] in (202, 503)
+                assert post_bulk(relay.url, CLIENT, entries(0))[0] in (202, 503)
                 scrape(relay.url, "relay_buffer_reserve_released_total")
             assert relay.process.poll() is None, relay.logs()
             assert not list(disk.glob("prometheus*")), "metric files on the buffer's disk"
@@ -257,7 +258,7 @@ def test_a_shard_that_cannot_be_merged_is_said_once(tmp_path: Path) -> None:
         env = drain(disk, upstream, RELAY_WORKERS="2")
         relay = start(tmp_path / "relay", env=env, wait_for="/health")
         accepted, batch = 0, 0
-        while post(relay, entries(batch))[0] == 202:
+        while post_bulk(relay.url, CLIENT, entries(batch))[0] == 202:
             accepted, batch = accepted + 500, batch + 1
         relay.stop(signal.SIGKILL)
         with running(tmp_path / "central", env=CENTRAL_ENV, port=port) as central:

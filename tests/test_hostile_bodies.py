@@ -45,7 +45,7 @@ def json_error(answer: bytes) -> tuple[int, dict[str, Any]]:
     return int(head.split(b" ")[1]), json.loads(body)
 
 
-def post(path: str, body: bytes, key: str | None = DEV_KEY, **headers: str) -> bytes:
+def raw_request(path: str, body: bytes, key: str | None = DEV_KEY, **headers: str) -> bytes:
     """A raw POST with a JSON body and Content-Length, as bytes to send."""
     lines = [f"POST {path} HTTP/1.1", "Host: x", "Content-Type: application/json"]
     lines += [f"Authorization: {key}"] if key else []
@@ -92,8 +92,8 @@ async def test_bodies_that_do_not_decode_are_400_and_the_connection_goes_on(
 ) -> None:
     """On today's main: 500, two tracebacks in the log, and the next request on that
     connection lost."""
-    bad = post("/edge/validate", data, key=None, Content_Encoding="gzip")
-    good = post("/api/client/metrics/bulk", BODY)
+    bad = raw_request("/edge/validate", data, key=None, Content_Encoding="gzip")
+    good = raw_request("/api/client/metrics/bulk", BODY)
     first, second = await asyncio.to_thread(two_answers, standalone.server.port, bad + good)
     status, error = json_error(first)
     assert status == 400
@@ -158,12 +158,12 @@ async def test_100_continue_only_once_the_key_and_the_size_are_checked(standalon
     port = standalone.server.port
     cases = [(None, len(BODY), b" 401 "), (DEV_KEY, 2 * 1024 * 1024, b" 413 ")]
     for key, length, expected in cases:
-        head = post("/api/client/metrics/bulk", b"", key=key, Expect="100-continue")
+        head = raw_request("/api/client/metrics/bulk", b"", key=key, Expect="100-continue")
         head = head.replace(b"Content-Length: 0", f"Content-Length: {length}".encode())
         first, final = await asyncio.to_thread(continued, port, head, BODY)
         assert first.startswith(b"HTTP/1.1" + expected), first
         assert final == b""
-    head = post("/api/client/metrics/bulk", b"", Expect="100-continue")
+    head = raw_request("/api/client/metrics/bulk", b"", Expect="100-continue")
     head = head.replace(b"Content-Length: 0", f"Content-Length: {len(BODY)}".encode())
     first, final = await asyncio.to_thread(continued, port, head, BODY)
     assert first.startswith(b"HTTP/1.1 100 Continue"), first
@@ -174,7 +174,7 @@ def test_a_body_announced_over_the_limit_is_413_at_once(tmp_path: Path) -> None:
     """On today's main the answer is 408 once ``body_timeout`` has passed."""
     env = {"RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY, "RELAY_BODY_TIMEOUT": "120"}
     with running(tmp_path, env=env) as service:
-        head = post("/api/client/metrics/bulk", b"{")
+        head = raw_request("/api/client/metrics/bulk", b"{")
         head = head.replace(b"Content-Length: 1", b"Content-Length: 5000000")
         answer, _ = exchange(service.port, head, wait=20)
         status, error = json_error(answer)
@@ -184,7 +184,7 @@ def test_a_body_announced_over_the_limit_is_413_at_once(tmp_path: Path) -> None:
 
 
 def hang_up_mid_body(port: int) -> None:
-    head = post("/api/client/metrics/bulk", BODY).replace(
+    head = raw_request("/api/client/metrics/bulk", BODY).replace(
         f"Content-Length: {len(BODY)}".encode(), b"Content-Length: 1000"
     )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -199,8 +199,8 @@ def test_what_hostile_clients_send_does_not_fill_the_log(tmp_path: Path, level: 
     env = {"RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY, "RELAY_LOG_LEVEL": level}
     with running(tmp_path, env=env) as service:
         before = len(service.logs())
-        bad_gzip = post("/edge/validate", b"not gzip", key=None, Content_Encoding="gzip")
-        chunked = post("/api/client/metrics/bulk", b"").replace(
+        bad_gzip = raw_request("/edge/validate", b"not gzip", key=None, Content_Encoding="gzip")
+        chunked = raw_request("/api/client/metrics/bulk", b"").replace(
             b"Content-Length: 0\r\n", b"Transfer-Encoding: chunked\r\n"
         )
         for _ in range(10):
@@ -227,7 +227,7 @@ async def test_pass_through_bodies_are_bounded_in_time_and_size(make_relay: Make
     before reading: 200 such connections held the relay for over 70 s."""
     relay = await make_relay(body_timeout=1)
     path = "/api/admin/projects/default/environments"
-    slow = post(path, b"{", key="x").replace(b"Content-Length: 1", b"Content-Length: 100000")
+    slow = raw_request(path, b"{", key="x").replace(b"Content-Length: 1", b"Content-Length: 100000")
     answers = await asyncio.gather(
         *(asyncio.to_thread(exchange, relay.server.port, slow, 20) for _ in range(20))
     )

@@ -8,13 +8,11 @@ import asyncio
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from conftest import (
     ADMIN_KEY,
     DEV_KEY,
@@ -26,15 +24,15 @@ from conftest import (
     metric,
     standalone_settings,
 )
-from service import eventually
-from test_relay_keys import (
+from fake_upstream import Answer, FakeUpstream
+from keykit import (  # noqa: F401  (upstream_keys: the fixture)
     UP_ADMIN_KEY,
     UP_DEV_KEY,
     UP_PROD_KEY,
-    UPSTREAM_KEYS,
-    KeysUpstream,
-    post_bulk,
+    send_bulk,
+    upstream_keys,
 )
+from service import eventually
 
 from relay.api.throttle import client_address
 from relay.app import build_app
@@ -45,42 +43,6 @@ from relay.wire.common import MAX_LIST
 
 def made_up(count: int) -> list[str]:
     return [f"default:development.{secrets.token_hex(16)}" for _ in range(count)]
-
-
-class HeldUpstream(KeysUpstream):
-    """Counts the key checks in flight; with ``held`` set, each waits for ``release``."""
-
-    def __init__(self, valid_keys: dict[str, str]) -> None:
-        super().__init__(valid_keys)
-        self.held = False
-        self.release = asyncio.Event()
-        self.in_flight = 0
-        self.most_in_flight = 0
-        self.throttle: int | None = None  # 429 with this Retry-After
-
-    async def _validate(self, request: web.Request) -> web.Response:
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            if self.held:
-                await self.release.wait()
-            if self.throttle is not None:
-                self.validate_calls += 1
-                return web.Response(status=429, headers={"Retry-After": str(self.throttle)})
-            return await super()._validate(request)
-        finally:
-            self.in_flight -= 1
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[HeldUpstream]:
-    """The upstream of ``test_relay_keys``, with key checks that can be held."""
-    fake = HeldUpstream(UPSTREAM_KEYS)
-    fake.admin_keys.add(UP_ADMIN_KEY)
-    await fake.start()
-    yield fake
-    fake.release.set()
-    await fake.close()
 
 
 async def validate(client: Any, tokens: list[str]) -> Any:
@@ -95,7 +57,7 @@ async def scraped(client: Any, name: str) -> float:
 
 
 async def test_one_validate_request_is_one_upstream_call(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """On today's main each key of the request was one upstream call (100 for 100 keys)."""
     relay = await make_relay(client_tokens=[])
@@ -122,7 +84,7 @@ def raw_post(port: int, key: bytes) -> bytes:
 
 
 async def test_what_cannot_be_a_key_is_refused_without_asking(
-    make_relay: MakeClient, upstream: HeldUpstream, caplog: pytest.LogCaptureFixture
+    make_relay: MakeClient, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On today's main a key header that is not UTF-8 was sent on to the upstream: a 500."""
     relay = await make_relay(client_tokens=[])
@@ -136,52 +98,54 @@ async def test_what_cannot_be_a_key_is_refused_without_asking(
 
 
 async def test_made_up_keys_never_push_out_a_key_in_use(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """On today's main 10,000 made-up keys evicted a validated key from the one cache, and
     the SDK using it got 503 once the upstream went down."""
     relay = await make_relay(client_tokens=[], auth_failure_limit=0)
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
     for _ in range(MAX_REFUSED // MAX_LIST + 1):
         assert (await validate(relay, made_up(MAX_LIST))).status == 200
     upstream.validate_down = True
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
 
 
 async def test_key_checks_are_bounded_and_never_hold_up_the_flusher(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """On today's main 150 checks against a slow upstream were 150 upstream calls, which
     took the connections the flusher needed: its batches waited for them."""
     relay = await make_relay(client_tokens=[DEV_KEY], auth_failure_limit=0, upstream_timeout=60)
-    upstream.held = True
+    upstream.validate_hold = release = asyncio.Event()
     url = relay.make_url("/edge/validate")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as callers:
         checks = [
             asyncio.create_task(callers.post(url, json={"tokens": made_up(1)})) for _ in range(150)
         ]
-        await eventually(lambda: upstream.in_flight >= CONCURRENT_CHECKS)
-        assert (await post_bulk(relay, DEV_KEY, [metric(yes=7)])).status == 202
+        await eventually(lambda: upstream.validate_in_flight >= CONCURRENT_CHECKS)
+        assert (await send_bulk(relay, DEV_KEY, [metric(yes=7)])).status == 202
         await eventually(lambda: upstream.totals() == {("f1", "app"): (7, 0)})
-        assert upstream.in_flight == CONCURRENT_CHECKS  # the checks still wait on the upstream
+        assert (
+            upstream.validate_in_flight == CONCURRENT_CHECKS
+        )  # the checks still wait on the upstream
 
         async def all_waiting() -> bool:
             return await scraped(relay, "relay_key_checks_waiting") == 150
 
         await eventually(all_waiting)
-        upstream.release.set()
+        release.set()
         answers = await asyncio.gather(*checks)
         assert [a.status for a in answers] == [200] * 150
-    assert upstream.most_in_flight == CONCURRENT_CHECKS
+    assert upstream.most_validate_in_flight == CONCURRENT_CHECKS
     # the first checks alone, then the 146 keys that queued behind them, 100 a call
     assert upstream.validate_calls == CONCURRENT_CHECKS + 2
 
 
 async def test_past_the_waiting_bound_unknown_keys_get_503_at_once(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[], auth_failure_limit=0, upstream_timeout=60)
-    upstream.held = True
+    upstream.validate_hold = release = asyncio.Event()
     waiting = [
         asyncio.create_task(validate(relay, made_up(MAX_LIST)))
         for _ in range(MAX_WAITING // MAX_LIST)
@@ -194,7 +158,7 @@ async def test_past_the_waiting_bound_unknown_keys_get_503_at_once(
     refused = await asyncio.wait_for(validate(relay, made_up(1)), 10)
     assert refused.status == 503
     assert_error(await refused.json(), "ServiceUnavailableError")
-    upstream.release.set()
+    release.set()
     assert [(await a).status for a in waiting] == [200] * len(waiting)
 
 
@@ -227,76 +191,76 @@ async def test_invalid_keys_from_one_address_meet_a_limit(make_client: MakeClien
 
 
 async def test_guesses_through_a_relay_stop_before_the_upstream(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(auth_failure_limit=MAX_LIST, auth_failure_window=3600)
     assert (await validate(relay, made_up(MAX_LIST))).status == 200
-    for request in (validate(relay, made_up(MAX_LIST)), post_bulk(relay, made_up(1)[0])):
+    for request in (validate(relay, made_up(MAX_LIST)), send_bulk(relay, made_up(1)[0])):
         refused = await request
         assert refused.status == 429
         assert_error(await refused.json(), "TooManyRequestsError")
     assert upstream.validate_calls == 1  # the guesses past the limit never left the relay
-    assert (await post_bulk(relay, DEV_KEY)).status == 202  # a configured key: never limited
+    assert (await send_bulk(relay, DEV_KEY)).status == 202  # a configured key: never limited
 
 
 async def test_a_key_that_could_not_be_checked_costs_nothing(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[], auth_failure_limit=1)
     upstream.validate_down = True
     for _ in range(3):
-        assert (await post_bulk(relay, UP_PROD_KEY)).status == 503
+        assert (await send_bulk(relay, UP_PROD_KEY)).status == 503
     upstream.validate_down = False
 
     async def accepted() -> bool:
         body = [metric(env="production", yes=1)]
-        return (await post_bulk(relay, UP_PROD_KEY, body)).status == 202
+        return (await send_bulk(relay, UP_PROD_KEY, body)).status == 202
 
     await eventually(accepted)
 
 
 async def test_requests_at_once_with_one_new_key_spend_one_check(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """A fleet sharing a key the relay has not seen starts at once: the requests waiting on
     one check of it spend what one key does (before, one budget each: 29 of 2,000 streams
     at the defaults got 429 for a valid key). Should the key prove invalid, each of them
     is charged."""
     relay = await make_relay(client_tokens=[], auth_failure_limit=2, auth_failure_window=3600)
-    upstream.held = True
+    upstream.validate_hold = release = asyncio.Event()
     fleet = [
-        asyncio.create_task(post_bulk(relay, UP_PROD_KEY, [metric(env="production")]))
+        asyncio.create_task(send_bulk(relay, UP_PROD_KEY, [metric(env="production")]))
         for _ in range(20)
     ]
-    await eventually(lambda: upstream.in_flight == 1)
-    upstream.release.set()
+    await eventually(lambda: upstream.validate_in_flight == 1)
+    release.set()
     assert [(await posted).status for posted in fleet] == [202] * 20
     assert upstream.validate_calls == 1
 
-    upstream.held, upstream.release = True, asyncio.Event()
+    upstream.validate_hold = release = asyncio.Event()
     [guess] = made_up(1)
-    guesses = [asyncio.create_task(post_bulk(relay, guess)) for _ in range(5)]
-    await eventually(lambda: upstream.in_flight == 1)
-    upstream.release.set()
+    guesses = [asyncio.create_task(send_bulk(relay, guess)) for _ in range(5)]
+    await eventually(lambda: upstream.validate_in_flight == 1)
+    release.set()
     assert [(await guessed).status for guessed in guesses] == [401] * 5
-    assert (await post_bulk(relay, made_up(1)[0])).status == 429  # 5 spent, of 2
+    assert (await send_bulk(relay, made_up(1)[0])).status == 429  # 5 spent, of 2
 
 
 async def test_an_upstream_that_answers_429_is_heard(
-    make_relay: MakeClient, upstream: HeldUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """A relay is one address to its upstream, whose budget of invalid keys it may spend:
     its callers are then told to come back later (429), and the upstream is left alone."""
     relay = await make_relay(client_tokens=[])
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
-    upstream.throttle = 30
-    for request in (validate(relay, made_up(3)), post_bulk(relay, UP_PROD_KEY)):
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
+    upstream.validate_answer = Answer(429, headers={"Retry-After": "30"})
+    for request in (validate(relay, made_up(3)), send_bulk(relay, UP_PROD_KEY)):
         refused = await request
         assert refused.status == 429
         assert_error(await refused.json(), "TooManyRequestsError")
         assert 1 <= int(refused.headers["Retry-After"]) <= 30
     assert upstream.validate_calls == 2  # one for UP_DEV_KEY, one refused; then none
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202  # known keys are still served
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202  # known keys are still served
 
 
 async def test_short_pinned_secrets_are_warned_about(

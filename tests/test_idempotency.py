@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from conftest import DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric, raw
+from conftest import DEV_KEY, PROD_KEY, assert_error, bulk, metric, post, raw
 from fake_upstream import FakeUpstream
 
 from relay.core import domain, errors
@@ -21,9 +21,8 @@ from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
 
-async def post(client: Any, body: Any, key: str, caller: str = DEV_KEY, path: str = "") -> Any:
-    headers = {**auth(caller), "Idempotency-Key": key}
-    return await client.post(path or "/api/client/metrics/bulk", json=body, headers=headers)
+def once(key: str) -> dict[str, str]:
+    return {"Idempotency-Key": key}
 
 
 async def total(client: Any, feature: str) -> int:
@@ -32,24 +31,25 @@ async def total(client: Any, feature: str) -> int:
 
 async def test_a_key_reused_with_another_body_is_422_and_not_dropped_silently(client: Any) -> None:
     first = bulk([metric("f", yes=1)])
-    assert (await post(client, first, "k-1")).status == 202
-    assert (await post(client, first, "k-1")).status == 202  # a retry: applied once
-    response = await post(client, bulk([metric("f", yes=50)]), "k-1")
-    assert response.status == 422
-    body = await response.json()
+    assert (await post(client, first, headers=once("k-1")))[0] == 202
+    assert (await post(client, first, headers=once("k-1")))[0] == 202  # a retry: applied once
+    status, body = await post(client, bulk([metric("f", yes=50)]), headers=once("k-1"))
+    assert status == 422
     assert_error(body, "UnprocessableContentError")
     assert "Idempotency-Key" in body["message"]
     assert await total(client, "f") == 1
     # the same key on another endpoint is another request too
     sdk = {"appName": "app", "bucket": {"toggles": {"f": {"yes": 1}}}}
-    assert (await post(client, sdk, "k-1", path="/api/client/metrics")).status == 422
+    assert (await post(client, sdk, path="/api/client/metrics", headers=once("k-1")))[0] == 422
 
 
 async def test_the_same_key_from_two_callers_is_two_requests(client: Any) -> None:
     """Two environments' SDKs pick the same key: both are applied."""
     for key, env in ((DEV_KEY, "development"), (PROD_KEY, "production")):
-        response = await post(client, bulk([metric("shared", env=env, yes=3)]), "same", key)
-        assert response.status == 202
+        status, _ = await post(
+            client, bulk([metric("shared", env=env, yes=3)]), key, headers=once("same")
+        )
+        assert status == 202
     rows = await raw(client, "shared")
     assert sorted((row["environment"], row["yes"]) for row in rows) == [
         ("development", 3),
@@ -62,8 +62,10 @@ async def test_a_relay_scopes_keys_and_refuses_reuse_too(
 ) -> None:
     client = await make_relay(flush_interval=3600)
     for key, env in ((DEV_KEY, "development"), (PROD_KEY, "production")):
-        assert (await post(client, bulk([metric(env=env, yes=2)]), "same", key)).status == 202
-    assert (await post(client, bulk([metric(yes=9)]), "same", DEV_KEY)).status == 422
+        assert (await post(client, bulk([metric(env=env, yes=2)]), key, headers=once("same")))[
+            0
+        ] == 202
+    assert (await post(client, bulk([metric(yes=9)]), DEV_KEY, headers=once("same")))[0] == 422
     await client.close()
     sent = sorted(
         (m["environment"], m["yes"]) for r in upstream.accepted_bulks() for m in r.json()["metrics"]

@@ -4,22 +4,18 @@ body, query) and its answer passed back (status, body, content type), or a JSON
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from conftest import (
     ADMIN_KEY,
-    DEV_KEY,
-    PROD_KEY,
     MakeClient,
     assert_error,
     auth,
     relay_settings,
 )
-from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
+from fake_upstream import Answer, FakeUpstream
 from service import free_port
 from yarl import URL
 
@@ -28,33 +24,8 @@ from relay.app import build_app
 ENVIRONMENTS = "/api/admin/projects/default/environments"
 
 
-class WireUpstream(FakeUpstream):
-    """The fake upstream, also keeping each request's path and query exactly as sent."""
-
-    def __init__(self, valid_keys: dict[str, str]) -> None:
-        super().__init__(valid_keys)
-        self.raw_paths: list[str] = []
-
-    async def _record(self, request: web.Request) -> Received:
-        self.raw_paths.append(request.raw_path)
-        return await super()._record(request)
-
-    def passed(self) -> list[Received]:
-        """Requests other than the relay's own flushes, key checks and flag fetches."""
-        own = ("/api/client/metrics/bulk", "/edge/validate", "/api/client/features", STREAM, DELTA)
-        return [r for r in self.received if r.path not in own]
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[WireUpstream]:
-    fake = WireUpstream({DEV_KEY: "development", PROD_KEY: "production"})
-    await fake.start()
-    yield fake
-    await fake.close()
-
-
 async def test_add_environment_is_forwarded_with_the_callers_key_and_body(
-    make_relay: MakeClient, upstream: WireUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay()
     body = b'{"environment": "staging", "changeRequestsEnabled": false}'
@@ -87,7 +58,7 @@ async def test_add_environment_is_forwarded_with_the_callers_key_and_body(
     ],
 )
 async def test_the_upstream_answer_comes_back_unchanged(
-    make_relay: MakeClient, upstream: WireUpstream, status: int, body: bytes, content_type: str
+    make_relay: MakeClient, upstream: FakeUpstream, status: int, body: bytes, content_type: str
 ) -> None:
     relay = await make_relay()
     upstream.script = [
@@ -123,7 +94,7 @@ async def test_the_upstream_answer_comes_back_unchanged(
     ],
 )
 async def test_without_a_key_the_answer_is_401_and_nothing_is_forwarded(
-    make_relay: MakeClient, upstream: WireUpstream, method: str, path: str, header: str | None
+    make_relay: MakeClient, upstream: FakeUpstream, method: str, path: str, header: str | None
 ) -> None:
     relay = await make_relay()
     headers = {} if header is None else {"Authorization": header}
@@ -134,7 +105,7 @@ async def test_without_a_key_the_answer_is_401_and_nothing_is_forwarded(
 
 
 async def test_an_upstream_that_is_gone_gives_502(
-    make_relay: MakeClient, upstream: WireUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay()
     await upstream.close()
@@ -147,7 +118,7 @@ async def test_an_upstream_that_is_gone_gives_502(
 
 
 async def test_an_upstream_nobody_listens_on_gives_502(
-    aiohttp_client: Any, tmp_path: Path, upstream: WireUpstream
+    aiohttp_client: Any, tmp_path: Path, upstream: FakeUpstream
 ) -> None:
     settings = relay_settings(tmp_path / "relay", f"http://127.0.0.1:{free_port()}")
     relay = await aiohttp_client(build_app(settings))
@@ -160,7 +131,7 @@ async def test_an_upstream_nobody_listens_on_gives_502(
 
 
 async def test_an_upstream_slower_than_the_timeout_gives_504(
-    make_relay: MakeClient, upstream: WireUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(upstream_timeout=0.2)
     upstream.script = [Answer(200, delay=1)]
@@ -175,7 +146,7 @@ async def test_an_upstream_slower_than_the_timeout_gives_504(
 
 
 async def test_query_strings_are_forwarded_as_sent(
-    make_relay: MakeClient, upstream: WireUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay()
     query = "dryRun=true&name=a%23b%26c%2Bd%3De&tag=simple:x&pct=%25"
@@ -186,13 +157,13 @@ async def test_query_strings_are_forwarded_as_sent(
         headers=auth(ADMIN_KEY),
     )
     assert added.status == 200
-    assert [p for p in upstream.raw_paths if p.startswith(ENVIRONMENTS)] == [
+    assert [r.raw_path for r in upstream.received if r.raw_path.startswith(ENVIRONMENTS)] == [
         f"{ENVIRONMENTS}?{query}"
     ]
 
 
 async def test_names_are_forwarded_as_one_path_segment(
-    make_relay: MakeClient, upstream: WireUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay()
     for name in ("with%20space", "a%2Fb", "..%2F..%2Fedge%2Fvalidate", "..."):
@@ -203,7 +174,7 @@ async def test_names_are_forwarded_as_one_path_segment(
             headers=auth(ADMIN_KEY),
         )
         assert response.status == 200, name
-    assert [p for p in upstream.raw_paths if p.startswith("/api/admin")] == [
+    assert [r.raw_path for r in upstream.received if r.raw_path.startswith("/api/admin")] == [
         "/api/admin/projects/with%20space/environments",
         "/api/admin/projects/a%2Fb/environments",
         "/api/admin/projects/..%2F..%2Fedge%2Fvalidate/environments",
@@ -222,7 +193,7 @@ async def test_names_are_forwarded_as_one_path_segment(
     ],
 )
 async def test_dot_segments_never_reach_the_upstream(
-    make_relay: MakeClient, upstream: WireUpstream, method: str, path: str
+    make_relay: MakeClient, upstream: FakeUpstream, method: str, path: str
 ) -> None:
     relay = await make_relay()
     response = await relay.request(

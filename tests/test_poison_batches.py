@@ -12,21 +12,19 @@ import asyncio
 import json
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, raw, standalone_settings
-from fake_upstream import FakeUpstream
+from conftest import DEV_KEY, auth, bulk, metric, post, raw, standalone_settings
+from fake_upstream import Answer, FakeUpstream, Received
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 from service import eventually
-from test_flusher import dead_letters, post
+from test_flusher import dead_letters
 
 from relay.central.usage import UsageReader
 from relay.central.wiring import central_database
@@ -46,48 +44,34 @@ from relay.wire.common import MAX_APPLICATIONS, MAX_COUNT, MAX_LIST, MAX_VARIANT
 MAX_TOTAL = 2**63 - 1
 
 
-class StrictUpstream(FakeUpstream):
-    """Answers 400 to a body the bulk model refuses, and to any body holding an entry for a
-    feature in ``refused`` (an upstream refusing one entry, for its own reasons)."""
+class Strict:
+    """The fake upstream's ``bulk_answer``: 400 to a body the bulk model refuses, and to any
+    body holding an entry for a feature in ``refused`` (an upstream refusing one entry, for
+    its own reasons)."""
 
-    def __init__(self, valid_keys: dict[str, str]) -> None:
-        super().__init__(valid_keys)
+    def __init__(self) -> None:
         self.refused: set[str] = set()
         self.invalid: list[str] = []
 
-    async def _bulk(self, request: web.Request) -> web.Response:
-        body = await request.read()
+    def __call__(self, received: Received) -> Answer | None:
         try:
-            parsed = BulkMetrics.model_validate_json(body)
+            parsed = BulkMetrics.model_validate_json(received.body)
         except ValidationError as exc:
             self.invalid.append(str(exc)[:300])
-            return await self._refuse(request, body, f"invalid: {exc}")
+            return self._refusal(f"invalid: {exc}")
         poison = [m.featureName for m in parsed.metrics if m.featureName in self.refused]
-        if poison:
-            return await self._refuse(request, body, f"refused feature {poison[0]}")
-        return await super()._bulk(request)
+        return self._refusal(f"refused feature {poison[0]}") if poison else None
 
-    async def _refuse(self, request: web.Request, body: bytes, message: str) -> web.Response:
-        received = await self._record(request)
-        received.headers["X-Fake-Status"] = "400"
-        return web.json_response({"name": "BadDataError", "message": message}, status=400)
-
-    def variants(self) -> dict[tuple[str, str], dict[str, int]]:
-        totals: dict[tuple[str, str], dict[str, int]] = {}
-        for request in self.accepted_bulks():
-            for m in request.json()["metrics"]:
-                into = totals.setdefault((m["featureName"], m["appName"]), {})
-                for name, count in m["variants"].items():
-                    into[name] = into.get(name, 0) + count
-        return totals
+    @staticmethod
+    def _refusal(message: str) -> Answer:
+        body = json.dumps({"name": "BadDataError", "message": message}).encode()
+        return Answer(400, headers={"Content-Type": "application/json"}, body=body)
 
 
 @pytest.fixture
-async def upstream() -> AsyncIterator[StrictUpstream]:
-    fake = StrictUpstream({DEV_KEY: "development", PROD_KEY: "production"})
-    await fake.start()
-    yield fake
-    await fake.close()
+def strict(upstream: FakeUpstream) -> Strict:
+    hook = upstream.bulk_answer = Strict()
+    return hook
 
 
 def dead_bodies(data_dir: Path) -> list[bytes]:
@@ -96,18 +80,20 @@ def dead_bodies(data_dir: Path) -> list[bytes]:
 
 
 async def test_sums_past_an_entrys_limits_go_out_as_several_entries(
-    make_relay: Any, upstream: StrictUpstream, tmp_path: Path
+    make_relay: Any, upstream: FakeUpstream, strict: Strict, tmp_path: Path
 ) -> None:
     client = await make_relay(flush_interval=3600)  # summed in the buffer, sent at shutdown
     full = {f"v{i:03}": MAX_COUNT for i in range(MAX_VARIANTS)}
     for _ in range(2):
-        await post(client, bulk([metric("big", yes=MAX_COUNT, no=MAX_COUNT, variants=full)]))
+        assert (
+            await post(client, bulk([metric("big", yes=MAX_COUNT, no=MAX_COUNT, variants=full)]))
+        )[0] == 202
     for first in (0, 50):  # 150 variants once summed
         variants = {f"v{i:03}": 1 for i in range(first, first + MAX_VARIANTS)}
-        await post(client, bulk([metric("wide", yes=3, variants=variants)]))
-    await post(client, bulk([metric("innocent", yes=1)]))
+        assert (await post(client, bulk([metric("wide", yes=3, variants=variants)])))[0] == 202
+    assert (await post(client, bulk([metric("innocent", yes=1)])))[0] == 202
     await client.close()
-    assert upstream.invalid == []
+    assert strict.invalid == []
     assert upstream.totals() == {
         ("big", "app"): (2 * MAX_COUNT, 2 * MAX_COUNT),
         ("wide", "app"): (6, 0),
@@ -121,22 +107,22 @@ async def test_sums_past_an_entrys_limits_go_out_as_several_entries(
 
 
 async def test_a_full_connect_via_chain_stays_within_its_limit(
-    make_relay: Any, upstream: StrictUpstream
+    make_relay: Any, upstream: FakeUpstream, strict: Strict
 ) -> None:
     client = await make_relay()
     hops = [{"appName": "edge", "instanceId": f"hop-{i:03}"} for i in range(MAX_LIST)]
     registration = {"appName": "app", "environment": "development", "instanceId": "i1"}
-    await post(client, bulk(applications=[{**registration, "connectVia": hops}]))
+    assert (await post(client, bulk(applications=[{**registration, "connectVia": hops}])))[0] == 202
     await eventually(lambda: len(upstream.accepted_bulks()) == 1)
     [app] = upstream.accepted_bulks()[0].json()["applications"]
     chain = [hop["instanceId"] for hop in app["connectVia"]]
     # the relay the SDK connected to, then the latest hops ending in this relay
     assert chain == ["hop-000", *[f"hop-{i:03}" for i in range(2, MAX_LIST)], "relay-under-test"]
-    assert upstream.invalid == []
+    assert strict.invalid == []
 
 
 async def test_batches_are_cut_by_entry_counts_as_well_as_bytes(
-    make_relay: Any, upstream: StrictUpstream
+    make_relay: Any, upstream: FakeUpstream, strict: Strict
 ) -> None:
     client = await make_relay(flush_interval=3600, max_batch_bytes=1024 * 1024)
     registrations = [
@@ -144,9 +130,9 @@ async def test_batches_are_cut_by_entry_counts_as_well_as_bytes(
         for i in range(1500)
     ]
     for half in (registrations[:750], registrations[750:]):
-        await post(client, bulk(applications=half))
+        assert (await post(client, bulk(applications=half)))[0] == 202
     await client.close()
-    assert upstream.invalid == []
+    assert strict.invalid == []
     sent = [len(r.json()["applications"]) for r in upstream.accepted_bulks()]
     assert sum(sent) == 1500 and max(sent) <= MAX_APPLICATIONS
 
@@ -158,12 +144,14 @@ def test_max_batch_bytes_is_bounded(value: int) -> None:
 
 
 async def test_a_refused_batch_is_bisected_until_only_the_refused_entry_is_left(
-    make_relay: Any, upstream: StrictUpstream, tmp_path: Path
+    make_relay: Any, upstream: FakeUpstream, strict: Strict, tmp_path: Path
 ) -> None:
-    upstream.refused = {"poison"}
+    strict.refused = {"poison"}
     client = await make_relay(flush_interval=3600)
     innocent = [metric(f"feature-{i:02}", yes=i + 1) for i in range(40)]
-    await post(client, bulk([*innocent[:20], metric("poison", yes=7), *innocent[20:]]))
+    assert (await post(client, bulk([*innocent[:20], metric("poison", yes=7), *innocent[20:]])))[
+        0
+    ] == 202
     before = REGISTRY.get_sample_value("relay_dead_lettered_entries_total", {"reason": "rejected"})
     await client.close()
     assert upstream.totals() == {(f"feature-{i:02}", "app"): (i + 1, 0) for i in range(40)}
@@ -310,12 +298,14 @@ def test_buffered_sums_leave_as_valid_bodies_with_the_same_totals(
 
 
 async def test_an_upstream_refusing_everything_pauses_instead_of_bisecting_it_all(
-    make_relay: Any, upstream: StrictUpstream, tmp_path: Path
+    make_relay: Any, upstream: FakeUpstream, strict: Strict, tmp_path: Path
 ) -> None:
     """Two requests an entry would hammer it and dead-letter every entry one by one."""
-    upstream.refused = {f"feature-{i:03}" for i in range(200)}
+    strict.refused = {f"feature-{i:03}" for i in range(200)}
     client = await make_relay(backoff_max=60)
-    await post(client, bulk([metric(f"feature-{i:03}", yes=1) for i in range(200)]))
+    assert (await post(client, bulk([metric(f"feature-{i:03}", yes=1) for i in range(200)])))[
+        0
+    ] == 202
     await eventually(lambda: len(upstream.bulks) >= REFUSALS)
     await asyncio.sleep(0.5)  # ten flush intervals: nothing more is sent
     assert len(upstream.bulks) == REFUSALS

@@ -26,7 +26,7 @@ from bad_bodies import (
     valid_metric,
     with_timestamp,
 )
-from conftest import DEV_KEY, assert_error, auth, raw
+from conftest import assert_error, post, raw
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from metric_bodies import (
@@ -60,20 +60,6 @@ def blocking(loop: asyncio.AbstractEventLoop) -> Callable[[Coroutine[Any, Any, T
         return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=60)
 
     return run
-
-
-async def post(
-    client: Any, path: str, body: bytes, content_type: str = "application/json"
-) -> tuple[int, Any]:
-    response = await client.post(
-        path, data=body, headers={**auth(DEV_KEY), "Content-Type": content_type}
-    )
-    raw = await response.read()
-    if response.status == 202:
-        assert raw == b""
-        return 202, None
-    assert response.content_type == "application/json", (response.status, raw[:200])
-    return response.status, json.loads(raw)
 
 
 async def stored(client: Any, features: set[str]) -> Totals:
@@ -115,7 +101,7 @@ def difference(after: Totals, before: Totals) -> Totals:
     ids=["after-9999", "before-1", "nul"],
 )
 async def test_times_out_of_range_and_nul_get_400_naming_the_field(client: Any, bad: Bad) -> None:
-    status, answer = await post(client, "/api/client/metrics/bulk", bad.body)
+    status, answer = await post(client, bad.body)
     assert status == 400, answer
     assert_error(answer, "BadDataError")
     assert [d["path"] for d in answer["details"]] == [bad.path]
@@ -133,7 +119,7 @@ async def test_valid_bulk_bodies_add_exactly_their_counts(client: Any) -> None:
         features = {e.feature for e in metrics}
         before = run(stored(client, features))
         hours = {utc_hour(datetime.now(UTC))}
-        status, answer = run(post(client, "/api/client/metrics/bulk", encode(metrics, apps)))
+        status, answer = run(post(client, encode(metrics, apps)))
         hours.add(utc_hour(datetime.now(UTC)))
         assert status == 202, answer
         delta = difference(run(stored(client, features)), before)
@@ -158,7 +144,7 @@ async def test_valid_sdk_bodies_add_exactly_their_counts(client: Any) -> None:
         toggles = body.get("bucket", {}).get("toggles", {})
         before = run(stored(client, set(toggles)))
         hours = {utc_hour(datetime.now(UTC))}
-        status, answer = run(post(client, "/api/client/metrics", json.dumps(body).encode()))
+        status, answer = run(post(client, json.dumps(body).encode(), path="/api/client/metrics"))
         hours.add(utc_hour(datetime.now(UTC)))
         assert status == 202, answer
         delta = difference(run(stored(client, set(toggles))), before)
@@ -183,7 +169,7 @@ async def test_a_body_breaking_any_rule_gets_400_naming_the_field(
     @settings(HTTP, max_examples=50)
     @given(bad=bodies)
     def refused(bad: Bad) -> None:
-        status, answer = run(post(client, path, bad.body))
+        status, answer = run(post(client, bad.body, path=path))
         assert status == 400, (status, answer)
         assert_error(answer, "BadDataError")
         paths = [d.get("path", "") for d in answer["details"]]
@@ -202,7 +188,7 @@ async def test_bytes_that_are_not_json_get_400(client: Any, path: str) -> None:
     @HTTP
     @given(data=NOT_JSON)
     def refused(data: bytes) -> None:
-        status, answer = run(post(client, path, data))
+        status, answer = run(post(client, data, path=path))
         assert status == 400, (status, answer)
         assert_error(answer, "BadDataError")
         assert [d["path"] for d in answer["details"]] == ["/body"]
@@ -226,7 +212,7 @@ async def test_bodies_that_are_not_declared_json_get_415(client: Any) -> None:
     @HTTP
     @given(content_type=content_types, data=st.binary(max_size=50))
     def refused(content_type: str, data: bytes) -> None:
-        status, answer = run(post(client, "/api/client/metrics/bulk", data, content_type))
+        status, answer = run(post(client, data, headers={"Content-Type": content_type}))
         assert status == 415, (status, answer)
         assert_error(answer, "ContentTypeError")
 

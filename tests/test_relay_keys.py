@@ -4,13 +4,10 @@ for through ``POST /edge/validate``, cached, and kept while the upstream cannot 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from conftest import (
     DEV_KEY,
     PROD_KEY,
@@ -22,71 +19,19 @@ from conftest import (
     relay_settings,
 )
 from fake_upstream import FakeUpstream
+from keykit import (  # noqa: F401  (upstream_keys: the fixture)
+    UNKNOWN_KEY,
+    UP_ADMIN_KEY,
+    UP_DEV_KEY,
+    UP_PROD_KEY,
+    send_bulk,
+    upstream_keys,
+)
 from service import eventually, sample
 
 from relay.app import build_app
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
-
-# Keys only the upstream knows: the relays under test are started with ``client_tokens=[]``.
-UP_DEV_KEY = "default:development.upstream-dev-secret-0123456789"
-UP_PROD_KEY = "default:production.upstream-prod-secret-0123456789"
-UP_ADMIN_KEY = "*:*.upstream-admin-secret-0123456789"
-UNKNOWN_KEY = "default:development.nobody-knows-this-secret-0123456789"
-
-
-class KeysUpstream(FakeUpstream):
-    """The fake upstream, also vouching for admin keys, answering ``/edge/validate`` after
-    ``validate_delay`` seconds, and, with ``unleash_shape``, exactly as Unleash does (its
-    ``edgeTokenSchema`` has no ``environment``: that is inside the key itself)."""
-
-    def __init__(self, valid_keys: dict[str, str]) -> None:
-        super().__init__(valid_keys)
-        self.admin_keys: set[str] = set()
-        self.validate_delay = 0.0
-        self.unleash_shape = False
-
-    def validated(self) -> list[list[str]]:
-        """The keys of each ``/edge/validate`` request received, in order."""
-        return [r.json()["tokens"] for r in self.received if r.path == "/edge/validate"]
-
-    async def _validate(self, request: web.Request) -> web.Response:
-        if self.validate_delay:
-            await asyncio.sleep(self.validate_delay)
-        response = await super()._validate(request)
-        if response.status != 200:
-            return response
-        answer = json.loads(response.text or "{}")
-        asked = (await request.json())["tokens"]
-        answer["tokens"] += [
-            {"token": t, "type": "admin", "projects": ["*"]} for t in asked if t in self.admin_keys
-        ]
-        if self.unleash_shape:
-            for token in answer["tokens"]:
-                token.pop("environment", None)
-        return web.json_response(answer)
-
-
-UPSTREAM_KEYS = {
-    DEV_KEY: "development",
-    PROD_KEY: "production",
-    UP_DEV_KEY: "development",
-    UP_PROD_KEY: "production",
-}
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[KeysUpstream]:
-    fake = KeysUpstream(UPSTREAM_KEYS)
-    fake.admin_keys.add(UP_ADMIN_KEY)
-    await fake.start()
-    yield fake
-    await fake.close()
-
-
-async def post_bulk(relay: Any, key: str, metrics: list[dict[str, Any]] | None = None) -> Any:
-    body = bulk(metrics if metrics is not None else [metric(yes=1)])
-    return await relay.post("/api/client/metrics/bulk", json=body, headers=auth(key))
 
 
 def registration() -> dict[str, Any]:
@@ -106,10 +51,10 @@ async def validate(relay: Any, tokens: list[str]) -> Any:
 
 
 async def test_a_configured_key_is_accepted_without_asking_upstream(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay()  # client_tokens = [DEV_KEY, PROD_KEY]
-    assert (await post_bulk(relay, DEV_KEY, [metric(yes=3, no=1)])).status == 202
+    assert (await send_bulk(relay, DEV_KEY, [metric(yes=3, no=1)])).status == 202
     bearer = {"Authorization": f"Bearer {PROD_KEY}"}
     body = bulk([metric(env="production", yes=2)])
     assert (await relay.post("/api/client/metrics/bulk", json=body, headers=bearer)).status == 202
@@ -119,11 +64,11 @@ async def test_a_configured_key_is_accepted_without_asking_upstream(
 
 
 async def test_an_unlisted_key_is_checked_upstream_once_then_cached(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[])
     for _ in range(5):
-        assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+        assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
     assert (
         await relay.post(
             "/api/client/register", json=registration(), headers=auth(f"Bearer {UP_DEV_KEY}")
@@ -135,28 +80,28 @@ async def test_an_unlisted_key_is_checked_upstream_once_then_cached(
 
 
 async def test_concurrent_first_requests_for_one_key_make_one_upstream_check(
-    make_relay: MakeClient, upstream: KeysUpstream, relay_workers: int
+    make_relay: MakeClient, upstream: FakeUpstream, relay_workers: int
 ) -> None:
     """One check per worker at most: requests at once on one worker share its check."""
     relay = await make_relay(client_tokens=[])
     upstream.validate_delay = 0.3  # every request arrives while the first check is pending
-    answers = await asyncio.gather(*(post_bulk(relay, UP_DEV_KEY) for _ in range(20)))
+    answers = await asyncio.gather(*(send_bulk(relay, UP_DEV_KEY) for _ in range(20)))
     assert [a.status for a in answers] == [202] * 20
     assert upstream.validate_calls == relay_workers
-    rejected = await asyncio.gather(*(post_bulk(relay, UNKNOWN_KEY) for _ in range(10)))
+    rejected = await asyncio.gather(*(send_bulk(relay, UNKNOWN_KEY) for _ in range(10)))
     assert [r.status for r in rejected] == [401] * 10
     assert upstream.validate_calls == 2 * relay_workers
     await eventually(lambda: upstream.totals() == {("f1", "app"): (20, 0)})
 
 
 async def test_a_key_the_upstream_refuses_gets_401_and_the_answer_is_remembered(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """Remembered by every worker: the upstream's word on a key is the relay's
     (``relay.edge.key_words``)."""
     relay = await make_relay(client_tokens=[])
     for _ in range(3):
-        response = await post_bulk(relay, UNKNOWN_KEY)
+        response = await send_bulk(relay, UNKNOWN_KEY)
         assert response.status == 401
         assert_error(await response.json(), "AuthenticationRequired")
     assert upstream.validate_calls == 1
@@ -167,17 +112,17 @@ async def test_a_key_the_upstream_refuses_gets_401_and_the_answer_is_remembered(
 
 
 async def test_the_environment_of_a_validated_key_decides_which_entries_are_kept(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[])
     body = [
         metric("kept", env="production", yes=4, no=1),
         metric("dropped", env="development", yes=9),
     ]
-    assert (await post_bulk(relay, UP_PROD_KEY, body)).status == 202
+    assert (await send_bulk(relay, UP_PROD_KEY, body)).status == 202
     # A development marker sent after it: once it is upstream, a development entry stored
     # before it would be there too (same environment, so same or earlier batch).
-    assert (await post_bulk(relay, UP_DEV_KEY, [metric("marker", yes=1)])).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY, [metric("marker", yes=1)])).status == 202
     await eventually(lambda: ("marker", "app") in upstream.totals())
     await eventually(lambda: ("kept", "app") in upstream.totals())
     assert upstream.totals() == {("kept", "app"): (4, 1), ("marker", "app"): (1, 0)}
@@ -188,14 +133,14 @@ async def test_the_environment_of_a_validated_key_decides_which_entries_are_kept
 
 
 async def test_the_environment_is_read_from_the_key_when_upstream_answers_as_unleash(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """Unleash's ``/edge/validate`` answers ``{token, type, projects}`` only."""
     upstream.unleash_shape = True
     relay = await make_relay(client_tokens=[])
     body = [metric("kept", env="production", yes=2), metric("dropped", env="development", yes=7)]
-    assert (await post_bulk(relay, UP_PROD_KEY, body)).status == 202
-    assert (await post_bulk(relay, UP_DEV_KEY, [metric("marker", yes=1)])).status == 202
+    assert (await send_bulk(relay, UP_PROD_KEY, body)).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY, [metric("marker", yes=1)])).status == 202
     await eventually(lambda: ("marker", "app") in upstream.totals())
     await eventually(lambda: ("kept", "app") in upstream.totals())
     assert upstream.totals() == {("kept", "app"): (2, 0), ("marker", "app"): (1, 0)}
@@ -204,25 +149,25 @@ async def test_the_environment_is_read_from_the_key_when_upstream_answers_as_unl
 
 
 async def test_a_validated_key_outlives_its_ttl_while_validation_is_down(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[], key_cache_ttl=0.05)
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
     assert upstream.validate_calls == 1
     upstream.validate_down = True
 
     async def asked_again() -> bool:
-        assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+        assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
         return upstream.validate_calls >= 2  # the TTL ran out and the relay asked again
 
     await eventually(asked_again)
     for _ in range(3):
-        assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+        assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
 
-    unknown = await post_bulk(relay, UNKNOWN_KEY)
+    unknown = await send_bulk(relay, UNKNOWN_KEY)
     assert unknown.status == 503
     assert_error(await unknown.json(), "ServiceUnavailableError")
-    never_seen = await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])
+    never_seen = await send_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])
     assert never_seen.status == 503  # valid upstream, but it cannot say so now
     assert_error(await never_seen.json(), "ServiceUnavailableError")
 
@@ -231,17 +176,17 @@ async def test_a_validated_key_outlives_its_ttl_while_validation_is_down(
     upstream.validate_down = False
 
     async def asked_after_hold_off() -> bool:
-        return (await post_bulk(relay, UNKNOWN_KEY)).status == 401
+        return (await send_bulk(relay, UNKNOWN_KEY)).status == 401
 
     await eventually(asked_after_hold_off)
-    assert (await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
+    assert (await send_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
 
 
 async def test_a_validated_key_outlives_its_ttl_while_the_upstream_is_gone(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[], key_cache_ttl=0.05)
-    assert (await post_bulk(relay, UP_DEV_KEY)).status == 202
+    assert (await send_bulk(relay, UP_DEV_KEY)).status == 202
     assert (await validate(relay, [UP_PROD_KEY])).status == 200
     await upstream.close()
 
@@ -252,13 +197,13 @@ async def test_a_validated_key_outlives_its_ttl_while_the_upstream_is_gone(
 
     async def accepted_past_its_ttl(key: str, metrics: list[dict[str, Any]]) -> bool:
         before = await failed_validations()
-        assert (await post_bulk(relay, key, metrics)).status == 202
+        assert (await send_bulk(relay, key, metrics)).status == 202
         return await failed_validations() > before  # expired: the relay could not ask again
 
     await eventually(lambda: accepted_past_its_ttl(UP_DEV_KEY, [metric(yes=1)]))
     await eventually(lambda: accepted_past_its_ttl(UP_PROD_KEY, [metric(env="production", yes=1)]))
     for key in (UNKNOWN_KEY, UP_ADMIN_KEY):
-        response = await post_bulk(relay, key)
+        response = await send_bulk(relay, key)
         assert response.status == 503, key
         assert_error(await response.json(), "ServiceUnavailableError")
     answer = await validate(relay, [UP_DEV_KEY])
@@ -270,7 +215,7 @@ async def test_a_validated_key_outlives_its_ttl_while_the_upstream_is_gone(
     "path", ["/api/client/metrics/bulk", "/api/client/metrics", "/api/client/register"]
 )
 async def test_an_admin_key_on_a_client_endpoint_gets_403(
-    make_relay: MakeClient, upstream: KeysUpstream, path: str
+    make_relay: MakeClient, upstream: FakeUpstream, path: str
 ) -> None:
     relay = await make_relay(client_tokens=[])
     body: dict[str, Any] = {
@@ -286,7 +231,7 @@ async def test_an_admin_key_on_a_client_endpoint_gets_403(
 
 
 async def test_the_relays_edge_validate_answers_by_the_same_rules(
-    make_relay: MakeClient, upstream: KeysUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     relay = await make_relay(client_tokens=[DEV_KEY])
     asked = [DEV_KEY, UP_PROD_KEY, UNKNOWN_KEY, f"Bearer {UP_DEV_KEY}", UP_PROD_KEY]
@@ -321,8 +266,8 @@ async def test_the_relays_edge_validate_answers_by_the_same_rules(
         [UP_PROD_KEY, UNKNOWN_KEY, UP_DEV_KEY]
     )
     calls = upstream.validate_calls
-    assert (await post_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
-    assert (await post_bulk(relay, UNKNOWN_KEY)).status == 401
+    assert (await send_bulk(relay, UP_PROD_KEY, [metric(env="production", yes=1)])).status == 202
+    assert (await send_bulk(relay, UNKNOWN_KEY)).status == 401
     assert (await validate(relay, asked)).status == 200
     assert upstream.validate_calls == calls  # every worker knows what the upstream said
 
@@ -339,7 +284,7 @@ async def test_the_relays_edge_validate_answers_by_the_same_rules(
 
 
 async def test_a_relay_behind_a_relay_validates_keys_through_it(
-    make_relay: MakeClient, upstream: KeysUpstream, aiohttp_client: Any, tmp_path: Path
+    make_relay: MakeClient, upstream: FakeUpstream, aiohttp_client: Any, tmp_path: Path
 ) -> None:
     """SDK -> relay B -> relay A -> upstream: B asks A's ``/edge/validate``, A asks upstream;
     the counts reach the upstream through both buffers."""
@@ -349,9 +294,9 @@ async def test_a_relay_behind_a_relay_validates_keys_through_it(
     relay_b = await aiohttp_client(build_app(settings_b))
 
     body = [metric("chained", env="production", yes=2, no=1), metric("other-env", yes=5)]
-    assert (await post_bulk(relay_b, UP_PROD_KEY, body)).status == 202
+    assert (await send_bulk(relay_b, UP_PROD_KEY, body)).status == 202
     assert [UP_PROD_KEY] in upstream.validated()  # asked by relay A on behalf of relay B
-    refused = await post_bulk(relay_b, UNKNOWN_KEY)
+    refused = await send_bulk(relay_b, UNKNOWN_KEY)
     assert refused.status == 401
     assert_error(await refused.json(), "AuthenticationRequired")
 
@@ -360,26 +305,26 @@ async def test_a_relay_behind_a_relay_validates_keys_through_it(
 
 
 async def test_a_strict_relay_says_why_it_refuses_a_key_valid_upstream(
-    make_relay: MakeClient, upstream: KeysUpstream, tmp_path: Path
+    make_relay: MakeClient, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     """With ``strict_keys``, a key the upstream vouches for outside the configured scopes is
     401 saying why, in the names the relay's settings were given by: relay's own here (the
     environment), the Unleash Proxy's (its projects) when ``relay proxy`` started it."""
     relay = await make_relay(client_tokens=[DEV_KEY], strict_keys=True)
     for _ in range(2):
-        response = await post_bulk(relay, UP_PROD_KEY)
+        response = await send_bulk(relay, UP_PROD_KEY)
         assert response.status == 401
         assert (await response.json())["message"] == (
             "The provided API token is invalid or has expired: valid upstream, but its"
             " environment production is outside client_tokens (RELAY_CLIENT_TOKENS)"
         )
-    unknown = await post_bulk(relay, UNKNOWN_KEY)
+    unknown = await send_bulk(relay, UNKNOWN_KEY)
     assert (await unknown.json())["message"] == "The provided API token is invalid or has expired"
     narrow = "shop:development.narrow-scope-secret-0123456789"
     proxied = await make_relay(
         tmp_path / "proxy", client_tokens=[narrow], strict_keys=True, setting_names="proxy"
     )
-    response = await post_bulk(proxied, UP_DEV_KEY)
+    response = await send_bulk(proxied, UP_DEV_KEY)
     assert (await response.json())["message"].endswith(
         "its projects (default) are not all among those UNLEASH_API_TOKEN has for environment"
         " development"

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from conftest import ADMIN_KEY, DEV_KEY, assert_error, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from service import eventually, running, wait_until
@@ -96,28 +95,15 @@ async def test_redirects_are_never_followed(make_relay: Any, upstream: FakeUpstr
         await elsewhere.close()
 
 
-class FrontendKeysUpstream(FakeUpstream):
-    async def _validate(self, request: web.Request) -> web.Response:
-        tokens = (await request.json())["tokens"]
-        return web.json_response(
-            {
-                "tokens": [
-                    {
-                        "token": t,
-                        "type": t.split(".")[1].split("-")[0],  # "frontend", "weird"
-                        "projects": ["*"],
-                        "environment": "development",
-                    }
-                    for t in tokens
-                ]
-            }
-        )
-
-
 async def test_frontend_and_unknown_key_types_are_refused(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
-    fake = FrontendKeysUpstream()
+    frontend, weird = (
+        "default:development.frontend-key-123456",
+        "default:development.weird-key-123456",
+    )
+    fake = FakeUpstream({frontend: "development", weird: "development"})
+    fake.key_types = {frontend: "frontend", weird: "weird"}
     url = await fake.start()
     try:
         settings = load_settings(
@@ -132,8 +118,8 @@ async def test_frontend_and_unknown_key_types_are_refused(
         )
         client = await aiohttp_client(build_app(settings))
         for key, status, name in (
-            ("default:development.frontend-key-123456", 403, "NoAccessError"),  # as Unleash
-            ("default:development.weird-key-123456", 401, "AuthenticationRequired"),
+            (frontend, 403, "NoAccessError"),  # as Unleash
+            (weird, 401, "AuthenticationRequired"),
         ):
             response = await client.post(
                 "/api/client/metrics/bulk", json=bulk([metric(yes=1)]), headers=auth(key)

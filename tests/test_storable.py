@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from conftest import DEV_KEY, PROD_KEY, assert_error, auth, bulk, metric, raw, standalone_settings
-from fake_upstream import FakeUpstream
+from conftest import (
+    assert_error,
+    bulk,
+    metric,
+    post,
+    raw,
+    standalone_settings,
+)
+from fake_upstream import Answer, FakeUpstream, Received
 from prometheus_client import REGISTRY
 from service import eventually
 
@@ -24,11 +29,6 @@ from relay.store.metrics import MetricsStore
 # 255 characters, 1,020 bytes in UTF-8; varied, as PostgreSQL compresses repeated ones
 FOUR_BYTES = "".join(chr(0x20000 + (i * 7919) % 0xA000) for i in range(255))
 TWO_BYTES = "\u0436" * 255  # 255 characters, 510 bytes: within the rule
-
-
-async def post(client: Any, path: str, body: Any) -> tuple[int, Any]:
-    response = await client.post(path, json=body, headers=auth(DEV_KEY))
-    return response.status, (await response.json() if response.status != 202 else None)
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ async def post(client: Any, path: str, body: Any) -> tuple[int, Any]:
 async def test_names_too_long_to_store_are_refused_alike_on_both_backends(
     client: Any, path: str, body: Any, pointer: str
 ) -> None:
-    status, error = await post(client, path, body)
+    status, error = await post(client, body, path=path)
     assert status == 400, error
     assert_error(error, "BadDataError")
     assert error["details"][0]["path"] == pointer
@@ -80,7 +80,7 @@ async def test_names_too_long_to_store_are_refused_alike_on_both_backends(
 
 async def test_the_longest_storable_names_are_stored_and_read_back(client: Any) -> None:
     body = bulk([metric(TWO_BYTES, app=TWO_BYTES, yes=2, variants={TWO_BYTES: 1})])
-    assert (await post(client, "/api/client/metrics/bulk", body))[0] == 202
+    assert (await post(client, body))[0] == 202
     [row] = await raw(client, TWO_BYTES)
     assert (row["appName"], row["yes"], row["variants"]) == (TWO_BYTES, 2, {TWO_BYTES: 1})
 
@@ -97,9 +97,9 @@ async def test_names_of_entries_not_stored_are_not_held_against_the_request(
             metric(FOUR_BYTES, yes=0, variants={"v": 0}),
         ]
     )
-    assert (await post(client, "/api/client/metrics/bulk", body))[0] == 202
+    assert (await post(client, body))[0] == 202
     sdk = {"appName": long, "bucket": {"toggles": {long: {"yes": 1}, FOUR_BYTES: {"no": 0}}}}
-    assert (await post(client, "/api/client/metrics", sdk))[0] == 202
+    assert (await post(client, sdk, path="/api/client/metrics"))[0] == 202
     assert sum(row["yes"] for row in await raw(client, long)) == 2
 
 
@@ -118,10 +118,7 @@ async def test_concurrent_requests_are_not_failed_by_one_that_cannot_be_stored(
     innocent = [bulk([metric(f"f{i % 5}", yes=1)]) for i in range(200)]
     bad = bulk([metric(FOUR_BYTES, app=FOUR_BYTES, yes=1, variants={FOUR_BYTES: 1})])
     answers = await asyncio.gather(
-        *(
-            post(client, "/api/client/metrics/bulk", body)
-            for body in [*innocent[:100], bad, *innocent[100:]]
-        )
+        *(post(client, body) for body in [*innocent[:100], bad, *innocent[100:]])
     )
     statuses = [status for status, _ in answers]
     assert statuses.count(202) == 200 and statuses[100] == 400
@@ -165,37 +162,23 @@ async def test_one_unstorable_batch_fails_alone_in_its_group(
         await db.close()
 
 
-class StuckUpstream(FakeUpstream):
-    """Answers 503 to every body holding feature ``stuck``, forever; 202 to the others."""
-
-    async def _bulk(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        if b'"featureName":"stuck"' in body:
-            received = await self._record(request)
-            received.headers["X-Fake-Status"] = "503"
-            return web.Response(status=503)
-        return await super()._bulk(request)
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[StuckUpstream]:
-    fake = StuckUpstream({DEV_KEY: "development", PROD_KEY: "production"})
-    await fake.start()
-    yield fake
-    await fake.close()
+def stuck(received: Received) -> Answer | None:
+    """503 to every body holding feature ``stuck``, forever (the fake's ``bulk_answer``)."""
+    return Answer(503) if b'"featureName":"stuck"' in received.body else None
 
 
 async def test_a_batch_that_always_fails_does_not_hold_back_later_ones(
-    make_relay: Any, upstream: StuckUpstream, tmp_path: Path
+    make_relay: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
+    upstream.bulk_answer = stuck
     client = await make_relay(backoff_max=0.1)
     first = [metric(f"first-{i}", yes=1) for i in range(6)]
     body = bulk([*first, metric("stuck", yes=9)])
-    assert (await post(client, "/api/client/metrics/bulk", body))[0] == 202
+    assert (await post(client, body))[0] == 202
     await eventually(lambda: len(upstream.bulks) >= 2)
     for i in range(12):  # later counts flow while the stuck batch fails
         body = bulk([metric(f"later-{i}", yes=1)])
-        assert (await post(client, "/api/client/metrics/bulk", body))[0] == 202
+        assert (await post(client, body))[0] == 202
         await eventually(lambda i=i: (f"later-{i}", "app") in upstream.totals())
     # failing while the upstream accepts others, it is set aside whole, with its key: a 5xx
     # does not say it was not applied, so it is never split under new keys

@@ -15,7 +15,7 @@ from test_web import csrf, page, sign_in
 STRATEGIES = "/flags/checkout/environments/development/strategies"
 
 
-async def post(client: Any, path: str, fields: dict[str, str], status: int = 303) -> Any:
+async def submit(client: Any, path: str, fields: dict[str, str], status: int = 303) -> Any:
     """Posts a form with the session's CSRF token; the answer (its text when not 303)."""
     token = csrf(await page(client, "/"))
     response = await client.post(path, data={"csrf": token, **fields}, allow_redirects=False)
@@ -35,7 +35,7 @@ async def test_a_flag_is_created_and_the_next_page_says_so_once(client: Any) -> 
     form = await page(client, "/new-flag")
     assert '<label for="name">' in form and '<label for="type">' in form
     fields = {"project": "default", "name": "checkout", "type": "experiment", "description": "x"}
-    done = await post(client, "/flags", fields)
+    done = await submit(client, "/flags", fields)
     assert done.headers["Location"] == "/flags/checkout"
     shown = await page(client, "/flags/checkout")
     assert 'role="status">Created checkout in project default<' in shown
@@ -53,7 +53,7 @@ async def test_a_refused_flag_is_shown_on_the_form_and_not_created(client: Any) 
         ({"project": "nowhere", "name": "fine", "type": "release"}, 404, "does not exist"),
         ({"project": "default", "name": "taken", "type": "release"}, 409, "already exists"),
     ):
-        text = await post(client, "/flags", fields, status)
+        text = await submit(client, "/flags", fields, status)
         assert why in text and 'role="alert"' in text
         assert f'value="{fields["name"]}"' in text  # what was typed is kept
     flags = await ok(client, "GET", "/api/admin/projects/default/features")
@@ -92,7 +92,7 @@ async def test_a_rollout_with_a_constraint_segment_and_variants_from_the_form(
         "v1-payload-type": "json",
         "v1-payload": '{"a": 1}',
     }
-    done = await post(client, STRATEGIES, fields)
+    done = await submit(client, STRATEGIES, fields)
     assert done.headers["Location"] == "/flags/checkout#env-development"
     [saved] = await strategies(client)
     assert saved["parameters"] == {"rollout": "50", "stickiness": "userId", "groupId": "checkout"}
@@ -108,7 +108,7 @@ async def test_a_rollout_with_a_constraint_segment_and_variants_from_the_form(
     edit = markup.unescape(await page(client, f"{STRATEGIES}/{saved['id']}"))
     assert 'value="50"' in edit and "NO\nSE</textarea>" in edit and 'value="30"' in edit
     again = {**fields, "rollout": "60"}
-    await post(client, f"{STRATEGIES}/{saved['id']}", again)
+    await submit(client, f"{STRATEGIES}/{saved['id']}", again)
     [changed] = await strategies(client)
     assert changed["id"] == saved["id"] and changed["parameters"]["rollout"] == "60"
 
@@ -148,12 +148,12 @@ async def test_refused_values_are_shown_on_the_form_and_nothing_is_saved(client:
         ({"kind": "custom", "name": "mine", "parameters": "novalue"}, 400, "line 1"),
         ({"kind": "custom", "name": ""}, 400, "Name"),
     ):
-        text = await post(client, STRATEGIES, {**base, **extra}, status)
+        text = await submit(client, STRATEGIES, {**base, **extra}, status)
         assert 'role="alert"' in text and why in text, (extra, text[:3000])
     assert await strategies(client) == []
     # "add another" keeps what was typed and saves nothing
     more = {**base, "c0-context": "country", "c0-values": "NO", "more": "constraint"}
-    text = await post(client, STRATEGIES, more, 200)
+    text = await submit(client, STRATEGIES, more, 200)
     assert 'id="c0-context"' in text and 'value="country"' in text and 'id="c1-context"' in text
     assert await strategies(client) == []
 
@@ -171,16 +171,16 @@ async def test_strategies_are_moved_removed_and_sdks_follow(client: Any) -> None
     shown = markup.unescape(await page(client, "/flags/checkout"))
     assert shown.index("users a") < shown.index("addresses 10.0.0.1")
     assert 'aria-label="Move strategy 2 (IP addresses) in development up"' in shown
-    await post(client, f"{STRATEGIES}/{second['id']}/move", {"direction": "up"})
+    await submit(client, f"{STRATEGIES}/{second['id']}/move", {"direction": "up"})
     order = [s["name"] for s in (await served(client))["checkout"]["strategies"]]
     assert order == ["remoteAddress", "userWithId"]
     shown = markup.unescape(await page(client, "/flags/checkout"))
     assert "Moved the ip addresses strategy of checkout in development up, to place 1" in shown
     assert shown.index("users a") > shown.index("addresses 10.0.0.1")
-    asked = await post(client, f"{STRATEGIES}/{first['id']}/delete", {}, 200)
+    asked = await submit(client, f"{STRATEGIES}/{first['id']}/delete", {}, 200)
     assert "Remove this strategy of checkout in development?" in asked and "users a" in asked
     assert len(await strategies(client)) == 2  # only asked so far
-    await post(client, f"{STRATEGIES}/{first['id']}/delete", {"confirm": "yes"})
+    await submit(client, f"{STRATEGIES}/{first['id']}/delete", {"confirm": "yes"})
     assert [s["id"] for s in await strategies(client)] == [second["id"]]
     assert "Removed the user ids strategy" in await page(client, "/flags/checkout")
 
@@ -189,7 +189,7 @@ async def test_settings_and_archive_from_the_flag_page(client: Any) -> None:
     await sign_in(client)
     await create_flag(client, "checkout")
     fields = {"description": "New", "type": "kill-switch", "stale": "on"}
-    await post(client, "/flags/checkout/settings", fields)
+    await submit(client, "/flags/checkout/settings", fields)
     flag = await ok(client, "GET", feature_path("checkout"))
     assert (flag["description"], flag["type"], flag["stale"], flag["impressionData"]) == (
         "New",
@@ -197,13 +197,13 @@ async def test_settings_and_archive_from_the_flag_page(client: Any) -> None:
         True,
         False,
     )
-    text = await post(client, "/flags/checkout/settings", {"type": "nonsense"}, 400)
+    text = await submit(client, "/flags/checkout/settings", {"type": "nonsense"}, 400)
     assert "/type" in text
     assert (await ok(client, "GET", feature_path("checkout")))["type"] == "kill-switch"
-    asked = await post(client, "/flags/checkout/archive", {}, 200)
+    asked = await submit(client, "/flags/checkout/archive", {}, 200)
     assert "Archive checkout?" in asked
     assert not (await ok(client, "GET", feature_path("checkout")))["archived"]
-    done = await post(client, "/flags/checkout/archive", {"confirm": "yes"})
+    done = await submit(client, "/flags/checkout/archive", {"confirm": "yes"})
     assert done.headers["Location"] == "/"
     archived = await ok(client, "GET", "/api/admin/archive/features")
     assert [f["name"] for f in archived["features"]] == ["checkout"]
@@ -213,7 +213,7 @@ async def test_settings_and_archive_from_the_flag_page(client: Any) -> None:
 async def test_turning_a_flag_off_says_so(client: Any) -> None:
     await sign_in(client)
     await create_flag(client, "checkout")
-    await post(client, "/flags/checkout/environments/production", {"on": "true", "next": "/"})
+    await submit(client, "/flags/checkout/environments/production", {"on": "true", "next": "/"})
     assert "Turned on checkout in production" in await page(client, "/")
     response = await client.get(
         feature_path("checkout") + "/environments/production", headers=auth(ADMIN_KEY)
@@ -238,7 +238,7 @@ async def test_each_kind_of_strategy_from_its_form(client: Any) -> None:
     ):
         form = await page(client, f"{STRATEGIES}/new?kind={kind}")
         assert f'name="kind" value="{kind}"' in form
-        await post(client, STRATEGIES, {"kind": kind, "title": kind, "disabled": "on", **fields})
+        await submit(client, STRATEGIES, {"kind": kind, "title": kind, "disabled": "on", **fields})
         saved = next(s for s in await strategies(client) if s["title"] == kind)
         assert (saved["name"], saved["parameters"], saved["disabled"]) == (name, parameters, True)
     shown = markup.unescape(await page(client, "/flags/checkout"))
@@ -261,7 +261,7 @@ async def test_parameters_the_form_has_no_field_for_are_kept(client: Any) -> Non
     edit = markup.unescape(await page(client, f"{STRATEGIES}/{saved['id']}"))
     assert "extra=x</textarea>" in edit
     fields = {"kind": "userWithId", "listed": "a, b", "parameters": "extra=x"}
-    await post(client, f"{STRATEGIES}/{saved['id']}", fields)
+    await submit(client, f"{STRATEGIES}/{saved['id']}", fields)
     [changed] = await strategies(client)
     assert changed["parameters"] == {"userIds": "a,b", "extra": "x"}
 
@@ -275,7 +275,7 @@ async def test_revoking_a_key_says_so(client: Any) -> None:
         {"type": "admin", "tokenName": "old-one"},
         status=201,
     )
-    await post(client, f"/keys/{made['id']}/revoke", {"confirm": "yes"})
+    await submit(client, f"/keys/{made['id']}/revoke", {"confirm": "yes"})
     assert "Revoked the key old-one" in await page(client, "/keys")
 
 
@@ -297,7 +297,7 @@ async def test_hostile_forms_get_a_4xx_page_and_write_nothing(client: Any) -> No
         {"kind": "custom", "name": "x", "parameters": "\n".join(f"p{i}=1" for i in range(101))},
         {"c100-context": "x", **{f"c{i}-context": "x" for i in range(100)}},
     ):
-        text = await post(client, STRATEGIES, {**base, **extra}, 400)
+        text = await submit(client, STRATEGIES, {**base, **extra}, 400)
         assert 'role="alert"' in text, extra
     token = csrf(await page(client, "/"))
     many = {"csrf": token, **{f"f{i}": "x" for i in range(2000)}}

@@ -7,13 +7,11 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from conftest import DEV_KEY, PROD_KEY, MakeClient, auth
+from conftest import DEV_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
 from service import Service, eventually, free_port, post_bulk, scrape, start, wait_until
 from service import relay_env as service_relay_env
@@ -39,32 +37,6 @@ def refused_in(relay_dir: Path, key: str) -> bool:
             "SELECT status FROM key_words WHERE key_hash = ?", (hash_key(key),)
         ).fetchone()
     return row is not None and row[0] != 200
-
-
-class LateUpstream(FakeUpstream):
-    """The fake upstream, whose ``/edge/validate`` answer can be held once ``late`` is set:
-    what it says is decided when the call arrives, and sent when ``late`` is set again (a
-    slow answer, overtaken by a later call's)."""
-
-    def __init__(self, valid_keys: dict[str, str]) -> None:
-        super().__init__(valid_keys)
-        self.late: asyncio.Event | None = None
-
-    async def _validate(self, request: web.Request) -> web.Response:
-        late, self.late = self.late, None
-        response = await super()._validate(request)  # decided now
-        if late is not None:
-            await late.wait()
-        return response
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[LateUpstream]:
-    """The conftest's fake upstream, whose ``/edge/validate`` answers can be held."""
-    fake = LateUpstream({DEV_KEY: "development", PROD_KEY: "production"})
-    await fake.start()
-    yield fake
-    await fake.close()
 
 
 async def test_a_key_refused_after_the_clock_was_set_back_is_refused(
@@ -159,7 +131,7 @@ def test_a_client_at_a_revision_a_worker_skipped_is_brought_up_to_date() -> None
 
 
 async def test_a_slow_word_vouching_for_a_key_does_not_undo_a_later_refusal(
-    make_relay: MakeClient, upstream: LateUpstream
+    make_relay: MakeClient, upstream: FakeUpstream
 ) -> None:
     """Two workers ask the upstream about a key whose trust ran out, about when it is
     revoked: the call sent first vouches for it but its answer comes last, after a caller was
@@ -169,9 +141,9 @@ async def test_a_slow_word_vouching_for_a_key_does_not_undo_a_later_refusal(
     relay = await make_relay(client_tokens=[], key_cache_ttl=0.3)
     assert (await relay.get("/api/client/features", headers=auth(UP_KEY))).status == 200
     await asyncio.sleep(0.4)  # trusted no longer: the next request of each worker asks again
-    upstream.late = release = asyncio.Event()
+    upstream.validate_late = release = asyncio.Event()
     first = asyncio.create_task(relay.get("/api/client/features", headers=auth(UP_KEY)))
-    await eventually(lambda: upstream.late is None)  # its call arrived, vouched for
+    await eventually(lambda: upstream.validate_late is None)  # its call arrived, vouched for
     del upstream.valid_keys[UP_KEY]  # revoked
     statuses = [(await relay.get("/api/client/features", headers=auth(UP_KEY))).status]
     release.set()
