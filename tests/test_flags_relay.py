@@ -100,7 +100,7 @@ class Upstream:
 
 
 @pytest.fixture(params=["standalone", "unleash"])
-def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Upstream]:
+def upstream_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Upstream]:
     """Our standalone, or a real Unleash server (opt-in: ``TEST_UNLEASH_SERVER=1``)."""
     if request.param == "standalone":
         central: Service = request.getfixturevalue("central")
@@ -124,10 +124,10 @@ def both_sdks(url: str, modules: Path, tmp: Path) -> tuple[list[Any], list[Any]]
 
 
 def test_sdks_keep_their_flags_through_an_outage_and_a_restart_of_the_relay(
-    upstream: Upstream, tmp_path: Path, node_sdk: Path
+    upstream_service: Upstream, tmp_path: Path, node_sdk: Path
 ) -> None:
     quiet_sdk_logs()
-    central = upstream.service
+    central = upstream_service.service
     assert both_sdks(central.url, node_sdk, tmp_path) == (WANTED, WANTED)  # at the upstream
     relay = start(tmp_path / "relay", env=edge_env(central.url))
     running_sdk = UnleashClient(
@@ -171,7 +171,7 @@ def test_sdks_keep_their_flags_through_an_outage_and_a_restart_of_the_relay(
         assert served_5xx(relay) == 0
 
         # the upstream comes back; a change made there reaches the SDKs through the relay
-        central = upstream.restart()
+        central = upstream_service.restart()
         assert http("POST", f"{central.url}{env_path('off')}/on")[0] == 200
         changed = time.monotonic()
         wait_until(lambda: running_sdk.is_enabled("off", {"userId": "1"}), "the change arrived")
