@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalone_settings
-from test_web import page, sign_in
+from webkit import page, sign_in
 
 from relay.app import build_app
 from relay.central.admin import DEFAULT_INSTANCES

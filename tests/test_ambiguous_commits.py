@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pg
+from faultkit import ADMIN, CLIENT, check_clean
 from load import Load
 from service import relay_env as service_relay_env
 from service import running, settle, wait_until
-from test_faults import ADMIN, CLIENT, check_clean
 
 
 def cut_connections(database: str, stop: threading.Event) -> None:
@@ -56,8 +56,10 @@ def test_cut_connections_count_each_request_once_direct_and_through_a_relay(
             try:
                 # until cut connections have failed requests of both kinds and enough got through
                 wait_until(
-                    lambda: direct.statuses.get(503, 0) >= 5
-                    and min(direct.accepted, relayed.accepted) >= 100,
+                    lambda: (
+                        direct.statuses.get(503, 0) >= 5
+                        and min(direct.accepted, relayed.accepted) >= 100
+                    ),
                     "load through cut connections",
                 )
             finally:

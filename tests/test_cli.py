@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+from clikit import ADMIN, CLIENT, relay
 from service import free_port, post_bulk, running, start
 
 pytestmark = pytest.mark.process  # every test runs the relay program
-
-ADMIN = "*:*.pinned-admin-secret-0123456789"
-CLIENT = "default:development.pinned-client-secret-0123456789"
-
-
-def relay(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
-    clean.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "relay", *args],
-        cwd=cwd,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_help_documents_every_setting(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 from conftest import DEV_KEY, auth, bulk
 from fake_upstream import FakeUpstream
+from faultkit import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env
 from service import drained, free_port, post_bulk, running, scrape, start, stored
-from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env
 
 from relay.edge.metrics.salvage import _salvage
 from relay.store.sql import BUFFER_SCHEMA

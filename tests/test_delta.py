@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import DEV_KEY, PROD_KEY, auth
+from conftest import PROD_KEY
+from deltakit import delta, names
 from flagkit import add_strategy, client_features, create_flag, feature_path, ok, turn
 
 from relay.central.flags.flags import FlagService
@@ -21,33 +22,9 @@ from relay.core.catalog import Scope
 from relay.core.errors import Conflict
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
-from relay.wire.delta import ClientFeaturesDelta
 from relay.wire.flags import CreateFlag
 
 ACTOR = Actor("tests")
-
-DELTA = "/api/client/delta"
-
-
-async def delta(
-    client: Any, etag: str | None = None, key: str = DEV_KEY, query: str = ""
-) -> tuple[int, list[dict[str, Any]], str | None]:
-    headers = {**auth(key), "Unleash-Client-Spec": "5.2.0"}
-    if etag is not None:
-        headers["If-None-Match"] = etag
-    response = await client.get(DELTA + query, headers=headers)
-    if response.status != 200:
-        return response.status, [], response.headers.get("ETag")
-    body = await response.json()
-    ClientFeaturesDelta.model_validate(body)  # the documented schema, exactly
-    return 200, body["events"], response.headers["ETag"]
-
-
-def names(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [
-        (e["type"], e.get("feature", {}).get("name") or e.get("featureName") or "")
-        for e in events
-    ]
 
 
 async def test_hydration_then_events_then_304(client: Any) -> None:
@@ -191,10 +168,17 @@ async def test_a_project_key_hears_only_of_its_own_segments_removed(client: Any)
     _, _, mine = await delta(client)
     _, _, all_of_them = await delta(client, key=every["secret"])
 
-    await ok(client, "DELETE", f"{feature_path('their-flag', 'other')}/environments/development"
-             f"/strategies/{strategy['id']}")
-    await ok(client, "DELETE", f"{feature_path('our-flag')}/environments/development"
-             f"/strategies/{ours['id']}")
+    await ok(
+        client,
+        "DELETE",
+        f"{feature_path('their-flag', 'other')}/environments/development"
+        f"/strategies/{strategy['id']}",
+    )
+    await ok(
+        client,
+        "DELETE",
+        f"{feature_path('our-flag')}/environments/development/strategies/{ours['id']}",
+    )
     for id in made.values():
         await ok(client, "DELETE", f"/api/admin/segments/{id}", status=204)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from deltakit import agrees, replay
 from hypothesis import given
 from hypothesis import strategies as st
-from test_delta_properties import agrees, replay
 
 from relay.core.catalog import Scope
 from relay.core.client_features import Answer, from_answer

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from deltakit import Held, agrees, replay
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -131,36 +132,9 @@ def _segment(name: str, value: int) -> UpsertSegment:
     return UpsertSegment.model_validate({"name": name, "constraints": [constraint]})
 
 
-Held = tuple[dict[str, Any], dict[int, Any]]
-
-
 def held(answer: bytes) -> Held:
     body = json.loads(answer)
     return {f["name"]: f for f in body["features"]}, {s["id"]: s for s in body["segments"]}
-
-
-def replay(state: Held, events: list[dict[str, Any]]) -> Held:
-    """As the SDKs apply events (unleash-client's repository, Yggdrasil)."""
-    features, segments = dict(state[0]), dict(state[1])
-    for event in events:
-        match event["type"]:
-            case "hydration":
-                features = {f["name"]: f for f in event["features"]}
-                segments = {s["id"]: s for s in event["segments"]}
-            case "feature-updated":
-                features[event["feature"]["name"]] = event["feature"]
-            case "feature-removed":
-                features.pop(event["featureName"], None)
-            case "segment-updated":
-                segments[event["segment"]["id"]] = event["segment"]
-            case "segment-removed":
-                segments.pop(event["segmentId"], None)
-    return features, segments
-
-
-def agrees(got: Held, want: Held) -> bool:
-    used = {i for f in want[0].values() for s in f["strategies"] for i in s.get("segments", ())}
-    return got[0] == want[0] and all(got[1].get(i) == want[1][i] for i in used)
 
 
 async def scenario(directory: Path, operations: list[tuple[Any, ...]]) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DEV_KEY
+from sdkdelta import KEYS, turn, with_flags
 from sdks import quiet_sdk_logs
 from service import Service, relay_env, running, scrape, start, wait_until
-from test_delta_sdk import KEYS, turn, with_flags
 from watchers import NodeWatcher, PythonWatcher, Watcher
 
 pytestmark = pytest.mark.process
@@ -105,9 +105,7 @@ def test_sdks_follow_changes_through_a_relay_and_an_outage_of_its_upstream(
                 print(f"{what}: a change made while the upstream was down, {took:.1f} s after")
 
 
-def test_sdks_resume_at_the_revision_a_restarted_relay_kept(
-    tmp_path: Path, node_sdk: Path
-) -> None:
+def test_sdks_resume_at_the_revision_a_restarted_relay_kept(tmp_path: Path, node_sdk: Path) -> None:
     """The relay restarts on its data directory: the streaming SDKs reconnect with
     ``Last-Event-ID`` and are brought up to date with events, not a hydration."""
     with with_flags(tmp_path) as standalone:

@@ -6,7 +6,6 @@ issue's bound, under 1 s at the standalone, is shown by these figures, not asser
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import subprocess
 import sys
@@ -17,39 +16,19 @@ from pathlib import Path
 
 import pg
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY
-from flagkit import FEATURES, env_path, http
+from conftest import DEV_KEY
+from sdkdelta import KEYS, turn, with_flags
 from sdks import quiet_sdk_logs
 from service import Service, running, scrape
 from watchers import NodeWatcher, PythonWatcher, Watcher
 
 pytestmark = pytest.mark.process
 
-KEYS = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN_KEY, "RELAY_INIT_CLIENT_API_TOKENS": DEV_KEY}
-
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Service]:
     with with_flags(tmp_path) as service:
         yield service
-
-
-@contextlib.contextmanager
-def with_flags(tmp_path: Path, **settings: str) -> Iterator[Service]:
-    """A standalone with checkout (on) and search (off) in development."""
-    with running(tmp_path / "standalone", env={**KEYS, **settings}, name="standalone") as service:
-        for name in ("checkout", "search"):
-            path = FEATURES.format(project="default")
-            assert http("POST", f"{service.url}{path}", {"name": name})[0] == 201
-        assert http("POST", f"{service.url}{env_path('checkout')}/on")[0] == 200
-        yield service
-
-
-def turn(url: str, name: str, on: bool) -> float:
-    """Turns a flag on or off through the admin API; when the answer came."""
-    status, body = http("POST", f"{url}{env_path(name)}/{'on' if on else 'off'}")
-    assert status == 200, body
-    return time.monotonic()
 
 
 def follows_changes(watcher: Watcher, url: str, what: str) -> None:
@@ -131,9 +110,10 @@ def test_a_change_through_another_instance_reaches_streaming_sdks(
     url = {"RELAY_DATABASE_URL": pg.url_of(database)}
     toggles = ["checkout", "search"]
     try:
-        with with_flags(tmp_path / "a", **url) as writer, running(
-            tmp_path / "b", env={**url}, name="reader"
-        ) as reader:
+        with (
+            with_flags(tmp_path / "a", **url) as writer,
+            running(tmp_path / "b", env={**url}, name="reader") as reader,
+        ):
             quiet_sdk_logs()
             python = PythonWatcher(reader.url, DEV_KEY, toggles, tmp_path)
             node = NodeWatcher(node_sdk, reader.url, DEV_KEY, toggles, {"type": "streaming"})
@@ -152,9 +132,7 @@ def test_a_change_through_another_instance_reaches_streaming_sdks(
         asyncio.run(pg.drop_database(database))
 
 
-def test_sdks_reconnect_with_last_event_id_and_lose_nothing(
-    tmp_path: Path, node_sdk: Path
-) -> None:
+def test_sdks_reconnect_with_last_event_id_and_lose_nothing(tmp_path: Path, node_sdk: Path) -> None:
     """The standalone stops; a flag is turned off meanwhile (``relay flags`` on its
     database); it starts again on the same port: the SDKs reconnect with ``Last-Event-ID``,
     get the events they missed (not a hydration), and have the change."""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from deploy import image_argv
+from edgekit import DEV, flag_of, standalone
 from service import running
-from test_edge_cli import DEV, flag_of, standalone
 
 pytestmark = [pytest.mark.deploy, pytest.mark.process]
 

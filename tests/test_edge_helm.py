@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from edgekit import ADMIN, DEV, edge, standalone
 from sdks import node_count
 from service import free_port, stored, wait_until
-from test_edge_cli import ADMIN, DEV, edge, standalone
 from UnleashClient import UnleashClient
 from UnleashClient.cache import FileCache
 

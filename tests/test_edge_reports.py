@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalone_settings
+from edgekit import EDGES_PATH, report
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 from service import eventually
-from test_edges import EDGES_PATH, report
-from test_web import page, sign_in
+from webkit import page, sign_in
 
 from relay.app import build_app
 from relay.core.edges import ReportScope, flatten

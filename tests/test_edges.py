@@ -11,25 +11,12 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric
+from edgekit import EDGES_PATH, report
 from fake_upstream import Answer, FakeUpstream
 from service import eventually, get_json, relay_env, running, wait_until
 
 from relay.central.edges import REPORT_INTERVAL, connected
 from relay.central.state import EDGES
-
-EDGES_PATH = "/api/admin/metrics/edges"
-
-
-def report(identifier: str, *below: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {
-        "identifier": identifier,
-        "appName": f"app-{identifier}",
-        "edgeVersion": "19.6.2",
-        "started": "2026-01-01T00:00:00Z",
-        "processMetrics": {"cpuUsage": 1},  # an Unleash Edge field we ignore
-        "connectedEdges": list(below),
-        **fields,
-    }
 
 
 async def test_standalone_keeps_the_latest_report_of_each_relay_in_the_tree(client: Any) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import relay
 from conftest import ADMIN_KEY, MakeClient, assert_error
 from flagkit import FEATURES, add_strategy, call, create_flag, env_path, feature_path, ok, turn
-from test_cli import relay
-from test_web import csrf, page, sign_in
+from webkit import csrf, page, sign_in
 
 from relay.central.events import MAX_PAGE_CHARS, EventFilter, EventLog
 from relay.central.flags.writes import Writer

@@ -13,12 +13,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
+from faultkit import ADMIN, CENTRAL_ENV, CLIENT, check_clean, entries, relay_env, remount, tmpfs
 from load import Load
 from service import (
     Service,
@@ -31,18 +29,10 @@ from service import (
     stored,
     wait_until,
 )
-from service import relay_env as service_relay_env
 
 pytestmark = pytest.mark.process
 
-ADMIN = "*:*.faults-admin-secret-0123456789"
-CLIENT = "default:development.faults-client-secret-0123456789"
-CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
 STEP = 20  # load requests accepted between two events of a test: it ran under load
-
-
-def relay_env(upstream: str, **extra: str) -> dict[str, str]:
-    return service_relay_env(upstream, CLIENT, RELAY_CLIENT_TOKENS=CLIENT, **extra)
 
 
 def flushes(relay: Service, outcome: str) -> float:
@@ -55,12 +45,6 @@ def keep_loading(load: Load, relay: Service, outcome: str, count: int = 1) -> No
     target = flushes(relay, outcome) + count
     load.wait_accepted(STEP)
     wait_until(lambda: flushes(relay, outcome) >= target, f"{count} more flushes: {outcome}")
-
-
-def check_clean(load: Load) -> None:
-    assert load.accepted > 0
-    assert not load.bad_bodies, load.bad_bodies  # every error had the JSON error body
-    assert set(load.statuses) <= {0, 202, 503}, load.statuses  # never a 500
 
 
 def test_relay_killed_repeatedly_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
@@ -125,32 +109,6 @@ def test_sigterm_under_load_flushes_and_exits_within_the_grace_period(tmp_path: 
         relay.stop()
         check_clean(load)
         settle(central, ADMIN, "load", load.accepted)
-
-
-@contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def remount(path: Path, options: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
-
-
-def entries(batch: int, count: int = 500) -> list[dict[str, Any]]:
-    return [
-        {
-            "featureName": "disk",
-            "appName": f"app-{batch:04d}-{i:04d}-{'x' * 40}",
-            "environment": "development",
-            "yes": 1,
-        }
-        for i in range(count)
-    ]
 
 
 def integrity(database: Path) -> str:

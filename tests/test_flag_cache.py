@@ -7,12 +7,11 @@ file, the fake upstream on another socket."""
 from __future__ import annotations
 
 import asyncio
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cachekit import OTHER_DEV_KEY, SPEC, get, stored_scopes
 from conftest import DEV_KEY, PROD_KEY, MakeClient, assert_error, auth, relay_settings
 from fake_upstream import Answer, FakeUpstream, Received
 from service import eventually, free_port, sample
@@ -22,9 +21,7 @@ from relay.edge.flags.store import FlagScope
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
-OTHER_DEV_KEY = "default:development.another-dev-secret-0123456789"
 EVERY_DEV_KEY = "*:development.every-project-secret-0123456789"
-SPEC = {"Unleash-Client-Spec": "5.2.0"}
 
 SEGMENTED = {
     "version": 2,
@@ -63,24 +60,8 @@ SEGMENTED = {
 }
 
 
-async def get(
-    relay: Any, path: str = "/api/client/features", key: str = DEV_KEY, **headers: str
-) -> tuple[int, Any, Any]:
-    """(status, JSON body or None, headers) of one SDK request."""
-    response = await relay.get(path, headers={"Authorization": key, **SPEC, **headers})
-    raw = await response.read()
-    return response.status, json.loads(raw) if raw else None, response.headers
-
-
 def fetches(upstream: FakeUpstream, key: str = DEV_KEY) -> list[Received]:
     return [r for r in upstream.flag_fetches if r.headers["Authorization"] == key]
-
-
-def stored_scopes(data_dir: Path) -> list[FlagScope]:
-    """The scopes of the copies in a relay's file."""
-    with sqlite3.connect(data_dir / "cache.db") as conn:
-        rows = conn.execute("SELECT scope FROM flag_scopes WHERE body IS NOT NULL").fetchall()
-    return [FlagScope.from_id(scope) for (scope,) in rows]
 
 
 async def test_sdk_polls_are_served_from_one_upstream_fetch(

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cachekit import OTHER_DEV_KEY, get, stored_scopes
 from conftest import DEV_KEY, MakeClient, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from service import eventually
-from test_flag_cache import OTHER_DEV_KEY, get, stored_scopes
 
 from relay.app import build_app
 from relay.edge import key_resolver

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import ADMIN, CLIENT, relay
 from flagkit import http
 from service import running
-from test_cli import ADMIN, CLIENT, relay
 
 
 def features(url: str) -> dict[str, bool]:

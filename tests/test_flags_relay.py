@@ -22,10 +22,10 @@ from urllib.parse import urlencode
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import env_path, http
+from flagstate import EXPECTED, build_state
 from real_unleash import real_unleash
 from sdks import Check, node_evaluate, python_evaluate, quiet_sdk_logs
 from service import Service, relay_env, running, scrape, start, wait_until
-from test_flags_sdk import EXPECTED, build_state
 from UnleashClient import UnleashClient
 from UnleashClient.cache import FileCache
 

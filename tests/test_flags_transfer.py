@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import PROD_KEY, assert_error, standalone_settings
+from deltakit import delta, names
 from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok, served, turn
-from test_delta import delta, names
 
 from relay.app import build_app
 from relay.wire.transfer import MAX_FLAG_STRATEGIES, MAX_IMPORT_FLAGS

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import http
+from flagstate import build_state
 from real_unleash import real_unleash
 from service import running
-from test_flags_sdk import build_state
 
 pytestmark = pytest.mark.process
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bufferkit import dead_letters
 from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric, post, relay_settings
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
@@ -25,11 +25,6 @@ REGISTRATION = {
     "instanceId": "i1",
     "connectVia": [{"appName": "edge-b", "instanceId": "b1"}],
 }
-
-
-def dead_letters(data_dir: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(data_dir / "buffer.db") as conn:
-        return list(conn.execute("SELECT status, entries, reason FROM dead_letters"))
 
 
 async def test_counts_are_aggregated_and_flushed_once_per_environment_per_interval(

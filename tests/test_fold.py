@@ -15,11 +15,11 @@ from typing import Any
 import asyncpg
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY, MakeClient, auth, bulk, metric, raw, standalone_settings
+from foldkit import blocked_fold
+from impactkit import FOUR_BYTES, impact, series
 from prometheus_client import REGISTRY
 from service import eventually
-from test_impact import impact, series
-from test_storable import FOUR_BYTES
-from test_web import page, sign_in
+from webkit import page, sign_in
 
 from relay.central.usage import UsageReader
 from relay.central.wiring import central_database
@@ -308,23 +308,6 @@ async def test_a_fold_cut_off_mid_transaction_leaves_its_rows_to_the_next(
     assert await log_rows(third.db) == 0
 
 
-async def blocked_fold(conn: asyncpg.Connection[Any]) -> int:
-    """The pid of a fold pass waiting on a row lock, its log rows already deleted. ``conn``
-    outside any transaction: inside one, PostgreSQL shows the activity of its first look."""
-    found: list[int] = []
-
-    async def blocked() -> bool:
-        rows = await conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event = 'transactionid'"
-            " AND query LIKE 'INSERT INTO metrics%'"
-        )
-        found[:] = [row["pid"] for row in rows]
-        return bool(found)
-
-    await eventually(blocked, "a fold pass waiting on the row the test holds")
-    return found[0]
-
-
 async def _lock_waiters(conn: asyncpg.Connection[Any], count: int) -> bool:
     rows = await conn.fetch(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
@@ -340,7 +323,6 @@ def test_the_log_row_encoding_reads_back_what_it_wrote() -> None:
     assert json.loads(text)["c"][0][:4] == ["app", "development", "f", HOUR]
     back = ingest_log.decode(text)
     assert back.counts == batch.counts
-
 
 
 async def test_log_ids_never_go_back_once_the_log_is_emptied(instances: list[Instance]) -> None:

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY, bulk, metric
+from foldkit import blocked_fold
 from service import Service, eventually, start, wait_until
 from service import stored as stored_counts
-from test_fold import blocked_fold
 
 
 class FleetLoad:

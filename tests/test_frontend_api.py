@@ -18,6 +18,7 @@ import pytest
 from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth
 from fake_upstream import Answer, FakeUpstream
 from flagkit import add_strategy, create_flag, ok, rollout, turn
+from frontkit import FRONT_KEY
 from hypothesis import example, given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
@@ -27,7 +28,6 @@ from relay.core.catalog import Rendered
 from relay.core.frontend import Frontends, context_of, from_pairs, from_query
 from relay.settings import SettingsError
 
-FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
 PROD_FRONT_KEY = "default:production.front-secret-for-tests-0123456789"
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from conftest import DEV_KEY, MakeClient, auth, standalone_settings
-from test_frontend_keys import FRONTEND_KEY, browser_metrics
+from frontkit import FRONTEND_KEY, browser_metrics
 
 from relay.app import build_app
 
@@ -74,9 +74,7 @@ async def test_frontend_paths_answer_any_origin(make: MakeClient) -> None:
 async def test_the_client_api_sends_no_cors_headers(make: MakeClient) -> None:
     client = await make()
     origin = "https://shop.example.com"
-    features = await client.get(
-        "/api/client/features", headers={"Origin": origin, **auth(DEV_KEY)}
-    )
+    features = await client.get("/api/client/features", headers={"Origin": origin, **auth(DEV_KEY)})
     assert features.status == 200
     assert not [h for h in features.headers if h.lower().startswith("access-control-")]
     answer = await preflight(client, "/api/client/metrics", origin)
@@ -92,8 +90,9 @@ async def test_each_setting_opens_only_its_own_paths(make: MakeClient) -> None:
     assert "Access-Control-Allow-Origin" not in (await preflight(client, METRICS, admin)).headers
     api = await preflight(client, "/api/client/metrics", admin)
     assert api.status == 204 and api.headers["Access-Control-Allow-Origin"] == admin
-    assert "Access-Control-Allow-Origin" not in (
-        await preflight(client, "/api/client/metrics", shop)
-    ).headers
+    assert (
+        "Access-Control-Allow-Origin"
+        not in (await preflight(client, "/api/client/metrics", shop)).headers
+    )
     closed = await make(frontend_cors_origins=[])
     assert "Access-Control-Allow-Origin" not in (await preflight(closed, METRICS, shop)).headers

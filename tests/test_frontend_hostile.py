@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from conftest import ADMIN_KEY, MakeClient, auth
 from flagkit import FEATURES, add_strategy, create_flag, env_path, http, rollout, turn
+from frontkit import FRONT_KEY
 from service import free_port, running, sample, wait_until
-from test_frontend_api import FRONT_KEY
 
 NUMBERS = 20  # flags with a number constraint on the same property
 

@@ -9,11 +9,11 @@ import json
 import re
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import relay
 from conftest import (
     ADMIN_KEY,
     DEV_KEY,
@@ -25,31 +25,15 @@ from conftest import (
     standalone_settings,
 )
 from fake_upstream import FakeUpstream
+from frontkit import FRONTEND_KEY, browser_metrics
 from service import eventually, running
-from test_cli import relay
-from test_web import csrf, page, sign_in
+from webkit import csrf, page, sign_in
 
 from relay.app import build_app
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
 
-FRONTEND_KEY = "default:development.frontend-secret-for-tests-0123456789"
 WRONG_TYPE = "invalid token: expected a different token type for this endpoint"
-
-
-def browser_metrics(feature: str = "banner", yes: int = 3, no: int = 1) -> dict[str, Any]:
-    """What unleash-proxy-client's metrics.ts posts (``instanceId`` "browser", no
-    environment: it comes from the key), for the current hour."""
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    return {
-        "appName": "shop-web",
-        "instanceId": "browser",
-        "bucket": {
-            "start": now,
-            "stop": now,
-            "toggles": {feature: {"yes": yes, "no": no, "variants": {"blue": yes}}},
-        },
-    }
 
 
 async def refused(client: Any, method: str, path: str, key: str, body: Any = None) -> None:
@@ -157,7 +141,6 @@ async def test_a_relay_learns_a_frontend_key_from_its_upstream(
     assert counted == [(6, 2)]  # both posts, carried upstream once
 
 
-
 async def test_the_web_page_makes_frontend_keys(client: Any) -> None:
     await sign_in(client)
     html = await page(client, "/keys")
@@ -194,6 +177,7 @@ async def test_a_relay_learns_a_frontend_key_from_a_standalone_upstream(
         return [(r["yes"], r["no"]) for r in await raw(central_client, "banner")] == [(6, 2)]
 
     await eventually(stored, "the browser's counts stored upstream, once")
+
 
 @pytest.mark.process
 def test_keys_create_frontend_command(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import FEATURES, env_path, http
+from flagstate import STRATEGIES, build_state
 from real_unleash import real_unleash
 from service import Service, running, wait_until
-from test_flags_sdk import STRATEGIES, build_state
 
 pytestmark = pytest.mark.process
 

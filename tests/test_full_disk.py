@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faultkit import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env, remount, tmpfs
 from service import (
     Service,
     drained,
@@ -33,7 +34,6 @@ from service import (
     stored,
     wait_until,
 )
-from test_faults import ADMIN, CENTRAL_ENV, CLIENT, entries, relay_env, remount, tmpfs
 
 from relay.core.errors import StorageError
 from relay.edge.metrics.reserve import Reserve, open_with_room

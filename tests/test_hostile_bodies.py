@@ -25,8 +25,8 @@ from conftest import (
     raw,
     standalone_settings,
 )
+from rawhttp import exchange
 from service import running
-from test_limits import exchange
 
 from relay.app import build_app
 

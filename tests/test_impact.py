@@ -9,52 +9,12 @@ from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, MakeClient, auth, bulk, metric, raw
 from fake_upstream import FakeUpstream
+from impactkit import LABELS, impact, series
 from service import sample
 
 from relay.edge.metrics import batching
 from relay.wire.client import BulkMetrics, ClientMetrics
 from relay.wire.impact import MAX_IMPACT_BUCKETS, MAX_IMPACT_LABELS, MAX_IMPACT_VALUE
-
-LABELS = {"appName": "shop", "environment": "development", "featureName": "f1"}
-
-
-def impact(counter: float, gauge: float, observed: list[float]) -> list[dict[str, Any]]:
-    bounds = [0.1, 0.5, 1]
-    buckets = [{"le": b, "count": sum(1 for o in observed if o <= b)} for b in bounds]
-    return [
-        {
-            "name": "checkouts",
-            "help": "Checkouts",
-            "type": "counter",
-            "samples": [{"labels": LABELS, "value": counter}],
-        },
-        {
-            "name": "cart",
-            "help": "Cart size",
-            "type": "gauge",
-            "samples": [{"labels": LABELS, "value": gauge}],
-        },
-        {
-            "name": "latency",
-            "help": "Latency",
-            "type": "histogram",
-            "buckets": bounds,
-            "samples": [
-                {
-                    "labels": LABELS,
-                    "count": len(observed),
-                    "sum": sum(observed),
-                    "buckets": [*buckets, {"le": "+Inf", "count": len(observed)}],
-                }
-            ],
-        },
-    ]
-
-
-async def series(client: Any, query: str = "") -> dict[str, dict[str, Any]]:
-    response = await client.get(f"/api/admin/metrics/impact{query}", headers=auth(ADMIN_KEY))
-    assert response.status == 200
-    return {s["name"]: s for s in (await response.json())["series"]}
 
 
 async def test_both_endpoints_fold_series_and_serve_them(client: Any) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from fake_upstream import Answer, FakeUpstream
+from relaykit import ADMIN, CLIENT, STANDALONE_ENV, call, relay_env
 from sdks import node_impact, node_modules
 from service import drained, get_json, running, start, wait_until
-from test_relay_e2e import ADMIN, CLIENT, STANDALONE_ENV, call, relay_env
 
 pytestmark = pytest.mark.process
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import relay
 from conftest import ADMIN_KEY, DEV_KEY, MakeClient, assert_error, auth
 from service import eventually
-from test_cli import relay
 
 TOKENS = "/api/admin/api-tokens"
 

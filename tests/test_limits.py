@@ -4,39 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import DEV_KEY, assert_error, auth, bulk, metric
+from rawhttp import exchange
 from service import running
 
 from relay.wire.common import MAX_METRICS
-
-
-def exchange(port: int, data: bytes, wait: float = 10) -> tuple[bytes, float]:
-    """Send raw bytes; read one whole response, or until the server closes. Returns the
-    answer and how long it took."""
-    began = time.monotonic()
-    answer = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
-        sock.sendall(data)
-        while not _complete(answer) and (chunk := sock.recv(65536)):
-            answer += chunk
-    return answer, time.monotonic() - began
-
-
-def _complete(answer: bytes) -> bool:
-    head, found, body = answer.partition(b"\r\n\r\n")
-    if not found:
-        return False
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return len(body) >= int(value)
-    return True
 
 
 @pytest.mark.process

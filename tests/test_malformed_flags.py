@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from conftest import DEV_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
+from frontkit import FRONT_KEY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_frontend_api import FRONT_KEY
-from test_streaming import Events
+from streamkit import Events
 
 from relay.app import build_app
 from relay.core.evaluate import Context, compile_features

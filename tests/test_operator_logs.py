@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import relay
 from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from service import eventually
-from test_cli import relay
 
 FEATURE = "secret-named-feature"
 

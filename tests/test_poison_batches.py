@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bufferkit import dead_letters
 from conftest import DEV_KEY, auth, bulk, metric, post, raw, standalone_settings
 from fake_upstream import Answer, FakeUpstream, Received
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 from service import eventually
-from test_flusher import dead_letters
 
 from relay.central.usage import UsageReader
 from relay.central.wiring import central_database

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from clikit import relay
 from service import free_port, running
-from test_cli import relay
 
 pytestmark = pytest.mark.process
 

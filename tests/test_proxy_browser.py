@@ -14,17 +14,8 @@ from typing import Any
 
 import pytest
 from flagkit import env_path, http
+from pagekit import ADMIN, CLIENT, FRONTEND, USERS, Page, build_flags, expected, page_origin  # noqa: F401  (the fixtures)
 from service import running, settle, start, wait_until
-from test_frontend_browser import (  # noqa: F401  (page_origin: the fixture)
-    ADMIN,
-    CLIENT,
-    FRONTEND,
-    USERS,
-    Page,
-    build_flags,
-    expected,
-    page_origin,
-)
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 

@@ -10,13 +10,7 @@ from typing import Any
 
 from conftest import MakeClient
 from fake_upstream import FakeUpstream
-from test_proxy_paths import (  # noqa: F401  (_flags, proxied: the fixtures)
-    API_KEY,
-    KEY,
-    _flags,
-    proxied,
-    ready,
-)
+from proxykit import API_KEY, KEY, _flags, proxied, ready  # noqa: F401  (the fixtures)
 
 
 async def test_cors_as_the_proxys_cors_package_answered(

@@ -26,9 +26,9 @@ from urllib.parse import urlencode
 import pytest
 from conftest import ADMIN_KEY, DEV_KEY
 from flagkit import FEATURES, env_path, feature_path, http
+from flagstate import STRATEGIES, build_state
 from real_proxy import proxy_modules, real_proxy
 from service import Service, running, start
-from test_flags_sdk import STRATEGIES, build_state
 
 pytestmark = pytest.mark.process
 

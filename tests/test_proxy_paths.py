@@ -13,97 +13,26 @@ from typing import Any
 import pytest
 from conftest import DEV_KEY, MakeClient, assert_error
 from fake_upstream import FakeUpstream
+from proxykit import (  # noqa: F401  (_flags, proxied: the fixtures)
+    API_KEY,
+    FLAGS,
+    KEY,
+    SERVER,
+    _flags,
+    _ready,
+    proxied,
+    ready,
+)
 from service import eventually
-
-KEY = "some-secret"
-API_KEY = "*:development.proxy-paths-upstream-0123456789abcdef"  # every project
-SERVER = "server-side-key"
-FLAGS = [
-    {"name": "on", "enabled": True, "project": "default", "strategies": []},
-    {"name": "off", "enabled": False, "project": "default", "strategies": []},
-    {
-        "name": "web.colour",
-        "enabled": True,
-        "project": "web",
-        "strategies": [],
-        "variants": [
-            {
-                "name": "blue",
-                "weight": 1000,
-                "weightType": "variable",
-                "stickiness": "default",
-                "payload": {"type": "string", "value": "b"},
-            }
-        ],
-    },
-    {
-        "name": "dated",
-        "enabled": True,
-        "project": "default",
-        "strategies": [
-            {
-                "name": "default",
-                "constraints": [
-                    {
-                        "contextName": "currentTime",
-                        "operator": "DATE_BEFORE",
-                        "value": "2000-01-01T00:00:00.000Z",
-                    }
-                ],
-            }
-        ],
-    },
-    {
-        "name": "for-shop",
-        "enabled": True,
-        "project": "default",
-        "strategies": [
-            {
-                "name": "default",
-                "constraints": [
-                    {"contextName": "appName", "operator": "IN", "values": ["unleash-proxy"]},
-                    {"contextName": "environment", "operator": "IN", "values": ["default"]},
-                ],
-            }
-        ],
-    },
-]
-
-
-async def ready(relay: Any) -> Any:
-    """The relay once it holds the flags of its key (the Proxy's paths answer 503 before)."""
-    await eventually(lambda: _ready(relay), "the relay holds its flags")
-    return relay
-
-
-async def _ready(relay: Any) -> bool:
-    return bool((await relay.get("/ready")).status == 200)
-
-
-@pytest.fixture(autouse=True)
-def _flags(upstream: FakeUpstream) -> None:
-    """The upstream serves FLAGS to API_KEY."""
-    upstream.features = {"version": 2, "features": FLAGS}
-    upstream.valid_keys[API_KEY] = "development"
-
-
-@pytest.fixture
-async def proxied(make_relay: MakeClient, upstream: FakeUpstream) -> Any:
-    relay = await make_relay(
-        client_tokens=[API_KEY],
-        proxy_client_keys=[KEY, "other key"],
-        proxy_server_keys=[SERVER],
-        app_name="unleash-proxy",
-        disable_all_endpoint=True,
-    )
-    return await ready(relay)
 
 
 def names(body: dict[str, Any]) -> list[str]:
     return [t["name"] for t in body["toggles"]]
 
 
-async def test_the_enabled_toggles_for_a_proxy_key(proxied: Any) -> None:
+async def test_the_enabled_toggles_for_a_proxy_key(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+) -> None:
     response = await proxied.get("/proxy?userId=1", headers={"Authorization": KEY})
     assert response.status == 200
     assert response.headers["Cache-Control"] == "public, max-age=2"
@@ -123,7 +52,10 @@ async def test_the_enabled_toggles_for_a_proxy_key(proxied: Any) -> None:
 
 
 @pytest.mark.parametrize("header", [None, "", "nope", f"Bearer {KEY}", DEV_KEY, SERVER])
-async def test_other_keys_are_401_naming_the_setting(proxied: Any, header: str | None) -> None:
+async def test_other_keys_are_401_naming_the_setting(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+    header: str | None,
+) -> None:
     """Only the Proxy's client keys, whole, as the Proxy compared them: not with Bearer, not
     an Unleash key (even the relay's own), not a server key."""
     headers = {} if header is None else {"Authorization": header}
@@ -137,7 +69,9 @@ async def test_other_keys_are_401_naming_the_setting(proxied: Any, header: str |
     assert KEY not in body["message"]
 
 
-async def test_a_post_names_toggles_or_takes_its_context(proxied: Any) -> None:
+async def test_a_post_names_toggles_or_takes_its_context(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+) -> None:
     headers = {"Authorization": KEY}
     posted = await proxied.post("/proxy", json={"context": {"userId": "7"}}, headers=headers)
     assert posted.status == 200 and names(await posted.json()) == ["on", "web.colour", "for-shop"]
@@ -187,7 +121,9 @@ async def test_a_post_names_toggles_or_takes_its_context(proxied: Any) -> None:
         assert_error(await refused.json(), "BadDataError")
 
 
-async def test_the_context_as_the_proxy_completed_it(proxied: Any) -> None:
+async def test_the_context_as_the_proxy_completed_it(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+) -> None:
     """appName is the Proxy's own when none is given, environment ``default``; a caller's
     ``currentTime`` is honoured, top-level only (under properties it is a property)."""
     headers = {"Authorization": KEY}
@@ -209,7 +145,10 @@ async def test_the_context_as_the_proxy_completed_it(proxied: Any) -> None:
     assert "dated" not in names(await nonsense.json())
 
 
-async def test_all_is_501_unless_enabled(proxied: Any, make_relay: MakeClient) -> None:
+async def test_all_is_501_unless_enabled(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+    make_relay: MakeClient,
+) -> None:
     headers = {"Authorization": KEY}
     for method in ("GET", "POST"):
         response = await proxied.request(method, "/proxy/all", headers=headers, json={})
@@ -276,7 +215,8 @@ async def test_base_path_header_project_prefix_environment(
 
 
 async def test_metrics_and_registrations_are_kept_for_the_upstream(
-    proxied: Any, upstream: FakeUpstream
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+    upstream: FakeUpstream,
 ) -> None:
     bucket = {
         "start": "2026-01-01T00:00:00Z",
@@ -315,7 +255,9 @@ async def test_metrics_and_registrations_are_kept_for_the_upstream(
     assert {(a["appName"], a["environment"]) for a in apps} == {("shop-web", "development")}
 
 
-async def test_health_features_and_prometheus(proxied: Any) -> None:
+async def test_health_features_and_prometheus(
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+) -> None:
     health = await proxied.get("/proxy/health")
     assert health.status == 200 and await health.text() == "ok"
     assert (
@@ -367,7 +309,8 @@ async def test_wrong_keys_are_throttled(
     ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-14:00", "1e308", "", "2024-13-45"],
 )
 async def test_a_callers_time_out_of_range_is_the_clocks_not_a_500(
-    proxied: Any, clock: str
+    proxied: Any,  # noqa: F811  (the fixture imported above)
+    clock: str,
 ) -> None:
     """A ``currentTime`` Python's dates cannot hold in UTC (year 0, year 10000) reads as
     JavaScript's ``Invalid Date`` does: the server's clock."""

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from conftest import DEV_KEY
 from fake_upstream import DELTA, STREAM, Answer, FakeUpstream
+from followkit import FLAGS, delta_polls, sse, with_checkout, worker_cache
 from service import eventually
-from test_relay_delta import FLAGS, with_checkout
-from test_relay_follow import delta_polls, sse, worker_cache
 
 from relay.core.keys import parse_key
 from relay.edge.cache_file import cache_file

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from conftest import DEV_KEY, MakeClient
 from fake_upstream import FakeUpstream
+from followkit import FLAGS, delta, with_checkout
 from service import eventually
-from test_streaming import memory_per_stream
+from streamkit import memory_per_stream
 
 from relay.api.state import DELTA_SOURCE
 from relay.core.catalog import Scope
@@ -28,26 +29,6 @@ from relay.edge.flags.revisions import moved
 from relay.wire.common import KeyType
 
 pytestmark = pytest.mark.workers  # at one worker and at two (conftest.make_relay)
-
-FLAGS = {
-    "version": 2,
-    "features": [
-        {"name": "a.checkout", "enabled": True, "project": "default", "strategies": []},
-        {"name": "b.search", "enabled": True, "project": "default", "strategies": []},
-    ],
-}
-
-
-def with_checkout(enabled: bool) -> dict[str, Any]:
-    checkout = {**FLAGS["features"][0], "enabled": enabled}  # type: ignore[dict-item]
-    return {**FLAGS, "features": [checkout, FLAGS["features"][1]]}
-
-
-async def delta(relay: Any, since: str | None = None, query: str = "") -> tuple[int, Any, str]:
-    headers = {"Authorization": DEV_KEY} | ({"If-None-Match": since} if since else {})
-    response = await relay.get(f"/api/client/delta{query}", headers=headers)
-    raw = await response.read()
-    return response.status, json.loads(raw) if raw else None, response.headers["ETag"]
 
 
 async def test_a_change_upstream_is_events_since_the_revision_a_client_holds(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import urllib.error
 import urllib.request
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from relaykit import ADMIN, CLIENT, STANDALONE_ENV, call, post_metric, relay_env, stored
 from service import (
     Service,
     free_port,
@@ -21,47 +21,8 @@ from service import (
     start,
     wait_until,
 )
-from service import relay_env as service_relay_env
-from service import stored as stored_counts
 
 pytestmark = pytest.mark.process
-
-ADMIN = "*:*.e2e-admin-secret-0123456789"
-CLIENT = "default:development.e2e-client-secret-0123456789"
-STANDALONE_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
-
-
-def relay_env(upstream: str, **extra: str) -> dict[str, str]:
-    return service_relay_env(upstream, CLIENT, **extra)
-
-
-def call(
-    url: str, body: Any = None, key: str = CLIENT, method: str | None = None
-) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url,
-        data=data,
-        method=method or ("POST" if data else "GET"),
-        headers={"Authorization": key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        raw = response.read()
-        return response.status, json.loads(raw) if raw else None
-
-
-def post_metric(service: Service, yes: int, feature: str = "f1") -> None:
-    body = {
-        "applications": [],
-        "metrics": [
-            {"featureName": feature, "appName": "app", "environment": "development", "yes": yes}
-        ],
-    }
-    assert call(f"{service.url}/api/client/metrics/bulk", body)[0] == 202
-
-
-def stored(standalone: Service, feature: str = "f1") -> int:
-    return stored_counts(standalone.url, ADMIN, feature)
 
 
 def test_sdk_formats_through_a_chain_of_two_relays(tmp_path: Path) -> None:

@@ -14,15 +14,12 @@ from typing import Any
 
 import pytest
 from conftest import DEV_KEY, MakeClient
-from fake_upstream import DELTA, STREAM, Answer, FakeUpstream, Received
+from fake_upstream import DELTA, STREAM, Answer, FakeUpstream
+from followkit import FLAGS, delta, delta_polls, sse, with_checkout, worker_cache
 from service import eventually
-from test_relay_delta import FLAGS, delta, with_checkout
 
-from relay.api.shared import Layout, Shared
 from relay.edge.cache_file import cache_file
-from relay.edge.flags.cache import FlagCache
 from relay.edge.flags.store import Copy, FlagScope, FlagStore
-from relay.edge.key_words import KeyWords
 from relay.edge.upstream import MAX_ANSWER_BYTES, UpstreamClient
 
 MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
@@ -30,17 +27,6 @@ MANY_SCOPES = 120  # more than the 100 connections of the upstream client's pool
 
 def streams(upstream: FakeUpstream) -> int:
     return sum(r.path == STREAM for r in upstream.received)
-
-
-def sse(*events: tuple[str, list[dict[str, Any]]]) -> bytes:
-    return b"".join(
-        b"event: %s\nid: %d\ndata: %s\n\n" % (kind.encode(), i, json.dumps({"events": e}).encode())
-        for i, (kind, e) in enumerate(events, 1)
-    )
-
-
-def delta_polls(upstream: FakeUpstream) -> list[Received]:
-    return [r for r in upstream.received if r.path == DELTA]
 
 
 def revision(etag: str) -> int:
@@ -175,16 +161,6 @@ async def test_streams_followed_leave_the_upstream_connections_to_fetches(
         assert response.status == 200
     finally:
         held.set()
-
-
-def worker_cache(
-    store: FlagStore, client: UpstreamClient, interval: float, shared: Shared | None = None
-) -> FlagCache:
-    """One worker's flag cache over ``store`` (its ``cache.db``), alone or as one of the
-    workers sharing ``shared``."""
-    shared = shared or Shared.private(Layout.of(1, 10))
-    words = KeyWords(store._db, shared)
-    return FlagCache(store, client, interval, [DEV_KEY], {}, lambda: None, words, shared)
 
 
 class SlowFile(FlagStore):

@@ -18,6 +18,7 @@ from conftest import (
     standalone_settings,
 )
 from fake_upstream import Answer, FakeUpstream, Received
+from impactkit import FOUR_BYTES
 from prometheus_client import REGISTRY
 from service import eventually
 
@@ -26,8 +27,6 @@ from relay.core import errors
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore
 
-# 255 characters, 1,020 bytes in UTF-8; varied, as PostgreSQL compresses repeated ones
-FOUR_BYTES = "".join(chr(0x20000 + (i * 7919) % 0xA000) for i in range(255))
 TWO_BYTES = "\u0436" * 255  # 255 characters, 510 bytes: within the rule
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth, bulk, metric
 from fake_upstream import FakeUpstream
 from service import eventually, sample
-from test_web import page, sign_in
+from webkit import page, sign_in
 
 from relay.wire.edges import REPORT_PATH
 

@@ -5,11 +5,9 @@ after ``Last-Event-ID``, keep-alive comments on an idle stream, streams ended at
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import socket
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -18,39 +16,11 @@ import pytest
 from conftest import DEV_KEY, auth
 from flagkit import add_strategy, create_flag, ok, turn
 from service import eventually, running, wait_until
+from streamkit import STREAM, Events, memory_per_stream
 
 from relay.api.connections import SLICE, WRITE_TIMEOUTS
 from relay.api.streaming import STREAMS
 from relay.central.flags.serving import HEARD
-
-STREAM = "/api/client/streaming"
-
-
-class Events:
-    """The events (and comments) of one open stream, read as they come."""
-
-    def __init__(self, response: Any) -> None:
-        self.response = response
-
-    async def next(self, within: float = 10.0) -> dict[str, Any]:
-        """The next event or comment: {"event", "id", "data"} or {"comment"}; {"end"} when
-        the stream ended."""
-        fields: dict[str, Any] = {}
-        async with asyncio.timeout(within):
-            while True:
-                line = (await self.response.content.readline()).decode()
-                if line == "":
-                    return {"end": True}
-                line = line.rstrip("\n")
-                if line == "":
-                    if fields:
-                        return fields
-                    continue
-                if line.startswith(":"):
-                    fields["comment"] = line[1:].strip()
-                    continue
-                name, _, value = line.partition(": ")
-                fields[name] = json.loads(value) if value.startswith("{") else value
 
 
 async def open_stream(client: Any, last_event_id: str | None = None) -> Events:
@@ -205,31 +175,6 @@ async def test_memory_per_stream_is_bounded(client: Any) -> None:
     assert held < 64 * 1024
 
 
-async def memory_per_stream(client: Any, key: str, count: int = 300) -> float:
-    """Bytes of Python objects ``count`` streams of ``key`` hold in ``client``'s app, each."""
-    loop, socks = asyncio.get_running_loop(), []
-    request = f"GET {STREAM} HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\n\r\n".encode()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.take_snapshot()
-        for _ in range(count):
-            sock = socket.socket()
-            sock.setblocking(False)
-            await loop.sock_connect(sock, (client.host, client.port))
-            await loop.sock_sendall(sock, request)
-            socks.append(sock)
-        await eventually(lambda: client.app[STREAMS].total == count, "every stream to open")
-        await asyncio.sleep(0.2)
-        gc.collect()
-        after = tracemalloc.take_snapshot()
-    finally:
-        tracemalloc.stop()
-        for sock in socks:
-            sock.close()
-    return sum(stat.size_diff for stat in after.compare_to(before, "filename")) / count
-
-
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # instances share it
 async def test_a_write_through_another_instance_is_announced(
     make_client: Any, database_url: str, tmp_path: Path
@@ -286,7 +231,6 @@ async def test_head_answers_the_headers_and_ends(client: Any) -> None:
     assert client.app[STREAMS].total == 0
 
 
-
 async def test_a_last_event_id_of_other_digits_gets_a_hydration(client: Any) -> None:
     """``str.isdigit`` takes "\u00b2" (which ``int`` refuses: a 500) and "\u0661" (read as 1)."""
     await create_flag(client, "checkout")
@@ -295,7 +239,6 @@ async def test_a_last_event_id_of_other_digits_gets_a_hydration(client: Any) -> 
         connected = await stream.next()
         assert [e["type"] for e in connected["data"]["events"]] == ["hydration"]
         stream.response.close()
-
 
 
 async def test_a_large_event_unread_is_held_a_slice_at_a_time(make_client: Any) -> None:
@@ -339,6 +282,7 @@ async def test_a_large_event_unread_is_held_a_slice_at_a_time(make_client: Any) 
     finally:
         for sock in socks:
             sock.close()
+
 
 def _stream(port: int) -> tuple[socket.socket, bytes]:
     """A stream opened on a raw socket: what came with its first event (a hint to poll

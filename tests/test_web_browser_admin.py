@@ -15,30 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import (
+    ADMIN,
+    ARTIFACTS,
+    BROKEN_WORDS,
+    CLIENT,
+    NARROW,
+    SIDEWAYS,
+    UNNAMED,
+    Visit,
+    call,
+    prepare,
+)
 from service import Service, relay_env, running
-from test_web_browser import ADMIN, ARTIFACTS, BROKEN_WORDS, CLIENT, Visit, call, prepare
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
-
-NARROW = 390
-
-SIDEWAYS = """
-return [document.documentElement.scrollWidth, window.innerWidth,
-  [...document.querySelectorAll('*')].filter((el) => el.scrollWidth > el.clientWidth + 1
-    && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX)).map((el) => el.className)];
-"""
-
-UNNAMED = """
-const named = (el) => {
-  if (el.getAttribute('aria-label')) return true;
-  if (el.id && document.querySelector(`label[for="${el.id}"]`)) return true;
-  if (el.closest('label')) return true;
-  return ['BUTTON', 'A'].includes(el.tagName) && el.textContent.trim() !== '';
-};
-return [...document.querySelectorAll('a, button, input:not([type=hidden]), select, textarea')]
-  .filter((el) => el.getAttribute('aria-hidden') !== 'true' && !named(el))
-  .map((el) => el.outerHTML.slice(0, 120));
-"""
 
 
 def text(visit: Visit, css: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import ADMIN_KEY, auth
-from test_web import FEATURES, csrf, page, sign_in
+from webkit import FEATURES, csrf, page, sign_in
 
 
 async def test_an_action_is_confirmed_once_on_the_next_page(client: Any) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import ARTIFACTS, Visit, choose, done, fill
 from sdks import Check, bucket, python_evaluate, quiet_sdk_logs
 from service import Service, get_json, running, wait_until
-from test_web_browser import ARTIFACTS, Visit
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -27,27 +27,6 @@ USERS = [f"user-{n}" for n in range(400)]
 def served(central: Service) -> dict[str, Any]:
     body = get_json(f"{central.url}/api/client/features", CLIENT)
     return {f["name"]: f for f in body["features"]}
-
-
-def fill(visit: Visit, css: str, text: str) -> None:
-    field = visit.find(css)
-    field.clear()
-    field.send_keys(text)
-
-
-def choose(visit: Visit, css: str, value: str) -> None:
-    from selenium.webdriver.support.ui import Select
-
-    select = Select(visit.find(css))
-    if visit.driver.find_elements("css selector", f"{css} option[value='{value}']"):
-        select.select_by_value(value)
-    else:  # an option without a value attribute: its text is its value
-        select.select_by_visible_text(value)
-
-
-def done(visit: Visit) -> str:
-    text: str = visit.find("p.done").text
-    return text
 
 
 def test_a_flag_is_made_rolled_out_reordered_and_archived_from_the_page(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, auth
-from test_web import FEATURES, csrf, page, sign_in
+from webkit import FEATURES, csrf, page, sign_in
 
 from relay.central.web.events import _changes, ago
 
@@ -109,13 +109,13 @@ async def test_the_event_log_page_shows_each_change_of_a_flag_in_words(client: A
     flag_page = await page(client, "/flags/child")
     assert 'href="/events?feature=child"' in flag_page
     log = await page(client, "/events?feature=child")
-    assert "3 events" not in log and "Changes of <a href=\"/flags/child\">child</a>: 3." in log
+    assert "3 events" not in log and 'Changes of <a href="/flags/child">child</a>: 3.' in log
     assert "turned on child in development" in log
     assert "made child depend on another flag" in log
     assert "created child" in log and "created parent" not in log
     assert "just now" in log and "UTC</time>" in log
     # before and after: the dependency's fields, and the whole of each side
-    assert "<code>feature</code>: <span class=\"visually-hidden\">before </span>" in log
+    assert '<code>feature</code>: <span class="visually-hidden">before </span>' in log
     assert "&#34;parent&#34;" in log and "Before and after in full" in log
     by_project = await page(client, "/events?project=default")
     assert "created parent" in by_project and "made child depend" in by_project

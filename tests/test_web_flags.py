@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import ADMIN_KEY, auth
 from flagkit import add_strategy, create_flag, env_path, feature_path, ok, served, turn
-from test_web import csrf, page, sign_in
+from webkit import csrf, page, sign_in
 
 STRATEGIES = "/flags/checkout/environments/development/strategies"
 

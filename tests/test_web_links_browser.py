@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import ARTIFACTS, NARROW, SIDEWAYS, UNNAMED, Visit, call, choose, done, fill
 from sdks import Check, python_evaluate, quiet_sdk_logs
 from service import Service, get_json, running, wait_until
-from test_web_browser import ARTIFACTS, Visit, call
-from test_web_browser_admin import NARROW, SIDEWAYS, UNNAMED
-from test_web_flag_browser import choose, done, fill
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flagkit import add_strategy, create_flag, rollout, turn
-from test_web import page, sign_in
+from webkit import page, sign_in
 
 
 async def build(client: Any) -> None:
@@ -61,7 +61,7 @@ async def test_the_playground_needs_a_session_and_is_in_the_navigation(client: A
     assert 'href="/playground"' in await page(client, "/")
     form = await page(client, "/playground")
     assert '<form method="get" action="/playground"' in form
-    assert '<option selected>development</option>' in form and "<table" not in form
+    assert "<option selected>development</option>" in form and "<table" not in form
 
 
 async def test_results_variants_and_reasons_for_contexts(client: Any) -> None:

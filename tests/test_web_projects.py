@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from conftest import ADMIN_KEY, auth
-from test_web import csrf, page, sign_in
+from webkit import csrf, page, sign_in
 
 
 async def api(client: Any, path: str) -> Any:

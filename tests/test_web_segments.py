@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import ADMIN_KEY, auth
-from test_web import FEATURES, csrf, page, sign_in
+from webkit import FEATURES, csrf, page, sign_in
 
 
 def row(n: int, context: str, operator: str, values: str, **extra: str) -> dict[str, str]:
@@ -55,8 +55,7 @@ async def test_a_segment_is_made_changed_and_deleted_from_the_page(client: Any) 
     assert 'value="age"' not in await changed.text()
     saved = await client.post(
         f"/segments/{segment['id']}",
-        data={"csrf": token, "name": "nordics"}
-        | row(0, "country", "IN", "NO\nSE\nDK"),
+        data={"csrf": token, "name": "nordics"} | row(0, "country", "IN", "NO\nSE\nDK"),
     )
     assert "Saved the segment nordics" in await saved.text()
     again = await (await client.get("/api/admin/segments", headers=auth(ADMIN_KEY))).json()

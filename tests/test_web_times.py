@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric
-from test_web import FEATURES, page, sign_in
+from webkit import FEATURES, page, sign_in
 
 from relay.core.domain import hour_start
 

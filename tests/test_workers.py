@@ -13,30 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from relaykit import CLIENT, STANDALONE_ENV, call, post_metric, relay_env, stored, workers
 from service import Service, running, scrape, start, wait_until
-from test_relay_e2e import (
-    CLIENT,
-    STANDALONE_ENV,
-    call,
-    post_metric,
-    relay_env,
-    stored,
-)
 
 pytestmark = pytest.mark.process
 
 TWO = {"RELAY_WORKERS": "2"}
-
-
-def workers(service: Service) -> list[int]:
-    """PIDs of the supervisor's server processes."""
-    pid = service.process.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [
-        int(child)
-        for child in children
-        if b"relay.process.server\x00worker" in Path(f"/proc/{child}/cmdline").read_bytes()
-    ]
 
 
 def port_is_free(port: int) -> bool:

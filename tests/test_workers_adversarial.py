@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from conftest import DEV_KEY, MakeClient, auth
 from fake_upstream import FakeUpstream
+from relaykit import CLIENT
 from service import Service, eventually, free_port, post_bulk, scrape, start, wait_until
 from service import relay_env as service_relay_env
-from test_relay_e2e import CLIENT
 
 from relay.api.client_features import built
 from relay.core.catalog import Scope

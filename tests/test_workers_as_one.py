@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from relaykit import ADMIN, STANDALONE_ENV, call, relay_env, stored
 from service import Service, running, scrape, start, wait_until
-from test_relay_e2e import ADMIN, STANDALONE_ENV, call, relay_env, stored
 
 pytestmark = pytest.mark.process
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from relaykit import workers
 from service import running, wait_until
-from test_workers import workers
 
 from relay.settings import SettingsError, cores, load_settings
 from relay.settings.fields import MAX_WORKERS
