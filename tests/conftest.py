@@ -25,6 +25,11 @@ from relay.api.shared import Shared, layout
 from relay.app import build_app, initialise
 from relay.settings import Settings, load_settings
 
+REPO = Path(__file__).parent.parent
+"""The repository's root, wherever a test module sits below tests/."""
+DATA = Path(__file__).parent / "data"
+"""Fixed files the tests read (answers written by a real Unleash...)."""
+
 ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
 DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
 PROD_KEY = "default:production.prod-secret-for-tests-0123456789"

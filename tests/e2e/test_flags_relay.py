@@ -1,7 +1,7 @@
 """Real SDKs through a relay serving flags from its cache, as real processes on loopback:
 through an outage of the upstream, a restart of the relay during it, and the upstream's
 return; with two workers (one fetch per scope per interval, not one per worker); and in a
-chain of relays. The flags are those of tests/test_flags_sdk.py, configured through the
+chain of relays. The flags are those of tests/e2e/test_flags_sdk.py, configured through the
 upstream's admin API; expected answers come from that configuration.
 
 The upstream is our standalone, and a real Unleash server (real_unleash.py) when

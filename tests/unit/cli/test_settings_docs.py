@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from relay.cli import main
 from relay.cli.edge.table import EDGE_DOCS
@@ -17,12 +18,11 @@ from relay.cli.settings_docs import documents, stale, toml_value
 from relay.settings import Settings
 from relay.settings.usage import Mode, usage
 
-ROOT = Path(__file__).parent.parent
-DOCUMENTS = sorted(documents(ROOT))
+DOCUMENTS = sorted(documents(REPO))
 
 
 def test_generated_documents_are_up_to_date() -> None:
-    paths = sorted(map(str, stale(ROOT)))
+    paths = sorted(map(str, stale(REPO)))
     assert not paths, f"stale: {', '.join(paths)}; run `relay settings-docs`"
 
 
@@ -32,7 +32,7 @@ def test_check_reports_a_stale_document_and_a_run_rewrites_it(
 ) -> None:
     for path in DOCUMENTS:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / path, tmp_path / path)
+        shutil.copy(REPO / path, tmp_path / path)
     assert main(["settings-docs", str(tmp_path), "--check"]) == 0
     assert capsys.readouterr() == ("", "")
     text = (tmp_path / changed).read_text()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+from conftest import REPO
 
 
 def mapped_modules() -> set[str]:
     """Paths of the modules listed in the tree of ARCHITECTURE.md (``relay/api/body.py``)."""
-    text = (ROOT / "ARCHITECTURE.md").read_text()
+    text = (REPO / "ARCHITECTURE.md").read_text()
     tree = re.search(r"## The tree\n\n```\n(.+?)\n```", text, re.S)
     assert tree, "ARCHITECTURE.md has no tree"
     found: set[str] = set()
@@ -30,8 +29,8 @@ def mapped_modules() -> set[str]:
 
 def package_modules() -> set[str]:
     return {
-        str(path.relative_to(ROOT))
-        for path in (ROOT / "relay").rglob("*.py")
+        str(path.relative_to(REPO))
+        for path in (REPO / "relay").rglob("*.py")
         if path.name != "__init__.py" and "migrations" not in path.parts
     }
 
@@ -44,9 +43,9 @@ def test_architecture_lists_every_module_and_no_other() -> None:
 
 def test_no_module_is_over_400_lines() -> None:
     long = {
-        str(path.relative_to(ROOT)): lines
+        str(path.relative_to(REPO)): lines
         for folder in ("relay", "tests", "bench")
-        for path in (ROOT / folder).rglob("*.py")
+        for path in (REPO / folder).rglob("*.py")
         if (lines := len(path.read_text().splitlines())) > 400
     }
     assert not long, long

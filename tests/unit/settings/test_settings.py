@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from relay.settings import Mode, Settings, SettingsError, load_settings
 
-CONFIG = Path(__file__).parent.parent / "config"
+CONFIG = REPO / "config"
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,8 @@ the paths, request and answer shapes, values by type, reasons and variants, erro
 their codes, ETag and 304, the key's scope and kinds.
 
 That OFREP agrees with the Frontend API and Unleash's engine for hundreds of contexts is
-tests/test_ofrep_differential.py's; the real OpenFeature providers are
-tests/test_ofrep_sdks.py's and test_ofrep_browser.py's; the stream test_ofrep_stream.py's,
+tests/integration/api/test_ofrep_differential.py's; the real OpenFeature providers are
+tests/e2e/test_ofrep_sdks.py's and test_ofrep_browser.py's; the stream test_ofrep_stream.py's,
 the counts test_ofrep_counts.py's.
 """
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import PROD_KEY, assert_error, standalone_settings
+from conftest import DATA, PROD_KEY, assert_error, standalone_settings
 from deltakit import delta, names
 from flagkit import add_strategy, call, create_flag, env_path, feature_path, ok, served, turn
 
@@ -18,7 +18,7 @@ from relay.app import build_app
 from relay.wire.transfer import MAX_FLAG_STRATEGIES, MAX_IMPORT_FLAGS
 
 BATCH = "/api/admin/features-batch"
-FIXTURE = Path(__file__).parent / "data" / "unleash_export.json"
+FIXTURE = DATA / "unleash_export.json"
 
 
 def unleash_file() -> dict[str, Any]:

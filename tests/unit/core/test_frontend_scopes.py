@@ -10,10 +10,10 @@ import gc
 import json
 import tracemalloc
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 
 from relay.core.catalog import Rendered
 from relay.core.errors import Unavailable
@@ -118,7 +118,7 @@ def measured_size(rendered: Rendered) -> int:
 def test_a_compiled_scope_measures_what_tracemalloc_sees(flags: int) -> None:
     import sys
 
-    sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+    sys.path.insert(0, str(REPO / "bench"))
     from evaluate import document
 
     body = json.dumps(document(flags)).encode()

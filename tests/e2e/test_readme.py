@@ -12,13 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from service import free_port, get_json, stored, wait_ready
 
-ROOT = Path(__file__).parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # the documents whose links are checked: the docs, and those that link to them
 OTHERS = ("SECURITY.md", "ARCHITECTURE.md", "bench/README.md", "helm/relay/README.md")
-LINKED = [*DOCS, *(ROOT / name for name in OTHERS)]
+LINKED = [*DOCS, *(REPO / name for name in OTHERS)]
 MARKED_BLOCK = re.compile(r"^(?:<!-- ([^\n]+?) -->\n)?```sh\n(.*?)\n```", re.MULTILINE | re.DOTALL)
 # the blocks each test here runs, by the name of their marker (<!-- run: NAME -->)
 RUN_HERE = {"start-command", "test-command", "five-minutes", "rollout"}
@@ -47,7 +47,7 @@ def test_every_sh_block_is_run_or_says_why_not() -> None:
     run = set()
     for doc in DOCS:
         for marker, _ in MARKED_BLOCK.findall(doc.read_text()):
-            where = f"{doc.relative_to(ROOT)}: a sh block"
+            where = f"{doc.relative_to(REPO)}: a sh block"
             assert marker, f"{where} with no <!-- run: NAME --> or <!-- not run: REASON -->"
             if marker.startswith("not run:"):
                 assert len(marker) > len("not run: ") + 10, f"{where} not run with no reason"
@@ -80,7 +80,7 @@ def anchors(doc: Path) -> set[str]:
     return set(seen)
 
 
-@pytest.mark.parametrize("doc", LINKED, ids=lambda d: str(d.relative_to(ROOT)))
+@pytest.mark.parametrize("doc", LINKED, ids=lambda d: str(d.relative_to(REPO)))
 def test_relative_links_and_anchors_resolve(doc: Path) -> None:
     for target in re.findall(r"\]\(([^)\s]+)\)", prose(doc.read_text())):
         if re.match(r"[a-z]+:", target):
@@ -93,7 +93,7 @@ def test_relative_links_and_anchors_resolve(doc: Path) -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    assert blocks("test-command") in (ROOT / ".ci" / "run").read_text()
+    assert blocks("test-command") in (REPO / ".ci" / "run").read_text()
 
 
 @pytest.mark.process
@@ -108,16 +108,16 @@ def test_the_readme_path_works_on_a_fresh_copy(tmp_path: Path, node_sdk: Path) -
     the real Python and Node SDKs seeing it."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
     copy = tmp_path / "checkout"
     for name in files:
-        if (ROOT / name).is_file():
+        if (REPO / name).is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, copy / name)
+            shutil.copy2(REPO / name, copy / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "VIRTUAL_ENV"))}
     port = free_port()
     env["RELAY_PORT"] = str(port)

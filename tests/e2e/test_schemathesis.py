@@ -44,7 +44,7 @@ CHECKS = [
     response_schema_conformance,
 ]
 KEYS = pytest.mark.parametrize("key", [ADMIN_KEY, DEV_KEY], ids=["admin-key", "client-key"])
-# A deeper local run: FUZZ_EXAMPLES=300 pytest tests/test_schemathesis.py (about 4 minutes).
+# A deeper local run: FUZZ_EXAMPLES=300 pytest tests/e2e/test_schemathesis.py (about 4 minutes).
 FUZZ = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "20")),
     deadline=None,

@@ -2,7 +2,7 @@
 the paths under ``{proxy_base_path}/proxy``, the Proxy's keys in its header, its statuses,
 answers and headers, CORS as its ``cors`` package answered, counts into the buffer. A real
 relay app on a real socket in front of the fake upstream (what the real Proxy answers the
-same requests is tests/test_proxy_unleash.py's)."""
+same requests is tests/e2e/test_proxy_differential.py's)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Frontend API over real sockets, in both modes: what a browser SDK asks and gets.
 
 The flags' evaluation itself is proven against the client specification and Unleash's own
-engine (tests/test_evaluate_*.py); here: the paths, the context as Unleash reads it from a
+engine (tests/*/core/test_evaluate_*.py); here: the paths, the context as Unleash reads it from a
 query or a body, the answers' shapes, ETag and 304, the scope of a frontend key, errors,
 and a relay answering from its copy through an outage.
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN_KEY, DEV_KEY
+from conftest import ADMIN_KEY, DATA, DEV_KEY
 from flagkit import http
 from flagstate import build_state
 from real_unleash import real_unleash
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.process
 
 EXPORT = "/api/admin/features-batch/export"
 QUERY = {"environment": "development", "project": "default"}
-WRITTEN_BY_UNLEASH = Path(__file__).parent / "data" / "unleash_82_export.json"
+WRITTEN_BY_UNLEASH = DATA / "unleash_82_export.json"
 TESTERS = {
     "name": "testers",
     "constraints": [{"contextName": "userId", "operator": "IN", "values": ["7", "8"]}],
