@@ -49,3 +49,21 @@ def test_no_module_is_over_400_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > 400
     }
     assert not long, long
+
+
+def test_test_modules_sit_in_their_tier_under_unique_names() -> None:
+    """Pytest imports each test module by its bare name (no ``__init__.py``): two of one name
+    would clash, and a test module importing another would tie it to that one's folder, so
+    what tests share lives in helper modules at tests/ top level."""
+    modules = sorted((REPO / "tests").rglob("test_*.py"))
+    tiers = {path.relative_to(REPO / "tests").parts[0] for path in modules}
+    assert tiers <= {"unit", "integration", "e2e"}, tiers
+    names = [path.name for path in modules]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert not list((REPO / "tests").rglob("__init__.py"))
+    importing = [
+        str(path.relative_to(REPO))
+        for path in modules
+        if re.search(r"^(from|import) test_", path.read_text(), re.M)
+    ]
+    assert not importing, importing
