@@ -1,6 +1,7 @@
 """Relay mode: admin add-environment passed to the upstream as it is (caller's key, headers,
 body, query) and its answer passed back (status, body, content type), or a JSON
-401/502/504. (SDKs' flags come from the relay's cache: tests/integration/edge/test_flag_cache.py.)"""
+401/502/504. (SDKs' flags come from the relay's cache:
+tests/integration/edge/test_flag_cache.py.)"""
 
 from __future__ import annotations
 
