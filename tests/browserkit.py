@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service import Service, get_json, stored, wait_until
+from conftest import registration
+from service import Service, get_json, relay_env, running, stored, wait_until
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
@@ -183,15 +186,7 @@ def prepare(central: Service, relay: Service) -> None:
     assert call(admin, ADMIN, {"name": "checkout", "description": "New checkout"})[0] == 201
     assert call(f"{admin}/checkout/environments/development/on", ADMIN, {})[0] == 200
     assert call(admin, ADMIN, {"name": "search-v2", "type": "experiment"})[0] == 201
-    registration = {
-        "appName": "shop",
-        "instanceId": "shop-1",
-        "sdkVersion": "unleash-client-python:6.9.1",
-        "strategies": ["default"],
-        "started": datetime.now(UTC).isoformat(),
-        "interval": 15,
-    }
-    assert call(f"{relay.url}/api/client/register", CLIENT, registration)[0] == 202
+    assert call(f"{relay.url}/api/client/register", CLIENT, registration())[0] == 202
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
     entries = [
         {
@@ -263,3 +258,26 @@ def choose(visit: Visit, css: str, value: str) -> None:
 def done(visit: Visit) -> str:
     text: str = visit.find("p.done").text
     return text
+
+
+@contextmanager
+def prepared(tmp_path: Path) -> Iterator[tuple[Service, Service]]:
+    """A standalone and a relay reporting to it, as ``prepare`` leaves them."""
+    central_env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
+    with running(tmp_path / "central", env=central_env, name="central") as central:
+        env = relay_env(
+            central.url,
+            CLIENT,
+            RELAY_INSTANCE_ID="edge-relay-1",
+            RELAY_CLIENT_TOKENS=CLIENT,
+            RELAY_REPORT_INTERVAL="0.3",
+        )
+        with running(tmp_path / "relay", env=env, name="relay") as relay:
+            prepare(central, relay)
+            yield central, relay
+
+
+def served(central: Service, key: str) -> dict[str, Any]:
+    """The flags ``central`` serves an SDK holding ``key``, by name."""
+    body = get_json(f"{central.url}/api/client/features", key)
+    return {f["name"]: f for f in body["features"]}

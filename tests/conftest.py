@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,19 @@ def metric(
     feature: str = "f1", app: str = "app", env: str = "development", **counts: Any
 ) -> dict[str, Any]:
     return {"featureName": feature, "appName": app, "environment": env, **counts}
+
+
+def registration(started: datetime | None = None) -> dict[str, Any]:
+    """The registration of the Python SDK's instance ``shop-1`` of app ``shop``, started
+    ``started`` (now by default)."""
+    return {
+        "appName": "shop",
+        "instanceId": "shop-1",
+        "sdkVersion": "unleash-client-python:6.9.1",
+        "strategies": ["default"],
+        "started": (started or datetime.now(UTC)).isoformat(),
+        "interval": 15,
+    }
 
 
 def bulk(

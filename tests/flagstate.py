@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flagkit import FEATURES, env_path, http
+from flagkit import FEATURES, env_path, even_variants, http
 
 ROLLOUT = 30
 
@@ -59,16 +59,7 @@ STRATEGIES: dict[str, list[dict[str, Any]]] = {
         {
             "name": "flexibleRollout",
             "parameters": {"rollout": "100", "stickiness": "userId"},
-            "variants": [
-                {
-                    "name": name,
-                    "weight": 500,
-                    "weightType": "variable",
-                    "stickiness": "userId",
-                    "payload": payload,
-                }
-                for name, payload in PAYLOADS.items()
-            ],
+            "variants": even_variants(PAYLOADS),
         }
     ],
     "several": [

@@ -3,16 +3,14 @@ page, its origin (the ``page_origin`` fixture) and the flags it is asked about."
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flagkit import FEATURES, env_path, http
+from chromium import origin
+from flagkit import FEATURES, env_path, even_variants, http
 from sdks import VARIANT_SEED, bucket
-from service import free_port
 
 ADMIN = "*:*.frontend-browser-admin-0123456789abcdef"
 
@@ -21,6 +19,11 @@ CLIENT = "default:development.frontend-browser-client-0123456789"
 
 
 FRONTEND = "default:development.frontend-browser-front-0123456789"
+CENTRAL_ENV = {
+    "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
+    "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
+    "RELAY_INIT_FRONTEND_API_TOKENS": FRONTEND,
+}
 
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
@@ -44,16 +47,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "colours": {
         "name": "flexibleRollout",
         "parameters": {"rollout": "100", "stickiness": "userId", "groupId": "colours"},
-        "variants": [
-            {
-                "name": name,
-                "weight": 500,
-                "weightType": "variable",
-                "stickiness": "userId",
-                "payload": payload,
-            }
-            for name, payload in PAYLOADS.items()
-        ],
+        "variants": even_variants(PAYLOADS),
     },
     "counted": {"name": "default"},
 }
@@ -106,27 +100,8 @@ def page_origin(node_sdk: Path) -> Iterator[str]:
     """The shop's own web server: the page, and the SDK's browser build (from npm)."""
     sdk = (node_sdk / "unleash-proxy-client" / "build" / "main.min.js").read_bytes()
     files = {"/": (PAGE, "text/html"), "/unleash.js": (sdk, "text/javascript")}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body, kind = files.get(self.path, (b"", "text/plain"))
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with origin(lambda path: files.get(path, (b"", "text/plain"))) as url:
+        yield url
 
 
 class Page:

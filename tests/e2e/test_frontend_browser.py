@@ -19,13 +19,13 @@ import pytest
 from flagkit import env_path, http
 from pagekit import (
     ADMIN,
+    CENTRAL_ENV,
     CLIENT,
-    FRONTEND,
     USERS,
     Page,
     build_flags,
     expected,
-    page_origin,  # noqa: F401  (the fixtures)
+    page_origin,  # noqa: F401  (the fixture)
 )
 from service import Service, relay_env, running, scrape, settle, wait_until
 
@@ -50,12 +50,7 @@ def test_the_browser_sdk_against_a_standalone_and_a_relay(
     page_origin: str,  # noqa: F811  (the fixture imported above)
     tmp_path: Path,
 ) -> None:
-    central_env = {
-        "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
-        "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
-        "RELAY_INIT_FRONTEND_API_TOKENS": FRONTEND,
-    }
-    with running(tmp_path / "central", env=central_env, name="central") as central:
+    with running(tmp_path / "central", env=CENTRAL_ENV, name="central") as central:
         build_flags(central.url)
         wanted = {user: expected(user) for user in USERS}
 

@@ -13,17 +13,16 @@ page keeps its flags and a freshly loaded one gets them from the relay's copy.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import origin
 from flagkit import FEATURES, env_path, http
 from ofrepkit import every_worker_answers, readme_example
 from sdks import VARIANT_SEED, WEB_DIR, WEB_PACKAGES, bucket, node_modules
-from service import Service, free_port, relay_env, running, scrape, wait_until
+from service import Service, relay_env, running, scrape, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -148,32 +147,17 @@ PAGES: dict[str, bytes] = {"/": PAGE}
 def page_origin(web_sdk: Path) -> Iterator[str]:
     """The shop's own web server: the pages, and the SDK's modules (from npm)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body, kind = b"", "text/plain"
-            if self.path in PAGES:
-                body, kind = PAGES[self.path], "text/html"
-            elif self.path.startswith("/m/") and ".." not in self.path:
-                file = web_sdk / self.path[3:]
-                if file.is_file():
-                    body, kind = file.read_bytes(), "text/javascript"
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[bytes, str]:
+        if path in PAGES:
+            return PAGES[path], "text/html"
+        if path.startswith("/m/") and ".." not in path:
+            file = web_sdk / path[3:]
+            if file.is_file():
+                return file.read_bytes(), "text/javascript"
+        return b"", "text/plain"
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with origin(answer) as url:
+        yield url
 
 
 class Page:

@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 from flagkit import env_path, http
-from pagekit import ADMIN, CLIENT, FRONTEND, USERS, Page, build_flags, expected, page_origin  # noqa: F401  (the fixtures)
+from pagekit import (  # noqa: F401  (page_origin: the fixture)
+    ADMIN,
+    CENTRAL_ENV,
+    CLIENT,
+    FRONTEND,
+    USERS,
+    Page,
+    build_flags,
+    expected,
+    page_origin,
+)
 from service import running, settle, start, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
@@ -27,12 +37,7 @@ def test_the_browser_sdk_against_relay_proxy(
     page_origin: str,  # noqa: F811  (the fixture imported above)
     tmp_path: Path,
 ) -> None:
-    central_env = {
-        "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
-        "RELAY_INIT_CLIENT_API_TOKENS": CLIENT,
-        "RELAY_INIT_FRONTEND_API_TOKENS": FRONTEND,
-    }
-    with running(tmp_path / "central", env=central_env, name="central") as central:
+    with running(tmp_path / "central", env=CENTRAL_ENV, name="central") as central:
         build_flags(central.url)
         wanted = {user: expected(user) for user in USERS}
         env = {

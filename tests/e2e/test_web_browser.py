@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ADMIN, ARTIFACTS, BROKEN_WORDS, CLIENT, Visit, call, prepare
-from service import Service, get_json, relay_env, running, wait_until
+from browserkit import ADMIN, ARTIFACTS, BROKEN_WORDS, CLIENT, Visit, call, prepared
+from service import Service, get_json, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -27,20 +27,10 @@ def features(central: Service) -> dict[str, bool]:
 
 
 def test_an_operator_uses_the_web_page(browser: Any, tmp_path: Path) -> None:
-    central_env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
-    with running(tmp_path / "central", env=central_env, name="central") as central:
-        env = relay_env(
-            central.url,
-            CLIENT,
-            RELAY_INSTANCE_ID="edge-relay-1",
-            RELAY_CLIENT_TOKENS=CLIENT,
-            RELAY_REPORT_INTERVAL="0.3",
-        )
-        with running(tmp_path / "relay", env=env, name="relay") as relay:
-            prepare(central, relay)
-            visit = Visit(browser, central.url, tmp_path / "screenshots")
-            operate(visit, central)
-            logs = central.logs() + relay.logs()
+    with prepared(tmp_path) as (central, relay):
+        visit = Visit(browser, central.url, tmp_path / "screenshots")
+        operate(visit, central)
+        logs = central.logs() + relay.logs()
     for text in (*visit.sources, *visit.urls, logs):
         assert ADMIN not in text and ADMIN.split(".", 1)[1] not in text
     if os.environ.get("SAVE_TEST_ARTIFACTS"):

@@ -19,15 +19,14 @@ from browserkit import (
     ADMIN,
     ARTIFACTS,
     BROKEN_WORDS,
-    CLIENT,
     NARROW,
     SIDEWAYS,
     UNNAMED,
     Visit,
     call,
-    prepare,
+    prepared,
 )
-from service import Service, relay_env, running
+from service import Service
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -56,20 +55,10 @@ def done(visit: Visit) -> str:
 def test_an_operator_manages_segments_projects_and_the_archive(
     browser: Any, tmp_path: Path
 ) -> None:
-    central_env = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
-    with running(tmp_path / "central", env=central_env, name="central") as central:
-        env = relay_env(
-            central.url,
-            CLIENT,
-            RELAY_INSTANCE_ID="edge-relay-1",
-            RELAY_CLIENT_TOKENS=CLIENT,
-            RELAY_REPORT_INTERVAL="0.3",
-        )
-        with running(tmp_path / "relay", env=env, name="relay") as relay:
-            prepare(central, relay)
-            visit = Visit(browser, central.url, tmp_path / "screenshots")
-            manage(visit, central)
-            narrow(visit, central)
+    with prepared(tmp_path) as (central, _relay):
+        visit = Visit(browser, central.url, tmp_path / "screenshots")
+        manage(visit, central)
+        narrow(visit, central)
     if os.environ.get("SAVE_TEST_ARTIFACTS"):
         shutil.copytree(visit.shots, ARTIFACTS / "web-admin", dirs_exist_ok=True)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, Visit, choose, done, fill
+from browserkit import ARTIFACTS, Visit, choose, done, fill, served
 from sdks import Check, bucket, python_evaluate, quiet_sdk_logs
-from service import Service, get_json, running, wait_until
+from service import running, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -22,11 +22,6 @@ ADMIN = "*:*.flag-browser-admin-0123456789abcdef"
 CLIENT = "default:development.flag-browser-client-0123456789"
 FLAG = "new-checkout"
 USERS = [f"user-{n}" for n in range(400)]
-
-
-def served(central: Service) -> dict[str, Any]:
-    body = get_json(f"{central.url}/api/client/features", CLIENT)
-    return {f["name"]: f for f in body["features"]}
 
 
 def test_a_flag_is_made_rolled_out_reordered_and_archived_from_the_page(
@@ -89,13 +84,13 @@ def test_a_flag_is_made_rolled_out_reordered_and_archived_from_the_page(
         visit.click("form[action$='/environments/development/strategies/new'] button")
         fill(visit, "#listed", "vip-1, vip-2")
         visit.click("form.strategy button[name='save']")
-        first = [s["name"] for s in served(central)[FLAG]["strategies"]]
+        first = [s["name"] for s in served(central, CLIENT)[FLAG]["strategies"]]
         assert first == ["flexibleRollout", "userWithId"]
         visit.click("button[aria-label^='Move strategy 2'][aria-label$='in development up']")
         assert "up, to place 1" in done(visit)
         wait_until(
             lambda: (
-                [s["name"] for s in served(central)[FLAG]["strategies"]]
+                [s["name"] for s in served(central, CLIENT)[FLAG]["strategies"]]
                 == ["userWithId", "flexibleRollout"]
             ),
             "the SDKs' order follows",
@@ -112,7 +107,7 @@ def test_a_flag_is_made_rolled_out_reordered_and_archived_from_the_page(
         visit.seen("05-archive-confirm")
         visit.click("input[name='confirm'] ~ button")
         assert done(visit) == f"Archived {FLAG}"
-        wait_until(lambda: FLAG not in served(central), "the archived flag is not served")
+        wait_until(lambda: FLAG not in served(central, CLIENT), "the archived flag is not served")
         visit.seen("06-archived")
     if os.environ.get("SAVE_TEST_ARTIFACTS"):
         shutil.copytree(visit.shots, ARTIFACTS / "web-flags", dirs_exist_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, NARROW, SIDEWAYS, UNNAMED, Visit, call, choose, done, fill
+from browserkit import ARTIFACTS, NARROW, SIDEWAYS, UNNAMED, Visit, call, choose, done, fill, served
 from sdks import Check, python_evaluate, quiet_sdk_logs
 from service import Service, get_json, running, wait_until
 
@@ -22,11 +22,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.process]
 ADMIN = "*:*.links-browser-admin-0123456789abcdef"
 CLIENT = "default:development.links-browser-client-0123456789"
 USERS = [f"user-{n}" for n in range(20)]
-
-
-def served(central: Service) -> dict[str, Any]:
-    body = get_json(f"{central.url}/api/client/features", CLIENT)
-    return {f["name"]: f for f in body["features"]}
 
 
 def child_on(central: Service, tmp_path: Path) -> list[bool]:
@@ -57,7 +52,7 @@ def test_a_dependency_made_on_the_page_is_respected_by_an_sdk_and_logged(
         dependency = visit.find("section[aria-labelledby='dependency']").text
         assert "Served only while parent is on." in dependency, dependency
         visit.seen("01-dependency")
-        wait_until(lambda: "dependencies" in served(central)["child"], "the SDKs get it")
+        wait_until(lambda: "dependencies" in served(central, CLIENT)["child"], "the SDKs get it")
         quiet_sdk_logs()
         assert child_on(central, tmp_path) == [False] * len(USERS)  # parent off: child off
 
@@ -78,19 +73,21 @@ def test_a_dependency_made_on_the_page_is_respected_by_an_sdk_and_logged(
         visit.click("p.row-actions button[name='save']")
         assert done(visit) == "Set 2 environment variants of child in development"
         assert "blue 30 %, green 70 %" in visit.find("section.environment").text
-        variants = [(v["name"], v["weight"]) for v in served(central)["child"]["variants"]]
+        variants = [(v["name"], v["weight"]) for v in served(central, CLIENT)["child"]["variants"]]
         assert variants == [("blue", 300), ("green", 700)]
 
         # archived (asked first), then revived from the archive
         visit.click("form[action='/flags/child/archive'] button")
         visit.click("input[name='confirm'] ~ button")
         assert done(visit) == "Archived child"
-        wait_until(lambda: "child" not in served(central), "the archived flag is not served")
+        wait_until(
+            lambda: "child" not in served(central, CLIENT), "the archived flag is not served"
+        )
         visit.click("nav a[href='/archive']")
         visit.seen("03-archive")
         visit.click("button[aria-label='Revive child']")
         assert done(visit) == "Revived child: it is off in every environment"
-        wait_until(lambda: "child" in served(central), "the revived flag is served")
+        wait_until(lambda: "child" in served(central, CLIENT), "the revived flag is served")
 
         # every change of the test, from the flag's page to its event log
         visit.go("/flags/child")

@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric
+from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric, registration
 from webkit import FEATURES, page, sign_in
 
 from relay.core.domain import hour_start
@@ -61,16 +61,8 @@ async def test_the_usage_columns_name_the_hour_windows_they_sum(client: Any) -> 
 
 
 async def test_an_application_is_seen_again_when_its_metrics_arrive(client: Any) -> None:
-    registration = {
-        "appName": "shop",
-        "instanceId": "shop-1",
-        "sdkVersion": "unleash-client-python:6.9.1",
-        "strategies": ["default"],
-        "started": datetime.now(UTC).isoformat(),
-        "interval": 15,
-    }
     assert (
-        await client.post("/api/client/register", json=registration, headers=auth(DEV_KEY))
+        await client.post("/api/client/register", json=registration(), headers=auth(DEV_KEY))
     ).status == 202
 
     async def last_seen() -> datetime:
@@ -106,15 +98,8 @@ async def test_an_application_fed_through_a_relay_is_seen_when_its_counts_arrive
 ) -> None:
     """A relay's bulk names applications, not instances: the applications page says when
     each application's counts last arrived, per environment, whatever its instances."""
-    registration = {
-        "appName": "shop",
-        "instanceId": "shop-1",
-        "sdkVersion": "unleash-client-python:6.9.1",
-        "strategies": ["default"],
-        "started": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-        "interval": 15,
-    }
-    body = bulk(applications=[registration | {"environment": "development"}])
+    started = datetime.now(UTC) - timedelta(days=2)
+    body = bulk(applications=[registration(started) | {"environment": "development"}])
     posted = await client.post("/api/client/metrics/bulk", json=body, headers=auth(DEV_KEY))
     assert posted.status == 202
     await sign_in(client)

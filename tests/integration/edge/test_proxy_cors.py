@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import MakeClient
 from fake_upstream import FakeUpstream
-from proxykit import API_KEY, KEY, _flags, proxied, ready  # noqa: F401  (the fixtures)
+from proxykit import API_KEY, KEY, _flags, proxied, ready  # noqa: F401  (_flags, proxied: the fixtures)
 
 
 async def test_cors_as_the_proxys_cors_package_answered(
