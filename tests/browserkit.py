@@ -17,8 +17,6 @@ from conftest import registration
 from service import Service, get_json, relay_env, running, stored, wait_until
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
-
-
 BROKEN_WORDS = """
 const broken = [];
 for (const cell of document.querySelectorAll('main td, main th')) {
@@ -44,8 +42,6 @@ or after a hyphen, a slash, a comma, a dot, a colon)."""
 
 
 ADMIN = "*:*.browser-admin-secret-0123456789abcdef"
-
-
 CLIENT = "default:development.browser-client-secret-0123456789"
 
 
@@ -217,8 +213,6 @@ def prepare(central: Service, relay: Service) -> None:
 
 
 NARROW = 390
-
-
 SIDEWAYS = """
 return [document.documentElement.scrollWidth, window.innerWidth,
   [...document.querySelectorAll('*')].filter((el) => el.scrollWidth > el.clientWidth + 1

@@ -13,8 +13,6 @@ from conftest import DEV_KEY
 from relay.edge.flags.store import FlagScope
 
 OTHER_DEV_KEY = "default:development.another-dev-secret-0123456789"
-
-
 SPEC = {"Unleash-Client-Spec": "5.2.0"}
 
 

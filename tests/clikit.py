@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 ADMIN = "*:*.pinned-admin-secret-0123456789"
-
-
 CLIENT = "default:development.pinned-client-secret-0123456789"
 
 

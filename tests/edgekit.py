@@ -22,14 +22,8 @@ from service import (
 from relay.cli.edge.options import OPTIONS
 
 ADMIN = "*:*.edge-cli-admin-secret-0123456789"
-
-
 DEV = "default:development.edge-cli-dev-secret-0123456789"
-
-
 PROD = "default:production.edge-cli-prod-secret-0123456789"
-
-
 RELAY = (sys.executable, "-m", "relay")
 
 

@@ -13,11 +13,7 @@ from load import Load
 from service import relay_env as service_relay_env
 
 ADMIN = "*:*.faults-admin-secret-0123456789"
-
-
 CLIENT = "default:development.faults-client-secret-0123456789"
-
-
 CENTRAL_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
 
 

@@ -6,8 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 FRONT_KEY = "default:development.front-secret-for-tests-0123456789"
-
-
 FRONTEND_KEY = "default:development.frontend-secret-for-tests-0123456789"
 
 

@@ -13,11 +13,7 @@ from flagkit import FEATURES, env_path, even_variants, http
 from sdks import VARIANT_SEED, bucket
 
 ADMIN = "*:*.frontend-browser-admin-0123456789abcdef"
-
-
 CLIENT = "default:development.frontend-browser-client-0123456789"
-
-
 FRONTEND = "default:development.frontend-browser-front-0123456789"
 CENTRAL_ENV = {
     "RELAY_INIT_ADMIN_API_TOKENS": ADMIN,
@@ -27,11 +23,7 @@ CENTRAL_ENV = {
 
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
-
-
 VIPS = {"alice", "carol"}
-
-
 PAYLOADS = {
     "blue": {"type": "json", "value": '{"color": "#00f"}'},
     "green": {"type": "string", "value": "go"},

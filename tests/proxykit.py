@@ -11,14 +11,8 @@ from fake_upstream import FakeUpstream
 from service import eventually
 
 KEY = "some-secret"
-
-
 API_KEY = "*:development.proxy-paths-upstream-0123456789abcdef"  # every project
-
-
 SERVER = "server-side-key"
-
-
 FLAGS = [
     {"name": "on", "enabled": True, "project": "default", "strategies": []},
     {"name": "off", "enabled": False, "project": "default", "strategies": []},

@@ -16,11 +16,7 @@ from service import relay_env as service_relay_env
 from service import stored as stored_counts
 
 ADMIN = "*:*.e2e-admin-secret-0123456789"
-
-
 CLIENT = "default:development.e2e-client-secret-0123456789"
-
-
 STANDALONE_ENV = {"RELAY_INIT_ADMIN_API_TOKENS": ADMIN, "RELAY_INIT_CLIENT_API_TOKENS": CLIENT}
 
 
