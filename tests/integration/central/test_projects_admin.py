@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from typing import Any
 
 import asyncpg
@@ -213,6 +214,21 @@ async def _lock_waiter(conn: Any) -> bool:
     return bool(found)
 
 
+async def behind_a_writer(
+    conn: Any, statements: list[str], request: Coroutine[Any, Any, Any], waiting: str
+) -> Any:
+    """``request``, sent while another writer (``conn``, in a transaction) has run
+    ``statements``: it waits for that writer's locks; its answer once the writer commits."""
+    writer = conn.transaction()
+    await writer.start()
+    for statement in statements:
+        await conn.execute(statement)
+    answer = asyncio.create_task(request)
+    await eventually(lambda: _lock_waiter(conn), waiting)
+    await writer.commit()
+    return await answer
+
+
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # another writer's locks
 async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
     make_client: MakeClient, database_url: str
@@ -225,15 +241,16 @@ async def test_enabling_an_environment_waits_for_a_deletion_of_its_project(
     await project(client, "shop")
     conn = await asyncpg.connect(database_url)
     try:
-        deletion = conn.transaction()
-        await deletion.start()
-        await conn.execute("UPDATE flag_revision SET revision = revision + 1 WHERE id = 1")
-        await conn.execute("DELETE FROM projects WHERE id = 'shop'")
         body = {"environment": "development"}
-        enabling = asyncio.create_task(call(client, "POST", f"{PROJECTS}/shop/environments", body))
-        await eventually(lambda: _lock_waiter(conn), "the enabling to wait for the deletion")
-        await deletion.commit()
-        status, error = await enabling
+        status, error = await behind_a_writer(
+            conn,
+            [
+                "UPDATE flag_revision SET revision = revision + 1 WHERE id = 1",
+                "DELETE FROM projects WHERE id = 'shop'",
+            ],
+            call(client, "POST", f"{PROJECTS}/shop/environments", body),
+            "the enabling to wait for the deletion",
+        )
     finally:
         await conn.close()
     assert status == 404, error
@@ -251,15 +268,16 @@ async def test_a_key_made_during_its_projects_deletion_waits_and_is_refused(
     await project(client, "shop")
     conn = await asyncpg.connect(database_url)
     try:
-        deletion = conn.transaction()
-        await deletion.start()
-        await conn.execute("UPDATE projects SET name = name WHERE id = 'shop'")
-        await conn.execute("DELETE FROM projects WHERE id = 'shop'")
         body = {"type": "client", "environment": "development", "projects": ["shop"]}
-        asking = asyncio.create_task(call(client, "POST", "/api/admin/api-tokens", body))
-        await eventually(lambda: _lock_waiter(conn), "the key to wait for the deletion")
-        await deletion.commit()
-        status, error = await asking
+        status, error = await behind_a_writer(
+            conn,
+            [
+                "UPDATE projects SET name = name WHERE id = 'shop'",
+                "DELETE FROM projects WHERE id = 'shop'",
+            ],
+            call(client, "POST", "/api/admin/api-tokens", body),
+            "the key to wait for the deletion",
+        )
         left = await conn.fetchval("SELECT count(*) FROM api_tokens WHERE projects LIKE '%shop%'")
     finally:
         await conn.close()
@@ -278,19 +296,18 @@ async def test_a_project_deleted_while_a_key_is_made_for_it_revokes_that_key(
     await project(client, "shop")
     conn = await asyncpg.connect(database_url)
     try:
-        making = conn.transaction()
-        await making.start()
-        await conn.execute("UPDATE environments SET type = type WHERE name = 'development'")
-        await conn.execute("UPDATE projects SET name = name WHERE id = 'shop'")
-        await conn.execute(
-            "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
-            " created_at) VALUES ('k-race', 'hash-race', 'shop:development.****', 'client',"
-            " 'development', '[\"shop\"]', 0)"
+        status, error = await behind_a_writer(
+            conn,
+            [
+                "UPDATE environments SET type = type WHERE name = 'development'",
+                "UPDATE projects SET name = name WHERE id = 'shop'",
+                "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
+                " created_at) VALUES ('k-race', 'hash-race', 'shop:development.****', 'client',"
+                " 'development', '[\"shop\"]', 0)",
+            ],
+            call(client, "DELETE", f"{PROJECTS}/shop"),
+            "the deletion to wait for the key",
         )
-        deleting = asyncio.create_task(call(client, "DELETE", f"{PROJECTS}/shop"))
-        await eventually(lambda: _lock_waiter(conn), "the deletion to wait for the key")
-        await making.commit()
-        status, error = await deleting
         left = await conn.fetchval("SELECT count(*) FROM api_tokens WHERE id = 'k-race'")
     finally:
         await conn.close()
@@ -308,18 +325,17 @@ async def test_an_environment_deleted_while_a_key_is_made_for_it_is_refused(
     await ok(client, "POST", "/api/admin/environments", {"name": "qa", "type": "test"}, 201)
     conn = await asyncpg.connect(database_url)
     try:
-        making = conn.transaction()
-        await making.start()
-        await conn.execute("UPDATE environments SET type = type WHERE name = 'qa'")
-        await conn.execute(
-            "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
-            " created_at) VALUES ('k-qa', 'hash-qa', 'default:qa.****', 'client', 'qa',"
-            " '[\"default\"]', 0)"
+        status, error = await behind_a_writer(
+            conn,
+            [
+                "UPDATE environments SET type = type WHERE name = 'qa'",
+                "INSERT INTO api_tokens (id, secret_hash, display, type, environment, projects,"
+                " created_at) VALUES ('k-qa', 'hash-qa', 'default:qa.****', 'client', 'qa',"
+                " '[\"default\"]', 0)",
+            ],
+            call(client, "DELETE", "/api/admin/environments/qa"),
+            "the deletion to wait for the key",
         )
-        deleting = asyncio.create_task(call(client, "DELETE", "/api/admin/environments/qa"))
-        await eventually(lambda: _lock_waiter(conn), "the deletion to wait for the key")
-        await making.commit()
-        status, error = await deleting
     finally:
         await conn.close()
     assert status == 409, error
