@@ -7,8 +7,10 @@ reachable PostgreSQL the postgres runs are skipped, except under CI=true, where 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,16 @@ from relay.api.shared import Shared, layout
 from relay.app import build_app, initialise
 from relay.settings import Settings, load_settings
 
+REPO = Path(__file__).parent.parent
+"""The repository's root, wherever a test module sits below tests/."""
+DATA = Path(__file__).parent / "data"
+"""Fixed files the tests read (answers written by a real Unleash...)."""
+
 ADMIN_KEY = "*:*.admin-secret-for-tests-0123456789"
 DEV_KEY = "default:development.dev-secret-for-tests-0123456789"
 PROD_KEY = "default:production.prod-secret-for-tests-0123456789"
+
+BULK = "/api/client/metrics/bulk"
 
 SLOW_TIERS = ("process", "deploy")  # markers (pyproject.toml)
 
@@ -251,6 +260,19 @@ def metric(
     return {"featureName": feature, "appName": app, "environment": env, **counts}
 
 
+def registration(started: datetime | None = None) -> dict[str, Any]:
+    """The registration of the Python SDK's instance ``shop-1`` of app ``shop``, started
+    ``started`` (now by default)."""
+    return {
+        "appName": "shop",
+        "instanceId": "shop-1",
+        "sdkVersion": "unleash-client-python:6.9.1",
+        "strategies": ["default"],
+        "started": (started or datetime.now(UTC)).isoformat(),
+        "interval": 15,
+    }
+
+
 def bulk(
     metrics: list[dict[str, Any]] | None = None, applications: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -265,6 +287,26 @@ async def raw(client: Any, feature: str, hours_back: int | None = None) -> list[
     assert body["version"] == 1 and body["maturity"] == "stable"
     data: list[dict[str, Any]] = body["data"]
     return data
+
+
+async def post(
+    client: Any,
+    body: Any,
+    key: str = DEV_KEY,
+    path: str = BULK,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """POST ``body`` (JSON, or bytes sent as they are) to a test app with ``key``: the status
+    and the JSON answer. A 202 is empty (None); any other answer is JSON."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    sent = {**auth(key), "Content-Type": "application/json", **(headers or {})}
+    response = await client.post(path, data=data, headers=sent)
+    answer = await response.read()
+    if response.status == 202:
+        assert answer == b"", answer[:200]
+        return 202, None
+    assert response.content_type == "application/json", (response.status, answer[:200])
+    return response.status, json.loads(answer)
 
 
 def assert_error(body: dict[str, Any], name: str) -> None:

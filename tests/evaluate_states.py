@@ -17,7 +17,7 @@ asked the same question:
   ``flexibleRollout`` without ``groupId`` (yggdrasil hashes it with the child's name);
 - ``applicationHostname`` naming our host: the Python build of yggdrasil has no host name
   (the strategy never matches there), so only lists without it are drawn; the host name's
-  match is tested in ``tests/test_evaluate.py``.
+  match is tested in ``tests/unit/core/test_evaluate.py``.
 """
 
 from __future__ import annotations

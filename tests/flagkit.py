@@ -86,6 +86,20 @@ def rollout(percent: int, **parameters: str) -> dict[str, Any]:
     }
 
 
+def even_variants(payloads: dict[str, Any]) -> list[dict[str, Any]]:
+    """One variant per payload, all of one weight, sticky on ``userId``."""
+    return [
+        {
+            "name": name,
+            "weight": 500,
+            "weightType": "variable",
+            "stickiness": "userId",
+            "payload": payload,
+        }
+        for name, payload in payloads.items()
+    ]
+
+
 def http(
     method: str,
     url: str,

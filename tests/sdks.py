@@ -28,13 +28,13 @@ NODE_DIR = HERE / ".node"
 PACKAGES = {
     "unleash-client": "6.12.1",
     "@unleash/client-specification": "6.1.0",
-    "unleash-proxy-client": "3.8.2",  # the browser SDK: tests/test_frontend_browser.py
-    # OpenFeature's server SDK and its OFREP provider: tests/test_ofrep_sdks.py
+    "unleash-proxy-client": "3.8.2",  # the browser SDK: tests/e2e/test_frontend_browser.py
+    # OpenFeature's server SDK and its OFREP provider: tests/e2e/test_ofrep_sdks.py
     "@openfeature/server-sdk": "1.23.0",
     "@openfeature/ofrep-provider": "0.1.3",
 }
 WEB_PACKAGES = {
-    # OpenFeature's web SDK and its OFREP provider, in a page: tests/test_ofrep_browser.py
+    # OpenFeature's web SDK and its OFREP provider, in a page: tests/e2e/test_ofrep_browser.py
     # (a folder of their own: the server provider's OFREP core is another major version)
     "@openfeature/web-sdk": "1.10.0",
     "@openfeature/ofrep-web-provider": "0.4.3",

@@ -1,4 +1,4 @@
-// Starts a real Unleash server (npm unleash-server) for tests/test_flags_relay.py: its
+// Starts a real Unleash server (npm unleash-server) for tests/e2e/test_flags_relay.py: its
 // PostgreSQL database from UNLEASH_DB_*, its port from RELAY_PORT (set by tests/service.py),
 // its keys from INIT_ADMIN_API_TOKENS and INIT_CLIENT_API_TOKENS (read by Unleash itself).
 const unleash = require('unleash-server');
