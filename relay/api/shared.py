@@ -61,6 +61,7 @@ class Room(enum.IntEnum):
     FULL = 2  # 1 while it is over its bound and the leader evicts
     GROWTH = 3  # thousandths of a byte of file per byte counted written, as last seen
     DRY = 4  # 1 while no room is left to make but of counts: new counts pay for their own
+    ROUNDS = 5  # checks the leader ended with requests waiting for room (``Shared.wanted``)
 
 
 class Kind(enum.IntEnum):
@@ -217,12 +218,11 @@ class Shared:
         self._words[base + Room.GROWTH] = round(growth * 1000)
         self._words[base + Room.FULL] = int(full)
 
-    def dry(self, dry: bool) -> None:
-        """Whether the leader found no room left to make but of counts (``Room.DRY``)."""
-        self._words[(len(Kind) + 3) * self._layout.workers + Room.DRY] = int(dry)
+    def set_room(self, word: Room, value: int) -> None:
+        """One word of the leader's (``Room.DRY``, ``Room.ROUNDS``): one writer, the leader."""
+        self._words[(len(Kind) + 3) * self._layout.workers + word] = value
 
-    # notes: a slot each, written by its worker, read whole (a sequence number around the
-    # write, odd while it lasts)
+    # notes: a slot each, written by its worker, read whole (a sequence number, odd mid-write)
 
     @property
     def workers(self) -> int:

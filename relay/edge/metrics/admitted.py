@@ -44,7 +44,8 @@ class Admitted:
     public key's, ``Origin.browser``) grow the buffer to ``BROWSER_SHARE`` of its bound
     only, then pay for their room at once: no flood of a key anyone can read leaves an SDK
     without room. A request larger than the room eviction can make goes in alone, once the
-    leader has made what room it can: the buffer passes its bound by one request at most."""
+    leader has made what room it can for it: the buffer passes its bound by one request at
+    most."""
 
     def __init__(
         self, store: MetricsStore, gate: IngestGate | None, shared: Shared, max_bytes: int
@@ -76,18 +77,24 @@ class Admitted:
             if not pays:
                 self._shared.settle(size)
 
-    def _alone(self, size: int) -> bool:
+    def _alone(self, size: int, asked: int) -> bool:
         """A request larger than the room eviction can make, with no other write in flight,
         once the leader has measured every write before it and made what room it can of
-        other than counts. Once only counts are left (``Room.DRY``) it pays for its room
-        as any other: let in unpaid, a key's one large request would take the files past
-        the bound with nothing of its own given for it."""
+        other than counts for it: a check begun after the request asked (``asked``: the
+        leader's ``Room.ROUNDS`` then; the one under way may not have seen it) has ended.
+        Once only counts are left (``Room.DRY``) it pays for its room as any other: let in
+        unpaid, a key's one large request would take the files past the bound with nothing
+        of its own given for it (before a check had seen it, ``Room.DRY`` still said what
+        the last check found without it, and whether the leader had measured first
+        decided: 1,024 KiB bound, six requests of 1.5 MB each all 202 and 5.2 MB of files,
+        or all 503)."""
         shared = self._shared
         large = size * growth(shared) > self._max_bytes - self._max_bytes // 8
         alone = shared.admitted() - shared.settled() == size
         measured = shared.room(Room.MARK) == shared.settled()
+        answered = shared.room(Room.ROUNDS) >= asked + 2
         room = not (shared.room(Room.FULL) or shared.room(Room.DRY))
-        return large and alone and measured and room
+        return large and alone and measured and answered and room
 
     async def _room(self, size: int, browser: bool) -> bool:
         """False once ``size`` bytes are admitted; True when the request is to pay for its
@@ -95,10 +102,11 @@ class Admitted:
         deadline = time.monotonic() + ROOM_PATIENCE
         bound = int(self._max_bytes * BROWSER_SHARE) if browser else self._max_bytes
         shared, waiter = self._shared, object()
+        asked = shared.room(Room.ROUNDS)
         try:
             while True:
                 shared.admit(size)
-                if not over(shared, bound) or (not browser and self._alone(size)):
+                if not over(shared, bound) or (not browser and self._alone(size, asked)):
                     return False
                 shared.withdraw(size)
                 if browser or shared.room(Room.DRY):

@@ -33,7 +33,7 @@ from typing import Final
 from aiohttp import web
 from prometheus_client import Counter, Gauge
 
-from relay.api.shared import Shared
+from relay.api.shared import Room, Shared
 from relay.core.errors import DiskFull, StorageError
 from relay.edge.metrics.admitted import GROWTH, over
 from relay.store.buffer_space import BufferSpace, BufferStats, Evicted
@@ -159,11 +159,13 @@ class BufferMonitor:
                 await self._bound(wanted)
                 footprint = await self._measure()
             else:
-                self._shared.dry(False)
+                self._shared.set_room(Room.DRY, 0)
                 if self._space.wal_bytes() > self._wal_bytes:
                     await self._db.checkpoint()
                     footprint = await self._measure()
             self._room(footprint, full=footprint > self._max_bytes)
+            if wanted:
+                self._shared.set_room(Room.ROUNDS, self._shared.room(Room.ROUNDS) + 1)
         except DiskFull as exc:  # deleting needs a little room too
             if not await make_room(self._reserve, self._db):
                 self._disk_full(str(exc))
@@ -225,7 +227,7 @@ class BufferMonitor:
             evicted = await self._space.evict(target, keys_target, began, self._sending)
             rest, keys = await self._space.rest_bytes(), await self._space.key_bytes()
             room = self._max_bytes - self._wal_bytes - keys  # what the rest may hold
-            self._shared.dry(rest + wanted > min(room, rest_part))
+            self._shared.set_room(Room.DRY, int(rest + wanted > min(room, rest_part)))
             self._report(evicted, held)
 
     def _report(self, evicted: Evicted, held: int) -> None:
