@@ -17,9 +17,9 @@ from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalon
 from test_web import page, sign_in
 
 from relay.app import build_app
-from relay.central.admin import DEFAULT_INSTANCES
 from relay.central.flags.unknown import MAX_REPORTS
 from relay.central.state import USAGE
+from relay.central.usage_api import DEFAULT_INSTANCES
 from relay.central.web.pages import (
     APPS_SHOWN,
     FLAGS_PAGE,

@@ -19,7 +19,7 @@ from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
-from relay.central import admin, edges, events_api, impact, projects_api
+from relay.central import edges, events_api, impact, keys_api, projects_api, usage_api
 from relay.central.environments import EnvironmentStore
 from relay.central.events import EventLog
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
@@ -217,7 +217,13 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     sessions = add_web(app, db, settings)
     app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
     routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
-    routes += [*streaming.ROUTES, *admin.ROUTES, *projects_api.ROUTES, *events_api.ROUTES]
+    routes += [
+        *streaming.ROUTES,
+        *keys_api.ROUTES,
+        *usage_api.ROUTES,
+        *projects_api.ROUTES,
+        *events_api.ROUTES,
+    ]
     routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
     routes += transfer_api.ROUTES
     routes += frontend.routes(not settings.disable_all_endpoint, (503,))
