@@ -21,8 +21,8 @@ from test_impact import impact, series
 from test_storable import FOUR_BYTES
 from test_web import page, sign_in
 
+from relay.central.database import central_database
 from relay.central.usage import UsageReader
-from relay.central.wiring import central_database
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.core.errors import StorageError
 from relay.store import ingest_log
@@ -340,7 +340,6 @@ def test_the_log_row_encoding_reads_back_what_it_wrote() -> None:
     assert json.loads(text)["c"][0][:4] == ["app", "development", "f", HOUR]
     back = ingest_log.decode(text)
     assert back.counts == batch.counts
-
 
 
 async def test_log_ids_never_go_back_once_the_log_is_emptied(instances: list[Instance]) -> None:

@@ -28,8 +28,8 @@ from pydantic import ValidationError
 from service import eventually
 from test_flusher import dead_letters, post
 
+from relay.central.database import central_database
 from relay.central.usage import UsageReader
-from relay.central.wiring import central_database
 from relay.core.convert import from_bulk
 from relay.core.domain import IngestBatch, MetricKey
 from relay.edge.metrics.flusher import REFUSALS

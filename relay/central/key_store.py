@@ -3,17 +3,21 @@ on either backend: resolved from a cache, listed, revoked, and their last use re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
+from relay.api.jobs import every
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.central.events import EventLog
 from relay.core.audit import Actor, EventType
-from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.core.errors import Conflict, InvalidInput, NotFound, StorageError
 from relay.core.keys import KeySpec, Principal, hash_key
 from relay.store.sql import Database, Row, Transaction
 from relay.wire.common import KeyType
@@ -220,6 +224,26 @@ class KeyStore:
         if noted is not None and (last is None or noted > last):
             last = noted
         return KeyRecord(row["id"], principal_of(row), row["created_at"], last)
+
+
+def kept_current(store: KeyStore) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The key store's jobs while the application runs: the key revision polled every
+    ``POLL_INTERVAL``, last uses written every ``USE_INTERVAL`` and once more at the end
+    (before the database closes; a database already away loses those few seconds)."""
+    polling = every(POLL_INTERVAL, store.poll, "key-revision")
+    writing = every(USE_INTERVAL, store.write_uses, "key-uses")
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        poll, write = (
+            contextlib.asynccontextmanager(polling),
+            contextlib.asynccontextmanager(writing),
+        )
+        async with poll(app), write(app):
+            yield
+        with contextlib.suppress(StorageError):
+            await store.write_uses()
+
+    return ctx
 
 
 def shown(key_id: str, principal: Principal) -> dict[str, Any]:

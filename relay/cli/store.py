@@ -240,7 +240,7 @@ def _flag_line(flag: FlagOut) -> str:
 
 def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) -> int:
     """Run ``work`` on the standalone store; print what it returns, or one line of error."""
-    from relay.central.wiring import central_database
+    from relay.central.database import central_database
 
     async def run() -> str:
         db = central_database(settings)

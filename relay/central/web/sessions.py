@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from relay.api.jobs import every
+from relay.central.counts import PRUNE_INTERVAL
 from relay.core.keys import hash_key
 from relay.store.sql import Database
 
@@ -84,6 +87,12 @@ class SessionStore:
             samesite="Strict",
             secure=secure,
         )
+
+
+def expiring(store: SessionStore) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Expired sessions deleted every ``PRUNE_INTERVAL`` (a session past its time is never
+    found, so this only keeps the table short)."""
+    return every(PRUNE_INTERVAL, store.prune, "prune-sessions")
 
 
 def clear_cookie(response: web.StreamResponse) -> None:
