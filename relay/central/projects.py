@@ -20,7 +20,7 @@ from typing import Any
 
 from relay.central.flags.records import Reads
 from relay.central.flags.writes import FlagWrite, Writer
-from relay.central.key_store import principal_of, shown
+from relay.central.key_records import principal_of, shown
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.core.flags import FLEXIBLE_ROLLOUT

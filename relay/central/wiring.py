@@ -36,6 +36,7 @@ from relay.central.flags.tags import TagService
 from relay.central.flags.transfer import TransferService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
+from relay.central.key_records import SqlKeyRecords
 from relay.central.key_store import KeyStore, kept_current
 from relay.central.keys import KeyService
 from relay.central.projects import ProjectStore
@@ -79,7 +80,7 @@ Context = Callable[[web.Application], AsyncIterator[None]]
 
 def key_service(db: Database, settings: Settings) -> KeyService:
     """The key service of the command line and of start-up (its changes logged)."""
-    return KeyService(KeyStore(db, EventLog(db, settings.event_log_kept)))
+    return KeyService(KeyStore(SqlKeyRecords(db, EventLog(db, settings.event_log_kept))))
 
 
 async def initialise(settings: Settings) -> None:
@@ -108,7 +109,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     leader = shared.worker == 0
     db = central_database(settings)
     events = EventLog(db, settings.event_log_kept)
-    key_store = KeyStore(db, events, shared)
+    key_store = KeyStore(SqlKeyRecords(db, events), shared)
     keys = KeyService(key_store)
     served = ClientFeaturesCache(db, shared=shared)
     writer = Writer(db, served.committed, events=events)
