@@ -58,6 +58,7 @@ from relay.central.state import (
     VARIANTS,
 )
 from relay.central.usage import UsageReader
+from relay.central.usage_records import SqlUsageRecords
 from relay.central.web import sessions as web_sessions
 from relay.central.web.routes import add_web
 from relay.core.errors import StorageError
@@ -121,7 +122,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[PROJECTS] = ProjectStore(db, writer, key_store.poll)
     app[ENVIRONMENTS] = EnvironmentStore(db, writer)
     app[EVENTS] = events
-    app[USAGE] = UsageReader(db, folder.caught_up)
+    app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
     app[INGEST] = Ingest(metrics)
     app[FLAGS] = FlagService(writer)
     app[STRATEGIES] = StrategyService(writer)
