@@ -20,6 +20,7 @@ from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
 from relay.central import counts, edges, events_api, impact, keys_api, projects_api, usage_api
 from relay.central.database import central_database, opened
+from relay.central.environment_records import SqlEnvironmentRecords
 from relay.central.environments import EnvironmentStore
 from relay.central.events import EventLog
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
@@ -120,7 +121,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[KEY_RESOLVER] = key_store
     app[KEYS] = keys
     app[PROJECTS] = ProjectStore(db, writer, key_store.poll)
-    app[ENVIRONMENTS] = EnvironmentStore(db, writer)
+    app[ENVIRONMENTS] = EnvironmentStore(SqlEnvironmentRecords(db, writer))
     app[EVENTS] = events
     app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
     app[INGEST] = Ingest(metrics)
