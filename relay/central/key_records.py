@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from relay.central.events import EventLog
-from relay.central.key_store import KeyRecord
+from relay.central.key_store import KeyRecord, shown
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.keys import Principal
@@ -111,17 +110,6 @@ class SqlKeyRecords:
 
 def _record(row: Row) -> KeyRecord:
     return KeyRecord(row["id"], principal_of(row), row["created_at"], row["last_used_at"])
-
-
-def shown(key_id: str, principal: Principal) -> dict[str, Any]:
-    """A key as its events show it: what the admin API lists, never a secret."""
-    return {
-        "id": key_id,
-        "tokenName": principal.token_name,
-        "type": principal.type.value,
-        "environment": principal.environment,
-        "projects": list(principal.projects),
-    }
 
 
 def _scope(principal: Principal) -> dict[str, str | None]:

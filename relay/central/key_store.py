@@ -9,7 +9,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -207,6 +207,17 @@ def kept_current(store: KeyStore) -> Callable[[web.Application], AsyncIterator[N
             await store.write_uses()
 
     return ctx
+
+
+def shown(key_id: str, principal: Principal) -> dict[str, Any]:
+    """A key as its events show it: what the admin API lists, never a secret."""
+    return {
+        "id": key_id,
+        "tokenName": principal.token_name,
+        "type": principal.type.value,
+        "environment": principal.environment,
+        "projects": list(principal.projects),
+    }
 
 
 def new_key_id() -> str:

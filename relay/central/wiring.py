@@ -40,6 +40,7 @@ from relay.central.flags.writes import Writer
 from relay.central.key_records import SqlKeyRecords
 from relay.central.key_store import KeyStore, kept_current
 from relay.central.keys import KeyService
+from relay.central.project_records import SqlProjectRecords
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
@@ -120,7 +121,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
 
     app[KEY_RESOLVER] = key_store
     app[KEYS] = keys
-    app[PROJECTS] = ProjectStore(db, writer, key_store.poll)
+    app[PROJECTS] = ProjectStore(SqlProjectRecords(db, writer), key_store.poll)
     app[ENVIRONMENTS] = EnvironmentStore(SqlEnvironmentRecords(db, writer))
     app[EVENTS] = events
     app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
