@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.audit import Actor, EventType
 from relay.store.sql import Database, Row, Transaction

@@ -1,6 +1,6 @@
 """API keys' rows in the central database (table ``api_tokens``, the revision in
 ``key_revision``), on either backend: the ``KeyRecords`` of ``relay.central.key_store``.
-Issuing and revoking a key are logged in their own transaction (``relay.central.events``)."""
+Issuing and revoking a key are logged in their own transaction (``relay.central.event_records``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
 from relay.central.key_store import KeyRecord, shown
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound

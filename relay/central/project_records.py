@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
 from relay.central.flags.records import Reads
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.central.key_records import principal_of

@@ -3,8 +3,8 @@
 Each change is one write transaction whose conflict is decided by the database
 (``ON CONFLICT DO NOTHING`` and the rows it reports), never by a read before the write: two
 instances on one PostgreSQL database enabling the same environment at once get one 200 and
-one 409, as one instance would. Each records its event (``relay.central.events``) in that
-transaction, as made by the actor it is given.
+one 409, as one instance would. Each records its event (``relay.central.event_records``)
+in that transaction, as made by the actor it is given.
 
 Deletes follow Unleash 8: the default project cannot be deleted, nor one with flags that are
 not archived (its archived flags, its segments and the keys of it alone go with it).

@@ -22,7 +22,8 @@ from relay.central import counts, edges, events_api, impact, keys_api, projects_
 from relay.central.database import central_database, opened
 from relay.central.environment_records import SqlEnvironmentRecords
 from relay.central.environments import EnvironmentStore
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
+from relay.central.events import EventReader
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
@@ -123,7 +124,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[KEYS] = keys
     app[PROJECTS] = ProjectStore(SqlProjectRecords(db, writer), key_store.poll)
     app[ENVIRONMENTS] = EnvironmentStore(SqlEnvironmentRecords(db, writer))
-    app[EVENTS] = events
+    app[EVENTS] = EventReader(events)
     app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
     app[INGEST] = Ingest(metrics)
     app[FLAGS] = FlagService(writer)

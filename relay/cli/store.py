@@ -197,7 +197,7 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.central.events import EventLog
+    from relay.central.event_records import EventLog
     from relay.central.flags.flags import FlagService
     from relay.central.flags.playground import evaluate_on
     from relay.central.flags.writes import Writer
