@@ -147,8 +147,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app.cleanup_ctx.append(
         opened(db, settings, app[READY], _keys_ready(keys, key_store, settings, leader))
     )
-    app.cleanup_ctx.append(counts.committing(metrics))
     app.cleanup_ctx.append(counts.folding(folder, leader))
+    app.cleanup_ctx.append(counts.committing(metrics))  # its last commits before the fold ends
     app.cleanup_ctx.append(kept_current(key_store))
     app.cleanup_ctx.append(_flag_revisions(db, served))
     app.cleanup_ctx.append(web_sessions.expiring(sessions))
