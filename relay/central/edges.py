@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated
 
 from aiohttp import web
@@ -20,8 +20,10 @@ from pydantic import Field, TypeAdapter
 from relay.api.auth import PRINCIPAL
 from relay.api.body import read_kept
 from relay.api.client import client_route
+from relay.api.jobs import every
 from relay.api.paging import NO_NUL, CursorName, next_url, position, whole
 from relay.central.admin import admin_route
+from relay.central.counts import PRUNE_INTERVAL
 from relay.central.state import EDGES
 from relay.core.domain import from_epoch
 from relay.core.edges import STALE_AFTER, ReportScope, flatten
@@ -91,8 +93,13 @@ def after(query: Mapping[str, str]) -> tuple[str, str, str] | None:
     return position(query["after"], _AFTER) if "after" in query else None
 
 
-async def forget_old(store: EdgeReportStore) -> None:
-    await store.prune(time.time() - KEEP)
+def pruning(store: EdgeReportStore) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Reports of relays not heard from for ``KEEP`` seconds forgotten every ``PRUNE_INTERVAL``."""
+
+    async def forget_old() -> None:
+        await store.prune(time.time() - KEEP)
+
+    return every(PRUNE_INTERVAL, forget_old, "prune-edges")
 
 
 async def edges(request: web.Request) -> web.Response:

@@ -1,5 +1,6 @@
 """Environments: created, listed, changed (type and order) and deleted, each change with its
-event in its transaction.
+event in its transaction. Their rows are ``EnvironmentRecords``'
+(``relay.central.environment_records`` on either backend).
 
 An environment's name is its identity: client and frontend keys carry it
 (``project:environment.secret``), so it is never renamed. One is not deleted while a key is
@@ -10,52 +11,90 @@ there with it, a flag write (SDKs of other environments see no change but a new 
 
 from __future__ import annotations
 
-import time
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
-from relay.central.flags.writes import Writer
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidOperation, NotFound
-from relay.store.sql import Database, Row, Transaction
 from relay.wire import admin as wire
 
-_COLUMNS = "name, type, enabled, sort_order"
+SORT_STEP = 100
+"""An environment created without a sort order comes this far after the last one."""
+
+
+class EnvironmentChange(Protocol):
+    """One transaction over the environments, made by one actor."""
+
+    async def find(self, name: str) -> wire.EnvironmentOut | None: ...
+
+    async def last_sort_order(self) -> int:
+        """The highest sort order (0 when there is no environment)."""
+        ...
+
+    async def insert(self, environment: wire.EnvironmentOut) -> bool:
+        """False (and nothing stored) when one with its name exists."""
+        ...
+
+    async def update(self, environment: wire.EnvironmentOut) -> None:
+        """Its type and sort order as given."""
+        ...
+
+    async def hold(self, name: str) -> None:
+        """Its row held until the change ends: a key being made for it waits, or is seen."""
+        ...
+
+    async def keys_bound(self, name: str) -> int: ...
+
+    async def others(self, name: str) -> int:
+        """How many environments there are besides this one."""
+        ...
+
+    async def event(
+        self, type: EventType, environment: str, *, before: Any = None, after: Any = None
+    ) -> None: ...
+
+
+class EnvironmentFlagChange(EnvironmentChange, Protocol):
+    """A change that flags see: a flag write (its revision, its change log)."""
+
+    async def delete(self, name: str) -> None:
+        """Gone with every flag's state and strategies there (each such flag a change of
+        this write, for the SDKs)."""
+        ...
+
+
+class EnvironmentRecords(Protocol):
+    async def listed(self) -> list[wire.EnvironmentOut]:
+        """Every environment by sort order, then name."""
+        ...
+
+    def change(self, actor: Actor) -> AbstractAsyncContextManager[EnvironmentChange]:
+        """A change of environments alone."""
+        ...
+
+    def flag_change(self, actor: Actor) -> AbstractAsyncContextManager[EnvironmentFlagChange]: ...
 
 
 class EnvironmentStore:
-    def __init__(self, db: Database, write: Writer) -> None:
-        self._db = db
-        self._write = write
-        self._events = write.events
+    def __init__(self, records: EnvironmentRecords) -> None:
+        self._records = records
 
     async def listed(self) -> list[wire.EnvironmentOut]:
-        rows = await self._db.fetch_all(
-            f"SELECT {_COLUMNS} FROM environments ORDER BY sort_order, name"
-        )
-        return [_out(row) for row in rows]
+        return await self._records.listed()
 
     async def create(self, actor: Actor, body: wire.CreateEnvironment) -> wire.EnvironmentOut:
-        async with self._db.transaction() as tx:
-            if body.sortOrder is None:
-                [row] = await tx.fetch_all(
-                    "SELECT coalesce(max(sort_order), 0) + 100 FROM environments"
-                )
-                sort_order = int(row[0])
-            else:
-                sort_order = body.sortOrder
-            created = await tx.execute(
-                "INSERT INTO environments (name, type, enabled, sort_order, created_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-                (body.name, body.type, int(body.enabled), sort_order, time.time()),
+        async with self._records.change(actor) as change:
+            sort_order = body.sortOrder
+            if sort_order is None:
+                sort_order = await change.last_sort_order() + SORT_STEP
+            made = wire.EnvironmentOut(
+                name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
             )
-            if created != 1:
+            if not await change.insert(made):
                 raise Conflict(f"Environment {body.name} already exists")
-            after = await _environment(tx, body.name)
-            await self._events.record(
-                tx,
-                actor,
-                EventType.ENVIRONMENT_CREATED,
-                environment=body.name,
-                after=after.model_dump(mode="json"),
+            after = await _environment(change, body.name)
+            await change.event(
+                EventType.ENVIRONMENT_CREATED, body.name, after=after.model_dump(mode="json")
             )
         return after
 
@@ -63,69 +102,43 @@ class EnvironmentStore:
         self, actor: Actor, name: str, body: wire.UpdateEnvironment
     ) -> wire.EnvironmentOut:
         """The fields the body gives change; the others keep their values."""
-        async with self._db.transaction() as tx:
-            before = await _environment(tx, name)
-            await tx.execute(
-                "UPDATE environments SET type = ?, sort_order = ? WHERE name = ?",
-                (
-                    before.type if body.type is None else body.type,
-                    before.sortOrder if body.sortOrder is None else body.sortOrder,
-                    name,
-                ),
+        async with self._records.change(actor) as change:
+            before = await _environment(change, name)
+            changed = before.model_copy(
+                update={
+                    "type": before.type if body.type is None else body.type,
+                    "sortOrder": before.sortOrder if body.sortOrder is None else body.sortOrder,
+                }
             )
-            after = await _environment(tx, name)
-            await self._events.record(
-                tx,
-                actor,
+            await change.update(changed)
+            after = await _environment(change, name)
+            await change.event(
                 EventType.ENVIRONMENT_UPDATED,
-                environment=name,
+                name,
                 before=before.model_dump(mode="json"),
                 after=after.model_dump(mode="json"),
             )
         return after
 
     async def delete(self, actor: Actor, name: str) -> None:
-        async with self._write(actor) as w:
-            before = await _environment(w.tx, name)
-            # held before its keys are counted: a key being made for it waits, or is seen
-            await w.tx.execute("UPDATE environments SET type = type WHERE name = ?", (name,))
-            [keys] = await w.tx.fetch_all(
-                "SELECT count(*) FROM api_tokens WHERE environment = ?", (name,)
-            )
-            if int(keys[0]):
+        async with self._records.flag_change(actor) as change:
+            before = await _environment(change, name)
+            await change.hold(name)  # before its keys are counted
+            keys = await change.keys_bound(name)
+            if keys:
                 raise Conflict(
-                    f"Environment {name} is the environment of {keys[0]} API key(s):"
-                    " revoke them first"
+                    f"Environment {name} is the environment of {keys} API key(s): revoke them first"
                 )
-            [others] = await w.tx.fetch_all(
-                "SELECT count(*) FROM environments WHERE name <> ?", (name,)
-            )
-            if not int(others[0]):
+            if not await change.others(name):
                 raise InvalidOperation("You can not delete the last environment")
-            await w.tx.execute(
-                "UPDATE features SET revision = ? WHERE name IN"
-                " (SELECT feature_name FROM feature_environments WHERE environment = ?)",
-                (w.revision, name),
-            )
-            await w.tx.execute("DELETE FROM environments WHERE name = ?", (name,))
-            await w.event(
-                EventType.ENVIRONMENT_DELETED,
-                environment=name,
-                before=before.model_dump(mode="json"),
+            await change.delete(name)
+            await change.event(
+                EventType.ENVIRONMENT_DELETED, name, before=before.model_dump(mode="json")
             )
 
 
-async def _environment(tx: Transaction, name: str) -> wire.EnvironmentOut:
-    rows = await tx.fetch_all(f"SELECT {_COLUMNS} FROM environments WHERE name = ?", (name,))
-    if not rows:
+async def _environment(change: EnvironmentChange, name: str) -> wire.EnvironmentOut:
+    found = await change.find(name)
+    if found is None:
         raise NotFound(f"Could not find environment {name}")
-    return _out(rows[0])
-
-
-def _out(row: Row) -> wire.EnvironmentOut:
-    return wire.EnvironmentOut(
-        name=row["name"],
-        type=row["type"],
-        enabled=bool(row["enabled"]),
-        sortOrder=row["sort_order"],
-    )
+    return found

@@ -1,22 +1,13 @@
-"""The event log of admin changes: recorded in the change's own transaction, read a page at
-a time, newest first, in Unleash's shape.
-
-``EventLog.record`` is the one way an event is written: flag writes reach it through
-``FlagWrite.event``, projects, environments and keys through their stores, each inside
-the transaction of the change it describes, so a change that rolls back logs nothing and
-none that commits goes unlogged. Each write prunes the oldest past ``kept``.
+"""The event log of admin changes read a page at a time, newest first, in Unleash's shape.
+Events are written by ``relay.central.event_records.EventLog``, each in the transaction of
+the change it describes; this is what the admin API and the web page read of them.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-from relay.core.audit import Actor, EventType, bounded
-from relay.core.domain import from_epoch
-from relay.store.sql import Database, Row, Transaction
 from relay.wire.events import EventOut
 
 EVENTS_KEPT = 50_000
@@ -42,42 +33,22 @@ class EventFilter:
     project: str | None = None
 
 
-class EventLog:
-    def __init__(self, db: Database, kept: int = EVENTS_KEPT) -> None:
-        self._db = db
-        self._kept = kept
+class EventRecords(Protocol):
+    async def sizes(self, where: EventFilter, offset: int, limit: int) -> list[tuple[int, int]]:
+        """(id, characters of before and after) of up to ``limit`` events after the newest
+        ``offset`` that ``where`` selects, newest first."""
+        ...
 
-    async def record(
-        self,
-        tx: Transaction,
-        actor: Actor,
-        type: EventType,
-        *,
-        project: str | None = None,
-        feature: str | None = None,
-        environment: str | None = None,
-        before: Any = None,
-        after: Any = None,
-    ) -> None:
-        """One event in ``tx``; ``before``/``after``: the thing as the admin API shows it
-        (JSON-able), kept up to ``relay.core.audit.MAX_DATA_BYTES`` each."""
-        [row] = await tx.fetch_all(
-            "INSERT INTO events (created_at, type, created_by, project, feature_name,"
-            " environment, data, pre_data) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                time.time(),
-                type.value,
-                actor.name,
-                project,
-                feature,
-                environment,
-                bounded(after),
-                bounded(before),
-            ),
-        )
-        oldest = int(row[0]) - self._kept  # ids only grow: at most ``kept`` are left
-        if oldest > 0:
-            await tx.execute("DELETE FROM events WHERE id <= ?", (oldest,))
+    async def count(self, where: EventFilter) -> int: ...
+
+    async def between(self, where: EventFilter, newest: int, oldest: int) -> list[EventOut]:
+        """The events ``where`` selects from id ``newest`` down to id ``oldest``."""
+        ...
+
+
+class EventReader:
+    def __init__(self, records: EventRecords) -> None:
+        self._records = records
 
     async def page(self, where: EventFilter, offset: int, limit: int) -> tuple[list[EventOut], int]:
         """Up to ``limit`` events after the newest ``offset`` that ``where`` selects, newest
@@ -85,47 +56,21 @@ class EventLog:
 
         The sizes are read first, so an event past the budget is never loaded; the events
         are then read by the range of ids chosen, which later events do not shift."""
-        clauses, params = _where(where)
-        sizes = await self._db.fetch_all(
-            "SELECT id, COALESCE(length(data), 0) + COALESCE(length(pre_data), 0)"
-            f" FROM events{clauses} ORDER BY id DESC LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        [total] = await self._db.fetch_all(f"SELECT count(*) FROM events{clauses}", params)
-        kept, chars = 0, 0
-        for row in sizes:
-            chars += int(row[1])
-            if kept and chars > MAX_PAGE_CHARS:
-                break
-            kept += 1
+        sizes = await self._records.sizes(where, offset, limit)
+        total = await self._records.count(where)
+        kept = within_budget([chars for _, chars in sizes])
         if not kept:
-            return [], int(total[0])
-        ranged = f"{clauses} AND" if clauses else " WHERE"
-        rows = await self._db.fetch_all(
-            "SELECT id, created_at, type, created_by, project, feature_name, environment,"
-            f" data, pre_data FROM events{ranged} id <= ? AND id >= ? ORDER BY id DESC",
-            [*params, int(sizes[0][0]), int(sizes[kept - 1][0])],
-        )
-        return [_out(row) for row in rows], int(total[0])
+            return [], total
+        return await self._records.between(where, sizes[0][0], sizes[kept - 1][0]), total
 
 
-def _where(where: EventFilter) -> tuple[str, list[object]]:
-    columns = {"feature_name": where.feature, "project": where.project}
-    chosen = {column: value for column, value in columns.items() if value is not None}
-    if not chosen:
-        return "", []
-    return " WHERE " + " AND ".join(f"{c} = ?" for c in chosen), list(chosen.values())
-
-
-def _out(row: Row) -> EventOut:
-    return EventOut(
-        id=int(row["id"]),
-        createdAt=from_epoch(float(row["created_at"])),
-        type=row["type"],
-        createdBy=row["created_by"],
-        project=row["project"],
-        featureName=row["feature_name"],
-        environment=row["environment"],
-        data=None if row["data"] is None else json.loads(row["data"]),
-        preData=None if row["pre_data"] is None else json.loads(row["pre_data"]),
-    )
+def within_budget(sizes: list[int]) -> int:
+    """How many of the events of these sizes (newest first) one page holds: as many as fit
+    in ``MAX_PAGE_CHARS``, and always the first."""
+    kept, chars = 0, 0
+    for size in sizes:
+        chars += size
+        if kept and chars > MAX_PAGE_CHARS:
+            break
+        kept += 1
+    return kept

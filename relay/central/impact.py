@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from aiohttp import web
 from pydantic import Field, StrictStr, TypeAdapter
 
+from relay.api.jobs import every
 from relay.api.paging import next_url, position, whole
 from relay.api.responses import model_response
 from relay.central.admin import admin_route
+from relay.central.counts import PRUNE_INTERVAL
 from relay.central.state import IMPACT
 from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
@@ -68,8 +71,14 @@ def _series(row: Row) -> ImpactSeriesOut:
     )
 
 
-async def forget_old(store: ImpactStore) -> None:
-    await store.prune(time.time() - MAX_AGE, MAX_SERIES)
+def pruning(store: ImpactStore) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Series older than ``MAX_AGE``, and those past ``MAX_SERIES``, forgotten every
+    ``PRUNE_INTERVAL``."""
+
+    async def forget_old() -> None:
+        await store.prune(time.time() - MAX_AGE, MAX_SERIES)
+
+    return every(PRUNE_INTERVAL, forget_old, "prune-impact")
 
 
 ROUTES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.central.environments import EnvironmentStore
-from relay.central.events import EventLog
+from relay.central.events import EventReader
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segments import SegmentService
@@ -22,7 +22,7 @@ from relay.store.impact import ImpactStore
 
 PROJECTS = web.AppKey("projects", ProjectStore)
 ENVIRONMENTS = web.AppKey("environments", EnvironmentStore)
-EVENTS = web.AppKey("events", EventLog)
+EVENTS = web.AppKey("events", EventReader)
 KEYS = web.AppKey("keys", KeyService)
 USAGE = web.AppKey("usage", UsageReader)
 FLAGS = web.AppKey("flags", FlagService)

@@ -1,22 +1,20 @@
 """What the central service reads of its usage records: a feature's hourly counts, the
 registered applications (the admin API's ``client-metrics`` and ``metrics`` reads) and the
-names counted that no flag has.
+names counted that no flag has. The records are ``UsageRecords``'
+(``relay.central.usage_records`` on either backend).
 
 Each read first waits for a fold of the ingest log begun after it was asked
 (``relay.store.fold``): it includes every count answered 202 before it, on any instance."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
-from relay.central.flags.unknown import unknown_flags
-from relay.core.domain import from_epoch, hour_start
-from relay.store.sql import Database, Row
+from relay.core.domain import hour_start
 from relay.wire.admin import ApplicationInstance, RawMetric
-from relay.wire.client import ConnectVia
 from relay.wire.flags import UnknownFlag
 
 
@@ -49,11 +47,47 @@ class Instance:
         return (self.app_name, self.instance.environment, self.instance.instanceId)
 
 
+class UsageRecords(Protocol):
+    """The usage tables as they stand (what a fold has put there), each read bounded."""
+
+    async def raw_metrics(
+        self, feature_name: str, since_hour: int, after: Position | None, limit: int
+    ) -> list[RawMetric]:
+        """Up to ``limit`` of a feature's rows from ``since_hour`` on, in the order of
+        (app, environment, hour), after the row at ``after``, each with its variants."""
+        ...
+
+    async def summary(
+        self, names: Sequence[str], hour: int, day: int, week: int
+    ) -> dict[tuple[str, str], FlagUsage]:
+        """(feature, environment) of ``names`` counted since ``week``: the counts of the
+        hours from ``hour`` and from ``day`` on, and when counts last arrived."""
+        ...
+
+    async def instances(
+        self, app_name: str | None, after: Place | None, limit: int
+    ) -> list[Instance]:
+        """Up to ``limit`` registered instances after ``after`` in the order of (app,
+        environment, instance), of ``app_name`` only when given."""
+        ...
+
+    async def counts_arrived(self, apps: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+        """When each of ``apps``' counts last arrived, per environment (environment order)."""
+        ...
+
+    async def relayed(self, scanned: int, limit: int) -> list[tuple[str, list[tuple[str, str]]]]:
+        """(application, its ``connectVia`` hops) of up to ``limit`` instances that came
+        through relays, among the ``scanned`` most recently seen."""
+        ...
+
+    async def unknown_flags(self) -> list[UnknownFlag]: ...
+
+
 class UsageReader:
-    def __init__(self, db: Database, caught_up: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, records: UsageRecords, caught_up: Callable[[], Awaitable[None]]) -> None:
         """``caught_up``: returns once every count acknowledged before the call is in the
         tables (``Folder.caught_up``)."""
-        self._db = db
+        self._records = records
         self._caught_up = caught_up
 
     async def raw_metrics(
@@ -61,41 +95,9 @@ class UsageReader:
     ) -> list[RawMetric]:
         """Up to ``limit`` of a feature's rows from ``since_hour`` on, in the primary key's
         order (app, environment, hour), after the row at ``after``: a page read along the
-        index, however many rows the feature has. One statement: a consistent snapshot, with
-        variants folded in here rather than by a JSON aggregate, whose name differs between
-        SQLite and PostgreSQL."""
+        index, however many rows the feature has."""
         await self._caught_up()
-        where, params = "", [feature_name, since_hour]
-        if after is not None:
-            where = " AND (app_name, environment, hour) > (?, ?, ?)"
-            params += after
-        rows = await self._db.fetch_all(
-            "WITH page AS (SELECT app_name, environment, hour, yes, no FROM metrics"
-            f" WHERE feature_name = ? AND hour >= ?{where}"
-            " ORDER BY app_name, environment, hour LIMIT ?)"
-            " SELECT p.app_name, p.environment, p.hour, p.yes, p.no, v.variant, v.count"
-            " FROM page p LEFT JOIN metric_variants v ON v.feature_name = ?"
-            " AND v.app_name = p.app_name AND v.environment = p.environment AND v.hour = p.hour"
-            " ORDER BY p.app_name, p.environment, p.hour, v.variant",
-            [*params, limit, feature_name],
-        )
-        found: dict[Position, RawMetric] = {}
-        for row in rows:
-            key = (row["app_name"], row["environment"], row["hour"])
-            metric = found.get(key)
-            if metric is None:
-                metric = found[key] = RawMetric(
-                    featureName=feature_name,
-                    appName=row["app_name"],
-                    environment=row["environment"],
-                    timestamp=from_epoch(row["hour"]),
-                    yes=row["yes"],
-                    no=row["no"],
-                    variants={},
-                )
-            if row["variant"] is not None:
-                metric.variants[row["variant"]] = row["count"]
-        return list(found.values())
+        return await self._records.raw_metrics(feature_name, since_hour, after, limit)
 
     async def summary(
         self, names: Sequence[str], now: datetime | None = None
@@ -109,18 +111,7 @@ class UsageReader:
         await self._caught_up()
         now = now or datetime.now(UTC)
         hour, day, week = (hour_start(now - timedelta(hours=h)) for h in (1, 24, 24 * SUMMARY_DAYS))
-        rows = await self._db.fetch_all(
-            "SELECT feature_name, environment, max(coalesce(arrived, hour)),"
-            " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END),"
-            " sum(CASE WHEN hour >= ? THEN yes + no ELSE 0 END)"
-            f" FROM metrics WHERE feature_name IN ({', '.join('?' * len(names))})"
-            " AND hour >= ? GROUP BY feature_name, environment",
-            (hour, day, *names, week),
-        )
-        return {
-            (row[0], row[1]): FlagUsage(from_epoch(int(row[2])), int(row[3]), int(row[4]))
-            for row in rows
-        }
+        return await self._records.summary(names, hour, day, week)
 
     async def instances(
         self, app_name: str | None, after: Place | None, limit: int
@@ -129,23 +120,7 @@ class UsageReader:
         (app, environment, instance), of ``app_name`` only when given: a page read along
         the index, however many instances there are."""
         await self._caught_up()
-        where, params = ["1 = 1"], list[object]()
-        if app_name is not None:  # then the cursor's app is this one: the range is in it
-            where.append("app_name = ?")
-            params.append(app_name)
-            if after is not None:
-                where.append("(environment, instance_id) > (?, ?)")
-                params += after[1:]
-        elif after is not None:
-            where.append("(app_name, environment, instance_id) > (?, ?, ?)")
-            params += after
-        rows = await self._db.fetch_all(
-            "SELECT app_name, environment, instance_id, connect_via, sdk_version, strategies,"
-            ' "interval", started, first_seen, last_seen FROM registrations'
-            f" WHERE {' AND '.join(where)} ORDER BY app_name, environment, instance_id LIMIT ?",
-            [*params, limit],
-        )
-        return [Instance(row["app_name"], _instance(row)) for row in rows]
+        return await self._records.instances(app_name, after, limit)
 
     async def counts_arrived(self, apps: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
         """When each of ``apps``' counts last arrived, per environment (environment order):
@@ -154,16 +129,7 @@ class UsageReader:
         if not apps:
             return {}
         await self._caught_up()
-        marks = ", ".join("?" * len(apps))
-        rows = await self._db.fetch_all(
-            "SELECT app_name, environment, arrived FROM application_counts"
-            f" WHERE app_name IN ({marks}) ORDER BY app_name, environment",
-            list(apps),
-        )
-        found: dict[str, list[tuple[str, float]]] = {}
-        for row in rows:
-            found.setdefault(row[0], []).append((row[1], float(row[2])))
-        return found
+        return await self._records.counts_arrived(apps)
 
     async def relayed(self, scanned: int, limit: int) -> list[tuple[str, list[tuple[str, str]]]]:
         """(application, its ``connectVia`` hops) of up to ``limit`` instances that came
@@ -171,32 +137,9 @@ class UsageReader:
         index): what the relays page tells of relays known only from registrations, at a
         bounded cost however many instances there are."""
         await self._caught_up()
-        rows = await self._db.fetch_all(
-            "SELECT app_name, connect_via FROM (SELECT app_name, connect_via FROM registrations"
-            " ORDER BY last_seen DESC LIMIT ?) recent WHERE connect_via <> '[]' LIMIT ?",
-            (scanned, limit),
-        )
-        return [(row[0], [(a, i) for a, i in json.loads(row[1])]) for row in rows]
+        return await self._records.relayed(scanned, limit)
 
     async def unknown_flags(self) -> list[UnknownFlag]:
         """Names counted in the last 24 hours that no flag has (``flags.unknown``)."""
         await self._caught_up()
-        return await unknown_flags(self._db)
-
-
-def _instance(row: Row) -> ApplicationInstance:
-    return ApplicationInstance(
-        instanceId=row["instance_id"],
-        environment=row["environment"],
-        sdkVersion=row["sdk_version"],
-        connectVia=[ConnectVia(appName=a, instanceId=i) for a, i in json.loads(row["connect_via"])],
-        strategies=json.loads(row["strategies"]),
-        interval=row["interval"],
-        started=_time(row["started"]),
-        firstSeen=datetime.fromtimestamp(row["first_seen"], UTC),
-        lastSeen=datetime.fromtimestamp(row["last_seen"], UTC),
-    )
-
-
-def _time(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+        return await self._records.unknown_flags()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,9 +18,12 @@ from relay.api.auth import warn_short_secrets
 from relay.api.jobs import every
 from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
-from relay.central import admin, edges, events_api, impact, projects_api
+from relay.central import counts, edges, events_api, impact, keys_api, projects_api, usage_api
+from relay.central.database import central_database, opened
+from relay.central.environment_records import SqlEnvironmentRecords
 from relay.central.environments import EnvironmentStore
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
+from relay.central.events import EventReader
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.flags import FlagService
@@ -36,9 +38,10 @@ from relay.central.flags.tags import TagService
 from relay.central.flags.transfer import TransferService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
-from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
-from relay.central.key_store import USE_INTERVAL, KeyStore
+from relay.central.key_records import SqlKeyRecords
+from relay.central.key_store import KeyStore, kept_current
 from relay.central.keys import KeyService
+from relay.central.project_records import SqlProjectRecords
 from relay.central.projects import ProjectStore
 from relay.central.state import (
     CLIENT_FEATURES,
@@ -58,6 +61,8 @@ from relay.central.state import (
     VARIANTS,
 )
 from relay.central.usage import UsageReader
+from relay.central.usage_records import SqlUsageRecords
+from relay.central.web import sessions as web_sessions
 from relay.central.web.routes import add_web
 from relay.core.errors import StorageError
 from relay.core.frontend import Frontends
@@ -65,37 +70,21 @@ from relay.core.ingest import Ingest
 from relay.core.keys import KeySpec
 from relay.settings import Settings
 from relay.store.edge_reports import EdgeReportStore
-from relay.store.fold import FOLD_INTERVAL, Folder
+from relay.store.fold import Folder
 from relay.store.impact import ImpactStore
-from relay.store.metrics import INSTANCES_KEPT, MetricsStore
+from relay.store.metrics import INSTANCES_KEPT
 from relay.store.postgres import PostgresDatabase
-from relay.store.sql import CENTRAL_SCHEMA, Database
-from relay.store.sqlite import SqliteDatabase
+from relay.store.sql import Database
 from relay.wire.common import KeyType
 
 log = logging.getLogger(__name__)
 
-PRUNE_INTERVAL = 3600.0
-COMMIT_LINGER = 0.002
-"""Seconds a group commit may wait for as many requests as the previous one held: instances
-on one PostgreSQL each commit less often for the same load (``GroupCommitter``)."""
-
-
-def central_database(settings: Settings) -> Database:
-    """PostgreSQL when ``database_url`` names it, else a SQLite file."""
-    if settings.database_url is not None and settings.uses_postgres:
-        return PostgresDatabase(
-            settings.database_url,
-            CENTRAL_SCHEMA,
-            settings.database_pool_size,
-            settings.database_timeout,
-        )
-    return SqliteDatabase(settings.sqlite_path, CENTRAL_SCHEMA, settings.sqlite_synchronous)
+Context = Callable[[web.Application], AsyncIterator[None]]
 
 
 def key_service(db: Database, settings: Settings) -> KeyService:
     """The key service of the command line and of start-up (its changes logged)."""
-    return KeyService(KeyStore(db, EventLog(db, settings.event_log_kept)))
+    return KeyService(KeyStore(SqlKeyRecords(db, EventLog(db, settings.event_log_kept))))
 
 
 async def initialise(settings: Settings) -> None:
@@ -116,33 +105,27 @@ async def initialise(settings: Settings) -> None:
 
 
 def build(settings: Settings, shared: Shared) -> web.Application:
-    """``worker`` 0, the leader, is the one that prunes idempotency keys (and warns about
+    """The stores and services first, then the state handlers read, then the resources in
+    the order they start (each ends in the reverse order: the database last), then the
+    routes. ``worker`` 0, the leader, alone folds on a timer and prunes (and warns about
     weak configured keys, once)."""
     app = new_application(settings, shared)
-    worker = shared.worker
+    leader = shared.worker == 0
     db = central_database(settings)
     events = EventLog(db, settings.event_log_kept)
-    key_store = KeyStore(db, events, shared)
+    key_store = KeyStore(SqlKeyRecords(db, events), shared)
+    keys = KeyService(key_store)
     served = ClientFeaturesCache(db, shared=shared)
     writer = Writer(db, served.committed, events=events)
-    projects = ProjectStore(db, writer, key_store.poll)
-    metrics = MetricsStore(
-        db,
-        settings.commit_max_requests,
-        settings.idempotency_ttl,
-        arrived=True,
-        instances_kept=INSTANCES_KEPT,
-        logged=True,
-        linger=COMMIT_LINGER,
-    )
+    metrics = counts.metrics_store(db, settings)
     folder = Folder(db, INSTANCES_KEPT)
-    keys = KeyService(key_store)
+
     app[KEY_RESOLVER] = key_store
-    app[PROJECTS] = projects
-    app[ENVIRONMENTS] = EnvironmentStore(db, writer)
-    app[EVENTS] = events
-    app[USAGE] = UsageReader(db, folder.caught_up)
     app[KEYS] = keys
+    app[PROJECTS] = ProjectStore(SqlProjectRecords(db, writer), key_store.poll)
+    app[ENVIRONMENTS] = EnvironmentStore(SqlEnvironmentRecords(db, writer))
+    app[EVENTS] = EventReader(events)
+    app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
     app[INGEST] = Ingest(metrics)
     app[FLAGS] = FlagService(writer)
     app[STRATEGIES] = StrategyService(writer)
@@ -158,103 +141,68 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db, folder.caught_up)
-
-    async def prepare() -> None:
-        await db.open()
-        try:
-            await _provision_keys(keys, settings)
-            await key_store.load()
-        except StorageError:
-            await db.close()
-            raise
-        if worker == 0:  # once, and only for keys found valid
-            warn_short_secrets(settings.init_admin_api_tokens, "RELAY_INIT_ADMIN_API_TOKENS")
-            warn_short_secrets(settings.init_client_api_tokens, "RELAY_INIT_CLIENT_API_TOKENS")
-        app[READY][0] = True
-
-    async def storage(app: web.Application) -> AsyncIterator[None]:
-        metrics.start()
-        opening: asyncio.Task[None] | None = None
-        try:
-            try:
-                await prepare()
-            except StorageError as exc:
-                if not settings.uses_postgres:
-                    raise  # a SQLite file that cannot be opened is a configuration error
-                log.error(
-                    "database unavailable at start-up: answering 503 and retrying",
-                    extra={"error": str(exc)},
-                )
-                opening = asyncio.create_task(_until_open(prepare), name="database-open")
-            yield
-        finally:
-            app[READY][0] = False
-            if opening is not None:
-                opening.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await opening
-            with contextlib.suppress(StorageError):
-                await key_store.write_uses()
-            await metrics.stop()
-            await folder.stop()
-            await db.close()
-
-    app.cleanup_ctx.append(storage)
-    app.cleanup_ctx.append(every(STREAM_POLL_INTERVAL, served.tick, "flag-revision"))
-    if isinstance(db, PostgresDatabase):  # other instances' writes, as they commit
-        app.cleanup_ctx.append(_listening(db, served.heard))
-    app.cleanup_ctx.append(every(KEY_POLL_INTERVAL, key_store.poll, "key-revision"))
-    app.cleanup_ctx.append(every(USE_INTERVAL, key_store.write_uses, "key-uses"))
-    if worker == 0:  # the ingest log kept short; reads fold first on every worker
-        app.cleanup_ctx.append(every(FOLD_INTERVAL, folder.fold, "fold"))
-        app.cleanup_ctx.append(every(PRUNE_INTERVAL, metrics.prune_idempotency, "prune"))
-        forget_instances = metrics.prune_registrations
-        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget_instances, "prune-registrations"))
-        forget = functools.partial(edges.forget_old, app[EDGES])
-        app.cleanup_ctx.append(every(PRUNE_INTERVAL, forget, "prune-edges"))
-        bound = functools.partial(impact.forget_old, app[IMPACT])
-        app.cleanup_ctx.append(every(PRUNE_INTERVAL, bound, "prune-impact"))
-    sessions = add_web(app, db, settings)
-    app.cleanup_ctx.append(every(PRUNE_INTERVAL, sessions.prune, "prune-sessions"))
-    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
-    routes += [*streaming.ROUTES, *admin.ROUTES, *projects_api.ROUTES, *events_api.ROUTES]
-    routes += [*admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES, *impact.ROUTES]
-    routes += transfer_api.ROUTES
-    routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     ofrep.add_ofrep(app, served)
-    app.cleanup_ctx.append(ofrep.counting)  # after storage: it ends before storage closes
+    sessions = add_web(app, db, settings)
+
+    app.cleanup_ctx.append(
+        opened(db, settings, app[READY], _keys_ready(keys, key_store, settings, leader))
+    )
+    app.cleanup_ctx.append(counts.folding(folder, leader))
+    app.cleanup_ctx.append(counts.committing(metrics))  # its last commits before the fold ends
+    app.cleanup_ctx.append(kept_current(key_store))
+    app.cleanup_ctx.append(_flag_revisions(db, served))
+    app.cleanup_ctx.append(web_sessions.expiring(sessions))
+    if leader:
+        app.cleanup_ctx.extend(counts.pruning(metrics))
+        app.cleanup_ctx.append(edges.pruning(app[EDGES]))
+        app.cleanup_ctx.append(impact.pruning(app[IMPACT]))
+    app.cleanup_ctx.append(ofrep.counting)  # ends before the database closes
+
+    routes = [*client.ROUTES, *frontend_metrics.ROUTES, *client_api.ROUTES, *delta.ROUTES]
+    routes += [*streaming.ROUTES, *keys_api.ROUTES, *usage_api.ROUTES, *projects_api.ROUTES]
+    routes += [*events_api.ROUTES, *admin_api.ROUTES, *model_api.ROUTES, *edges.ROUTES]
+    routes += [*impact.ROUTES, *transfer_api.ROUTES]
+    routes += frontend.routes(not settings.disable_all_endpoint, (503,))
     routes += ofrep.ROUTES
     serve_routes(app, [*routes, *validate.ROUTES])
     return app
 
 
-def _listening(
-    db: PostgresDatabase, heard: Callable[[str], None]
-) -> Callable[[web.Application], AsyncIterator[None]]:
-    async def listen(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(db.listen(REVISION_CHANNEL, heard), name="flag-notify")
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def _keys_ready(
+    keys: KeyService, key_store: KeyStore, settings: Settings, leader: bool
+) -> Callable[[], Awaitable[None]]:
+    """What must hold before the first request, once the database is open: configured and
+    first-start keys stored, every key loaded into the key store's memory."""
 
-    return listen
+    async def prepare() -> None:
+        await _provision_keys(keys, settings)
+        await key_store.load()
+        if leader:  # once, and only for keys found valid
+            warn_short_secrets(settings.init_admin_api_tokens, "RELAY_INIT_ADMIN_API_TOKENS")
+            warn_short_secrets(settings.init_client_api_tokens, "RELAY_INIT_CLIENT_API_TOKENS")
+
+    return prepare
 
 
-async def _until_open(prepare: Callable[[], Awaitable[None]]) -> None:
-    """A shared database may be down when a replica starts: the replica stays up, not ready,
-    answering 503, and becomes ready as soon as the database answers."""
-    delay = 1.0
-    while True:
-        await asyncio.sleep(delay)
-        try:
-            await prepare()
-        except StorageError as exc:
-            delay = min(delay * 2, 30.0)
-            log.warning("database still unavailable", extra={"error": str(exc), "retry_in": delay})
-        else:
-            log.info("database available: ready")
-            return
+def _flag_revisions(db: Database, served: ClientFeaturesCache) -> Context:
+    """The served flags follow the flag revision: polled every ``STREAM_POLL_INTERVAL``,
+    and on PostgreSQL also heard as other instances commit (``REVISION_CHANNEL``)."""
+    ticking = every(STREAM_POLL_INTERVAL, served.tick, "flag-revision")
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        async with contextlib.asynccontextmanager(ticking)(app):
+            if not isinstance(db, PostgresDatabase):
+                yield
+                return
+            task = asyncio.create_task(
+                db.listen(REVISION_CHANNEL, served.heard), name="flag-notify"
+            )
+            yield
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    return ctx
 
 
 async def _provision_keys(keys: KeyService, settings: Settings) -> None:

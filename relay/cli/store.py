@@ -197,7 +197,7 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.central.events import EventLog
+    from relay.central.event_records import EventLog
     from relay.central.flags.flags import FlagService
     from relay.central.flags.playground import evaluate_on
     from relay.central.flags.writes import Writer
@@ -240,7 +240,7 @@ def _flag_line(flag: FlagOut) -> str:
 
 def _on_store(settings: Settings, work: Callable[[Database], Awaitable[str]]) -> int:
     """Run ``work`` on the standalone store; print what it returns, or one line of error."""
-    from relay.central.wiring import central_database
+    from relay.central.database import central_database
 
     async def run() -> str:
         db = central_database(settings)

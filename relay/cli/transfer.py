@@ -37,7 +37,7 @@ def add_commands(flag_commands: Any) -> list[argparse.ArgumentParser]:
 
 async def run(db: Database, settings: Settings, args: argparse.Namespace) -> str:
     """The command's output: the export file, or a line saying what was imported."""
-    from relay.central.events import EventLog
+    from relay.central.event_records import EventLog
     from relay.central.flags.transfer import TransferService
     from relay.central.flags.writes import Writer
 

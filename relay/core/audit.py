@@ -1,7 +1,7 @@
 """The event log's domain: who made an admin change (``Actor``), Unleash's names of the
 changes, and the bound on what an event keeps of the thing before and after.
 
-Pure: no SQL, no HTTP. ``relay.central.events`` stores events; the API layer says who acts.
+Pure: no SQL, no HTTP. ``relay.central.event_records`` stores events; the API layer says who acts.
 """
 
 from __future__ import annotations

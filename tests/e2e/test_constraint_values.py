@@ -14,7 +14,7 @@ from flagkit import call, create_flag, env_path, ok
 from yggdrasil_engine.engine import UnleashEngine
 
 from relay.app import build_app
-from relay.central.wiring import central_database
+from relay.central.database import central_database
 
 ARABIC_FIVE = "\u0665"  # Python's float reads it as 5
 NUMBERS = [

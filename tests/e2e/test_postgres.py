@@ -34,6 +34,7 @@ from service import Service, eventually, free_port, running, start
 
 from relay.app import build_app
 from relay.central.usage import UsageReader
+from relay.central.usage_records import SqlUsageRecords
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.fold import Folder
 from relay.store.metrics import MetricsStore
@@ -87,7 +88,7 @@ async def test_replays_are_caught_across_instances_and_counts_add_up(postgres_ur
     for db in databases:
         await db.open()
     stores = [MetricsStore(db, 8, 3600, logged=True) for db in databases]
-    reader = UsageReader(databases[0], Folder(databases[0], None).caught_up)
+    reader = UsageReader(SqlUsageRecords(databases[0]), Folder(databases[0], None).caught_up)
     for store in stores:
         store.start()
 

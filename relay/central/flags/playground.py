@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from relay.central.flags.serving import ClientFeaturesCache
+from relay.central.flags.writes import Writer
+from relay.central.project_records import SqlProjectRecords
 from relay.central.projects import ProjectStore
 from relay.core.client_features import Scope
 from relay.core.errors import InvalidInput, NotFound
@@ -99,7 +101,9 @@ async def evaluate_on(
     """``relay flags evaluate`` on a store: the flag's evaluation as it prints it (the
     Frontend API's variant, the reason in words)."""
     context = read_context(pairs_of(arguments), environment, datetime.now(UTC))
-    place = Playground(ProjectStore(db), ClientFeaturesCache(db), Frontends())
+    place = Playground(
+        ProjectStore(SqlProjectRecords(db, Writer(db))), ClientFeaturesCache(db), Frontends()
+    )
     found = await place.evaluate(environment, name, context)
     return {
         "name": found.name,

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
 from relay.central.flags.records import load_flags, next_revision
 from relay.core.audit import Actor, EventType
 from relay.core.delta import FLAG, SEGMENT

@@ -20,6 +20,7 @@ from relay.central.web import (
     segments,
     strategy_pages,
 )
+from relay.central.web.session_records import SqlSessionRecords
 from relay.central.web.sessions import SessionStore
 from relay.central.web.site import SECURE_COOKIES, SESSIONS, not_found, static
 from relay.settings import Settings
@@ -87,7 +88,7 @@ PAGES: list[tuple[str, str, Handler]] = [
 
 def add_web(app: web.Application, db: Database, settings: Settings) -> SessionStore:
     """The session store is returned for the wiring's job that forgets expired sessions."""
-    sessions = app[SESSIONS] = SessionStore(db, settings.web_session_ttl)
+    sessions = app[SESSIONS] = SessionStore(SqlSessionRecords(db), settings.web_session_ttl)
     app[SECURE_COOKIES] = settings.web_secure_cookies
     app.middlewares.append(not_found)
     for method, path, handler in PAGES:

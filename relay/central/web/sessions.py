@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 
+from relay.api.jobs import every
+from relay.central.counts import PRUNE_INTERVAL
 from relay.core.keys import hash_key
-from relay.store.sql import Database
 
 COOKIE = "relay_session"
 
@@ -36,43 +39,46 @@ class Session:
     """The admin key's name: who the event log says made the page's changes."""
 
 
+class SessionRecords(Protocol):
+    """Where sessions are kept (``session_records.SqlSessionRecords``), by the hash of
+    their id."""
+
+    async def add(
+        self, session_hash: str, key_hash: str, csrf: str, created_at: float, expires_at: float
+    ) -> None: ...
+
+    async def find(self, session_hash: str, now: float) -> Session | None:
+        """The session unless it expired by ``now`` or its key is no longer an admin key."""
+        ...
+
+    async def remove(self, session_hash: str) -> None: ...
+
+    async def remove_expired(self, now: float) -> None: ...
+
+
 class SessionStore:
-    def __init__(self, db: Database, ttl: float) -> None:
-        self._db = db
+    def __init__(self, records: SessionRecords, ttl: float) -> None:
+        self._records = records
         self._ttl = ttl
 
     async def open(self, key_hash: str) -> str:
         """A new session for the admin key with this hash; its id (for the cookie)."""
         session_id = secrets.token_urlsafe(32)
         now = time.time()
-        async with self._db.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO web_sessions (session_hash, key_hash, csrf_token, created_at,"
-                " expires_at) VALUES (?, ?, ?, ?, ?)",
-                (hash_key(session_id), key_hash, secrets.token_urlsafe(32), now, now + self._ttl),
-            )
+        csrf = secrets.token_urlsafe(32)
+        await self._records.add(hash_key(session_id), key_hash, csrf, now, now + self._ttl)
         return session_id
 
     async def find(self, session_id: str) -> Session | None:
         if not session_id or len(session_id) > 100:
             return None
-        row = await self._db.fetch_one(
-            "SELECT s.csrf_token, s.expires_at, t.display, t.id, t.token_name FROM web_sessions s"
-            " JOIN api_tokens t ON t.secret_hash = s.key_hash AND t.type = 'admin'"
-            " WHERE s.session_hash = ? AND s.expires_at > ?",
-            (hash_key(session_id), time.time()),
-        )
-        return None if row is None else Session(row[0], row[3], row[2], float(row[1]), row[4])
+        return await self._records.find(hash_key(session_id), time.time())
 
     async def close(self, session_id: str) -> None:
-        async with self._db.transaction() as tx:
-            await tx.execute(
-                "DELETE FROM web_sessions WHERE session_hash = ?", (hash_key(session_id),)
-            )
+        await self._records.remove(hash_key(session_id))
 
     async def prune(self) -> None:
-        async with self._db.transaction() as tx:
-            await tx.execute("DELETE FROM web_sessions WHERE expires_at <= ?", (time.time(),))
+        await self._records.remove_expired(time.time())
 
     def set_cookie(self, response: web.StreamResponse, session_id: str, secure: bool) -> None:
         response.set_cookie(
@@ -84,6 +90,12 @@ class SessionStore:
             samesite="Strict",
             secure=secure,
         )
+
+
+def expiring(store: SessionStore) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Expired sessions deleted every ``PRUNE_INTERVAL`` (a session past its time is never
+    found, so this only keeps the table short)."""
+    return every(PRUNE_INTERVAL, store.prune, "prune-sessions")
 
 
 def clear_cookie(response: web.StreamResponse) -> None:

@@ -27,6 +27,7 @@ from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
+from relay.central.project_records import SqlProjectRecords
 from relay.central.projects import ProjectStore
 from relay.core.audit import Actor
 from relay.core.catalog import Scope
@@ -70,7 +71,7 @@ class Admin:
         self.flags = FlagService(writer)
         self.strategies = StrategyService(writer)
         self.segments = SegmentService(writer)
-        self.projects = ProjectStore(db, writer)
+        self.projects = ProjectStore(SqlProjectRecords(db, writer))
         self.dependencies = DependencyService(writer)
         self.variants = VariantService(writer)
 

@@ -17,9 +17,10 @@ from conftest import ADMIN_KEY, DEV_KEY, PROD_KEY, auth, bulk, metric, standalon
 from webkit import page, sign_in
 
 from relay.app import build_app
-from relay.central.admin import DEFAULT_INSTANCES
+from relay.central.database import central_database
 from relay.central.flags.unknown import MAX_REPORTS
 from relay.central.state import USAGE
+from relay.central.usage_api import DEFAULT_INSTANCES
 from relay.central.web.pages import (
     APPS_SHOWN,
     FLAGS_PAGE,
@@ -28,7 +29,6 @@ from relay.central.web.pages import (
     RELAYS_PAGE,
     UNREPORTED_SHOWN,
 )
-from relay.central.wiring import central_database
 from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
 from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
 from relay.wire.common import MAX_METRICS

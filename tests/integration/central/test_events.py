@@ -14,7 +14,8 @@ from conftest import ADMIN_KEY, MakeClient, assert_error
 from flagkit import FEATURES, add_strategy, call, create_flag, env_path, feature_path, ok, turn
 from webkit import csrf, page, sign_in
 
-from relay.central.events import MAX_PAGE_CHARS, EventFilter, EventLog
+from relay.central.event_records import EventLog
+from relay.central.events import MAX_PAGE_CHARS, EventFilter, EventReader
 from relay.central.flags.writes import Writer
 from relay.core.audit import MAX_DATA_BYTES, Actor, EventType
 from relay.store.sql import CENTRAL_SCHEMA
@@ -219,10 +220,10 @@ async def test_a_write_that_rolls_back_after_its_event_logs_nothing(tmp_path: Pa
                 await w.tx.execute("UPDATE projects SET name = 'Changed' WHERE id = 'default'")
                 await w.event(EventType.PROJECT_UPDATED, project="default")
                 raise RuntimeError("after the event, before the commit")
-        assert await EventLog(db).page(EventFilter(), 0, 10) == ([], 0)
+        assert await EventReader(EventLog(db)).page(EventFilter(), 0, 10) == ([], 0)
         async with writer(Actor("tests")) as w:
             await w.event(EventType.PROJECT_UPDATED, project="default")
-        found, total = await EventLog(db).page(EventFilter(project="default"), 0, 10)
+        found, total = await EventReader(EventLog(db)).page(EventFilter(project="default"), 0, 10)
         assert total == 1 and found[0].createdBy == "tests"
     finally:
         await db.close()
@@ -259,7 +260,7 @@ async def test_the_command_line_is_logged_as_its_user(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "data" / "relay.db", CENTRAL_SCHEMA)
     await db.open()
     try:
-        found, _ = await EventLog(db).page(EventFilter(feature="checkout"), 0, 10)
+        found, _ = await EventReader(EventLog(db)).page(EventFilter(feature="checkout"), 0, 10)
     finally:
         await db.close()
     assert [e.type for e in found] == ["feature-created"]

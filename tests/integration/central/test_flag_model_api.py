@@ -21,8 +21,8 @@ from flagkit import (
     turn,
 )
 
+from relay.central.database import central_database
 from relay.central.flags.dependencies import MAX_PARENTS
-from relay.central.wiring import central_database
 from relay.wire.client_features import ClientFeatures
 
 DEPENDENCIES = "{}/dependencies"

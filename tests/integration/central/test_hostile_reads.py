@@ -22,7 +22,7 @@ from conftest import (
 from fake_upstream import FakeUpstream
 
 from relay.app import build_app
-from relay.central.admin import PAGE_ROWS
+from relay.central.usage_api import PAGE_ROWS
 from relay.wire.common import MAX_METRICS, MAX_NAME
 
 ODD = ["%00", "a%00b", "x" * (MAX_NAME + 1)]

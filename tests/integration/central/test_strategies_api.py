@@ -20,7 +20,7 @@ from flagkit import (
     turn,
 )
 
-from relay.central.wiring import central_database
+from relay.central.database import central_database
 
 
 async def test_on_without_strategy_adds_flexible_rollout_at_100(client: Any) -> None:

@@ -26,8 +26,9 @@ from prometheus_client import REGISTRY
 from pydantic import ValidationError
 from service import eventually
 
+from relay.central.database import central_database
 from relay.central.usage import UsageReader
-from relay.central.wiring import central_database
+from relay.central.usage_records import SqlUsageRecords
 from relay.core.convert import from_bulk
 from relay.core.domain import IngestBatch, MetricKey
 from relay.edge.metrics.flusher import REFUSALS
@@ -218,7 +219,7 @@ async def test_a_total_stays_at_the_largest_64_bit_integer(
             batch = IngestBatch()
             batch.add_count(key, 2**62, 1, {"v": 2**62})
             assert await store.write(batch, None)
-        reader = UsageReader(db, Folder(db, None).caught_up)
+        reader = UsageReader(SqlUsageRecords(db), Folder(db, None).caught_up)
         [row] = await reader.raw_metrics("huge", 0)  # summed past it in one fold
         assert (row.yes, row.no, row.variants) == (MAX_TOTAL, 3, {"v": MAX_TOTAL})
         assert isinstance(row.yes, int)

@@ -21,8 +21,9 @@ from prometheus_client import REGISTRY
 from service import eventually
 from webkit import page, sign_in
 
+from relay.central.database import central_database
 from relay.central.usage import UsageReader
-from relay.central.wiring import central_database
+from relay.central.usage_records import SqlUsageRecords
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.core.errors import StorageError
 from relay.store import ingest_log
@@ -43,7 +44,7 @@ class Instance:
 
     @property
     def reader(self) -> UsageReader:
-        return UsageReader(self.db, self.folder.caught_up)
+        return UsageReader(SqlUsageRecords(self.db), self.folder.caught_up)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from impactkit import FOUR_BYTES
 from prometheus_client import REGISTRY
 from service import eventually
 
-from relay.central.wiring import central_database
+from relay.central.database import central_database
 from relay.core import errors
 from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore

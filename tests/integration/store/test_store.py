@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from service import eventually
 
+from relay.central.key_records import SqlKeyRecords
 from relay.central.key_store import KeyStore
 from relay.core.domain import (
     IdempotencyKey,
@@ -138,13 +139,15 @@ async def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
     path = tmp_path / "k.db"
     db = SqliteDatabase(path, CENTRAL_SCHEMA)
     await db.open()
-    keys = KeyStore(db)
+    keys = KeyStore(SqlKeyRecords(db))
     spec = new_key(KeyType.CLIENT, "development", ("default",))
     assert await keys.add(spec) is True
     assert await keys.add(spec) is False
     principal = await keys.resolve(spec.secret)
     assert principal is not None and principal.environment == "development"
-    assert await KeyStore(db).resolve(spec.secret) == principal  # from disk, not cache
+    assert (
+        await KeyStore(SqlKeyRecords(db)).resolve(spec.secret) == principal
+    )  # from disk, not cache
     assert await keys.resolve(spec.secret + "x") is None
     await db.close()
     assert spec.secret.split(".")[1].encode() not in path.read_bytes()
