@@ -5,7 +5,7 @@ batch (counts, registrations, instances seen, impact metrics) to ``ingest_log`` 
 row, in one transaction: the 202 is as durable as before, and the transaction touches no row
 another transaction touches (a fresh row, fresh idempotency keys). Instances on one
 PostgreSQL that receive the same flags and applications then no longer wait on each other's
-row locks, held through each commit's WAL flush (issue 37). ``relay.store.fold`` sums the
+row locks, held through each commit's WAL flush. ``relay.store.fold`` sums the
 log into the tables the reads use.
 
 The encoding keeps what ``IngestBatch.merge`` needs and nothing of the wire: short keys,

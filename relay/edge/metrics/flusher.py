@@ -16,7 +16,7 @@ failed waits behind the rest. A batch that fails right after the upstream accept
 (a failure of its own, not of the upstream's) is skipped for the rest of the flush, and
 after ``STRIKES`` such failures set aside whole in ``dead_letters``, with its key, counted
 and logged. It is never split: a 5xx or a timeout does not say the upstream applied
-nothing (a commit whose answer was lost, issue 13 item 7), and halves under new keys would
+nothing (a commit whose answer was lost), and halves under new keys would
 then count twice; resent under its own key, an applied batch is answered 202 and leaves.
 
 An upstream that refuses everything (a 4xx for ``REFUSALS`` batches in a row, none
