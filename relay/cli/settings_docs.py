@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from relay.cli.edge.table import EDGE_DOCS, edge_table
 from relay.cli.edge.table import TABLE_END as EDGE_END
 from relay.cli.edge.table import TABLE_START as EDGE_START
+from relay.cli.markdown import table
 from relay.cli.proxy.table import PROXY_DOCS, proxy_table
 from relay.cli.proxy.table import TABLE_END as PROXY_END
 from relay.cli.proxy.table import TABLE_START as PROXY_START
@@ -140,7 +141,7 @@ def run(root: Path, check: bool) -> int:
 
 def settings_table() -> str:
     """The table of docs/settings.md: one row per setting, its variable, flag, default, meaning."""
-    rows = ["| Setting | Environment | Flag | Default | Meaning |", "|---|---|---|---|---|"]
+    rows = []
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
         text = ",".join(default) if isinstance(default, list) else str(default or "")
@@ -149,10 +150,9 @@ def settings_table() -> str:
         if field.annotation is bool:
             flag += f", `--no-{name.replace('_', '-')}`"
             shown = f"`{str(default).lower()}`"
-        rows.append(
-            f"| `{name}` | `RELAY_{name.upper()}` | {flag} | {shown} | {field.description} |"
-        )
-    return "\n".join(rows)
+        description = field.description or ""
+        rows.append((f"`{name}`", f"`RELAY_{name.upper()}`", flag, shown, description))
+    return table(("Setting", "Environment", "Flag", "Default", "Meaning"), rows)
 
 
 # --- config/<mode>.toml -----------------------------------------------------------------

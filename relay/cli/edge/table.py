@@ -5,12 +5,12 @@ table the parser reads (``relay.cli.edge.options``), so the docs say what the co
 from __future__ import annotations
 
 from relay.cli.edge.options import GLOBAL, OPTIONS, TOP, EdgeOption, Kind, Takes
+from relay.cli.markdown import default, table
 
 EDGE_DOCS = "docs/edge.md"
 TABLE_START = "<!-- edge-options:start -->\n"
 TABLE_END = "<!-- edge-options:end -->"
 
-EMPTY = '""'
 _WHERE = {TOP: "before the subcommand", GLOBAL: "anywhere"}
 _KIND = {
     Kind.SETTING: "",
@@ -22,15 +22,11 @@ _KIND = {
 
 
 def edge_table() -> str:
-    rows = [
-        "| Edge option | Environment | Where | Edge's default | relay | Notes |",
-        "|---|---|---|---|---|---|",
-    ]
-    rows += [_row(option) for option in OPTIONS]
-    return "\n".join(rows) + "\n"
+    header = ("Edge option", "Environment", "Where", "Edge's default", "relay", "Notes")
+    return table(header, [_row(option) for option in OPTIONS]) + "\n"
 
 
-def _row(option: EdgeOption) -> str:
+def _row(option: EdgeOption) -> tuple[str, ...]:
     flag = f"`{option.flag}`" + (f" `-{option.short}`" if option.short else "")
     if option.flagless:
         flag = "(environment only)"
@@ -39,9 +35,6 @@ def _row(option: EdgeOption) -> str:
         if isinstance(option.where, str)
         else " ".join(f"`{w}`" for w in option.where)
     )
-    default = "" if option.default is None else f"`{option.default or EMPTY}`"
-    if option.takes is Takes.FLAG:
-        default = "`false`"
+    shown = "`false`" if option.takes is Takes.FLAG else default(option.default)
     ours = ", ".join(f"`{name}`" for name in option.ours) or _KIND[option.kind]
-    notes = option.why.replace("|", "\\|")
-    return f"| {flag} | `{option.variable}` | {where} | {default} | {ours} | {notes} |"
+    return (flag, f"`{option.variable}`", where, shown, ours, option.why)

@@ -4,13 +4,13 @@ docs say what the code does. ``relay settings-docs`` writes it between the marke
 
 from __future__ import annotations
 
+from relay.cli.markdown import default, table
 from relay.cli.proxy.variables import VARIABLES, Kind, ProxyVariable
 
 PROXY_DOCS = "docs/proxy.md"
 TABLE_START = "<!-- proxy-variables:start -->\n"
 TABLE_END = "<!-- proxy-variables:end -->"
 
-EMPTY = '""'
 _CLIENT = "the environment of relay's upstream client"
 _KIND = {
     Kind.HONOURED: "",
@@ -20,18 +20,12 @@ _KIND = {
 
 
 def proxy_table() -> str:
-    rows = [
-        "| The Proxy's variable | The Proxy's default | relay | Notes |",
-        "|---|---|---|---|",
-    ]
-    rows += [_row(variable) for variable in VARIABLES]
-    return "\n".join(rows) + "\n"
+    header = ("The Proxy's variable", "The Proxy's default", "relay", "Notes")
+    return table(header, [_row(variable) for variable in VARIABLES]) + "\n"
 
 
-def _row(variable: ProxyVariable) -> str:
-    default = "" if variable.default is None else f"`{variable.default or EMPTY}`"
+def _row(variable: ProxyVariable) -> tuple[str, ...]:
     ours = ", ".join(f"`{name}`" for name in variable.ours) or _KIND[variable.kind] or _CLIENT
     if variable.kind is Kind.REFUSED and variable.default is not None:
         ours += f" (unless `{variable.default}`)"
-    notes = variable.why.replace("|", "\\|")
-    return f"| `{variable.name}` | {default} | {ours} | {notes} |"
+    return (f"`{variable.name}`", default(variable.default), ours, variable.why)
