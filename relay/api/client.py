@@ -11,7 +11,7 @@ from relay.api.auth import CLIENT_KEYS, PRINCIPAL, authorization, origin_of
 from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
-from relay.core.domain import IdempotencyKey
+from relay.core.domain import IdempotencyKey, Origin
 from relay.core.keys import hash_key
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType
@@ -19,20 +19,22 @@ from relay.wire.common import KeyType
 
 async def bulk_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, BulkMetrics)
-    key = _idempotency(request)
-    principal = request[PRINCIPAL]
-    origin = origin_of(authorization(request), principal)
-    await request.app[INGEST].bulk(body, principal.environment, key, origin)
+    await request.app[INGEST].bulk(body, *_written_as(request))
     return web.Response(status=202)
 
 
 async def client_metrics(request: web.Request) -> web.Response:
     body = await read_json(request, ClientMetrics)
-    key = _idempotency(request)
-    principal = request[PRINCIPAL]
-    origin = origin_of(authorization(request), principal)
-    await request.app[INGEST].client_metrics(body, principal.environment, key, origin)
+    await request.app[INGEST].client_metrics(body, *_written_as(request))
     return web.Response(status=202)
+
+
+def _written_as(request: web.Request) -> tuple[str, IdempotencyKey | None, Origin]:
+    """What a body's counts are written with, read after the body (its errors first): the
+    key's environment (never the body's), the request's idempotency key, its origin."""
+    principal = request[PRINCIPAL]
+    key = _idempotency(request)
+    return principal.environment, key, origin_of(authorization(request), principal)
 
 
 BROWSER = "browser"

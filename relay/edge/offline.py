@@ -41,7 +41,6 @@ from relay.edge.state import FLAG_CACHE
 from relay.settings import Settings, SettingsError
 from relay.settings.fields import OfflineMetrics
 from relay.store.buffer_pages import BufferPages
-from relay.store.metrics import MetricsStore
 from relay.store.reserve import open_with_room
 from relay.wire.common import KeyType
 
@@ -136,13 +135,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
         buffer = BufferFile(settings)
         db, reserve = buffer.db, buffer.reserve
         monitor = BufferMonitor(db, settings.buffer_max_bytes, reserve.size, reserve, set(), shared)
-        store = MetricsStore(
-            db,
-            settings.commit_max_requests,
-            settings.idempotency_ttl,
-            touched=True,
-            group_bytes=buffer.wal_bytes,
-        )
+        store = buffer.counts()
         sink = Admitted(store, None, shared, settings.buffer_max_bytes)
     app[INGEST] = Ingest(sink)
     app[backstage.SOURCES] = backstage.Sources(

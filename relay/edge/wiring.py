@@ -57,7 +57,6 @@ from relay.store.buffer_space import BufferSpace
 from relay.store.cache_file import cache_file, open_cache
 from relay.store.edge_reports import EdgeReportStore
 from relay.store.key_words import KeyWordStore
-from relay.store.metrics import MetricsStore
 from relay.store.outbox import SqliteOutbox, claim_entries
 from relay.store.reserve import START_PATIENCE, IngestGate, make_room, open_with_room
 from relay.wire.common import MAX_NAME, KeyType
@@ -113,13 +112,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     # the files and the upstream
     buffer = BufferFile(settings)
     db, reserve = buffer.db, buffer.reserve
-    counts = MetricsStore(
-        db,
-        settings.commit_max_requests,
-        settings.idempotency_ttl,
-        touched=True,
-        group_bytes=buffer.wal_bytes,
-    )
+    counts = buffer.counts()
     cache = cache_file(settings.data_dir, settings.sqlite_synchronous)
     flag_store = FlagStore(cache)
     words = KeyWords(KeyWordStore(cache), shared)

@@ -42,6 +42,18 @@ class BufferFile:
         )
         self._unchecked: list[Path] = []
 
+    def counts(self) -> MetricsStore:
+        """The store the worker's requests write their counts through (group commits of at
+        most the WAL's bound)."""
+        settings = self._settings
+        return MetricsStore(
+            self.db,
+            settings.commit_max_requests,
+            settings.idempotency_ttl,
+            touched=True,
+            group_bytes=self.wal_bytes,
+        )
+
     async def check(self, ran_before: bool) -> list[Path]:
         """The file and older relays' per-worker files checked, a damaged one salvaged
         (``relay.store.salvage``), before anything opens them; returns those that
