@@ -32,6 +32,7 @@ from relay.central.flags.serving import (
     ClientFeaturesCache,
 )
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tag_records import TagRecords
 from relay.central.flags.tags import TagService
 from relay.central.flags.transfer import TransferService
 from relay.central.flags.variants import VariantService
@@ -149,7 +150,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[SEGMENTS] = SegmentService(writer)
     app[DEPENDENCIES] = DependencyService(writer)
     app[VARIANTS] = VariantService(writer)
-    app[TAGS] = TagService(writer)
+    app[TAGS] = TagService(writer, TagRecords())
     app[TRANSFER] = TransferService(writer)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served

@@ -31,6 +31,7 @@ from relay.central.flags.exporting import exported
 from relay.central.flags.flags import FlagService, strategy_out
 from relay.central.flags.records import Reads, load_flags
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tag_records import TagRecords
 from relay.central.flags.tags import TagService
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import FlagWrite, Joined, Writer
@@ -281,7 +282,7 @@ async def _import(
         if state.variants:
             pushed = wire.PushVariants(variants=state.variants, environments=[environment])
             await variants.push(actor, project, state.name, pushed)
-    tags = TagService(joined)
+    tags = TagService(joined, TagRecords())
     have = {str(row[0]) for row in await w.tx.fetch_all("SELECT name FROM tag_types")}
     for kind in data.tagTypes:
         if kind.name not in have:
