@@ -8,13 +8,17 @@ the write raises."""
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from relay.central.events import EventLog
+from relay.central.flags.write_records import ProjectEnvironment
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.audit import Actor, EventType
+from relay.core.flags import FlagRecord, SegmentRecord, StrategyRecord
 
 ACTOR = Actor("admin@example.com")
 
@@ -38,20 +42,133 @@ class RecordedEvents(EventLog):
         return [type for type, _ in self.recorded]
 
 
+class FakeFlags:
+    """Flags, project environments and segments in memory: ``WriteStorage`` (and, for
+    the services that read flags, their records as ``records.load_flags`` gives them)."""
+
+    def __init__(self) -> None:
+        self.flags: dict[str, FlagRecord] = {}
+        self.projects: dict[str, dict[str, str | None]] = {}
+        self.segments: dict[int, SegmentRecord] = {}
+
+    def add_project(self, project: str, *environments: str) -> None:
+        self.projects[project] = dict.fromkeys(environments)
+
+    def add_flag(self, name: str, project: str = "default", **fields: Any) -> FlagRecord:
+        plain: dict[str, Any] = {
+            "type": "release",
+            "description": None,
+            "stale": False,
+            "impression_data": False,
+            "created_at": 0.0,
+            "archived_at": None,
+            "revision": 0,
+        }
+        self.flags[name] = FlagRecord(name=name, project=project, **{**plain, **fields})
+        return self.flags[name]
+
+    def add_segment(
+        self, id: int, project: str | None = None, constraints: Sequence[Any] = ()
+    ) -> None:
+        self.segments[id] = SegmentRecord(
+            id, f"segment-{id}", None, project, tuple(constraints), 0.0, 0
+        )
+
+    async def project_exists(self, db: Any, project: str) -> bool:
+        return project in self.projects
+
+    async def flag(self, db: Any, name: str) -> FlagRecord | None:
+        found = self.flags.get(name)
+        if found is None:
+            return None
+        children = sorted(
+            f.name for f in self.flags.values() if any(d.parent == name for d in f.dependencies)
+        )
+        return dataclasses.replace(found, children=tuple(children))
+
+    async def project_environment(
+        self, db: Any, project: str, environment: str
+    ) -> ProjectEnvironment | None:
+        environments = self.projects.get(project, {})
+        if environment not in environments:
+            return None
+        return ProjectEnvironment(environments[environment])
+
+    async def touch(self, tx: Any, name: str, revision: int) -> None:
+        self.flags[name] = dataclasses.replace(self.flags[name], revision=revision)
+
+    async def set_enabled(self, tx: Any, name: str, environment: str, enabled: bool) -> None:
+        self._change(name, environment, enabled=enabled)
+
+    async def last_sort_order(self, db: Any, name: str, environment: str) -> int | None:
+        orders = [s.sort_order for s in self.flags[name].environment(environment).strategies]
+        return max(orders, default=None)
+
+    async def add_strategy(
+        self, tx: Any, name: str, environment: str, strategy: StrategyRecord
+    ) -> None:
+        strategies = self.flags[name].environment(environment).strategies
+        self._change(name, environment, strategies=(*strategies, _linked(strategy)))
+
+    async def replace_strategy(self, tx: Any, strategy: StrategyRecord) -> None:
+        for flag in self.flags.values():
+            for environment, state in flag.environments.items():
+                if any(s.id == strategy.id for s in state.strategies):
+                    replaced = tuple(
+                        _linked(strategy) if s.id == strategy.id else s for s in state.strategies
+                    )
+                    self._change(flag.name, environment, strategies=replaced)
+                    return
+
+    async def serves(self, db: Any, name: str, environment: str) -> bool:
+        return any(not s.disabled for s in self.flags[name].environment(environment).strategies)
+
+    async def turn_off(self, tx: Any, name: str, environment: str) -> bool:
+        if not self.flags[name].environment(environment).enabled:
+            return False
+        self._change(name, environment, enabled=False)
+        return True
+
+    async def segment_constraints(self, db: Any, ids: Sequence[int]) -> dict[int, str]:
+        return {
+            id: json.dumps(list(self.segments[id].constraints)) for id in ids if id in self.segments
+        }
+
+    async def segment_projects(self, db: Any, ids: Sequence[int]) -> dict[int, str | None]:
+        return {id: self.segments[id].project for id in ids if id in self.segments}
+
+    def _change(self, name: str, environment: str, **fields: Any) -> None:
+        flag = self.flags[name]
+        state = dataclasses.replace(flag.environment(environment), **fields)
+        ordered = tuple(sorted(state.strategies, key=StrategyRecord.order))
+        state = dataclasses.replace(state, strategies=ordered)
+        environments = {**flag.environments, environment: state}
+        self.flags[name] = dataclasses.replace(flag, environments=environments)
+
+
+def _linked(strategy: StrategyRecord) -> StrategyRecord:
+    """As read back: its segments once each, by id."""
+    return dataclasses.replace(strategy, segments=tuple(sorted(set(strategy.segments))))
+
+
 class FakeWriter(Writer):
-    def __init__(self, *stores: object) -> None:
+    """``records``: the flags every write reads (empty ones by default); ``stores``: the
+    services' own in-memory storage, undone with them when a write raises."""
+
+    def __init__(self, *stores: object, records: FakeFlags | None = None) -> None:
         self.log = RecordedEvents()
-        super().__init__(NoDatabase(), events=self.log)  # type: ignore[arg-type]
+        self.flags = FakeFlags() if records is None else records
+        super().__init__(NoDatabase(), events=self.log, records=self.flags)  # type: ignore[arg-type]
         self.revision = 0
-        self._stores = stores
+        self._stores = (self.flags, *stores, self.log)
 
     @asynccontextmanager
     async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:
-        kept = [copy.deepcopy(vars(store)) for store in (*self._stores, self.log)]
+        kept = [copy.deepcopy(vars(store)) for store in self._stores]
         self.revision += 1
         try:
-            yield FlagWrite(NoDatabase(), self.revision, actor, self.log)  # type: ignore[arg-type]
+            yield FlagWrite(NoDatabase(), self.revision, actor, self.log, self.flags)  # type: ignore[arg-type]
         except BaseException:
-            for store, state in zip((*self._stores, self.log), kept, strict=True):
+            for store, state in zip(self._stores, kept, strict=True):
                 vars(store).update(state)
             raise

@@ -242,11 +242,11 @@ class FlagService:
         project environment's default strategy, else ``flexibleRollout`` at 100 %."""
         async with self._write(actor) as w:
             flag = await w.flag(project, name)
-            record = await w.default_strategy(project, environment)
+            record = await w.project_environment(project, environment)
             if record is None:
                 raise NotFound(f"Could not find environment {environment} for feature: {name}")
             if on and not _serving(flag.environment(environment).strategies):
-                stored = _default(project, environment, record[0])
+                stored = _default(project, environment, record.default_strategy)
                 await w.add_strategy(flag, environment, strategy_on(name, stored))
             await w.set_enabled(name, environment, on)
             await w.touch(name)

@@ -141,7 +141,7 @@ class StrategyService:
 
 async def _writable(w: FlagWrite, project: str, flag: str, environment: str) -> FlagRecord:
     record = await w.flag(project, flag)
-    if await w.default_strategy(project, environment) is None:
+    if await w.project_environment(project, environment) is None:
         raise InvalidInput("You have not added the current environment to the project")
     await w.touch(flag)
     return record

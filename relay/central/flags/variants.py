@@ -104,7 +104,7 @@ async def _save(
     after = [v.model_dump(mode="json", exclude_none=True) for v in fixed]
     stored = json.dumps(after)
     for environment in dict.fromkeys(environments):
-        if await w.default_strategy(flag.project, environment) is None:
+        if await w.project_environment(flag.project, environment) is None:
             raise InvalidInput(
                 f"Environment {environment} is not enabled in project {flag.project}"
             )
