@@ -3,7 +3,7 @@ are given in-memory storage, and any SQL that still reached the database would f
 
 ``FakeWriter`` numbers its writes as the revision does, records their events and, as a
 transaction would, undoes what a write changed in the in-memory stores it was given when
-the write raises."""
+the write raises; ``deleted_segments`` gathers what committed writes tell the change log."""
 
 from __future__ import annotations
 
@@ -160,6 +160,7 @@ class FakeWriter(Writer):
         self.flags = FakeFlags() if records is None else records
         super().__init__(NoDatabase(), events=self.log, records=self.flags)  # type: ignore[arg-type]
         self.revision = 0
+        self.deleted_segments: list[tuple[int, str | None]] = []
         self._stores = (self.flags, *stores, self.log)
 
     @asynccontextmanager
@@ -167,8 +168,10 @@ class FakeWriter(Writer):
         kept = [copy.deepcopy(vars(store)) for store in self._stores]
         self.revision += 1
         try:
-            yield FlagWrite(NoDatabase(), self.revision, actor, self.log, self.flags)  # type: ignore[arg-type]
+            write = FlagWrite(NoDatabase(), self.revision, actor, self.log, self.flags)  # type: ignore[arg-type]
+            yield write
         except BaseException:
             for store, state in zip(self._stores, kept, strict=True):
                 vars(store).update(state)
             raise
+        self.deleted_segments += write.deleted_segments

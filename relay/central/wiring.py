@@ -24,7 +24,9 @@ from relay.central.environments import EnvironmentStore
 from relay.central.events import EventLog
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.dependency_records import DependencyRecords
 from relay.central.flags.flags import FlagService
+from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import (
     REVISION_CHANNEL,
@@ -147,8 +149,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[INGEST] = Ingest(metrics)
     app[FLAGS] = FlagService(writer)
     app[STRATEGIES] = StrategyService(writer)
-    app[SEGMENTS] = SegmentService(writer)
-    app[DEPENDENCIES] = DependencyService(writer)
+    app[SEGMENTS] = SegmentService(writer, SegmentRecords())
+    app[DEPENDENCIES] = DependencyService(writer, DependencyRecords())
     app[VARIANTS] = VariantService(writer)
     app[TAGS] = TagService(writer, TagRecords())
     app[TRANSFER] = TransferService(writer)

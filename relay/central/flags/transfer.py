@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.dependency_records import DependencyRecords
 from relay.central.flags.exporting import exported
 from relay.central.flags.flags import FlagService, strategy_out
 from relay.central.flags.records import Reads, load_flags
@@ -303,7 +304,7 @@ async def _import(
         await strategies.add(actor, project, strategy.featureName, environment, body)
     for state in data.featureEnvironments:
         await flags.set_enabled(actor, project, state.name, environment, state.enabled)
-    dependencies = DependencyService(joined)
+    dependencies = DependencyService(joined, DependencyRecords())
     for entry in data.dependencies:
         for dependency in entry.dependencies:
             await dependencies.add(actor, project, entry.feature, dependency)

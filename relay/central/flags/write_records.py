@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay.central.flags.records import Reads, load_flags, next_revision
+from relay.central.flags.records import Reads, load_flag, next_revision
 from relay.core.delta import FLAG, SEGMENT
 from relay.core.flags import FlagRecord, StrategyRecord
 from relay.store.sql import Transaction
@@ -59,8 +59,7 @@ class WriteRecords:
         return bool(await db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)))
 
     async def flag(self, db: Reads, name: str) -> FlagRecord | None:
-        found = await load_flags(db, "name = ?", (name,))
-        return found[0] if found else None
+        return await load_flag(db, name)
 
     async def project_environment(
         self, db: Reads, project: str, environment: str
