@@ -100,6 +100,9 @@ class FakeFlags:
     async def set_enabled(self, tx: Any, name: str, environment: str, enabled: bool) -> None:
         self._change(name, environment, enabled=enabled)
 
+    async def set_variants(self, tx: Any, name: str, environment: str, variants: str) -> None:
+        self._change(name, environment, variants=tuple(json.loads(variants)))
+
     async def last_sort_order(self, db: Any, name: str, environment: str) -> int | None:
         orders = [s.sort_order for s in self.flags[name].environment(environment).strategies]
         return max(orders, default=None)
@@ -111,14 +114,20 @@ class FakeFlags:
         self._change(name, environment, strategies=(*strategies, _linked(strategy)))
 
     async def replace_strategy(self, tx: Any, strategy: StrategyRecord) -> None:
-        for flag in self.flags.values():
-            for environment, state in flag.environments.items():
-                if any(s.id == strategy.id for s in state.strategies):
-                    replaced = tuple(
-                        _linked(strategy) if s.id == strategy.id else s for s in state.strategies
-                    )
-                    self._change(flag.name, environment, strategies=replaced)
-                    return
+        for flag, environment, _ in self._strategies(strategy.id):
+            strategies = flag.environment(environment).strategies
+            self._change(flag.name, environment, strategies=_put(strategies, _linked(strategy)))
+
+    async def set_sort_order(self, tx: Any, id: str, sort_order: int) -> None:
+        for flag, environment, found in self._strategies(id):
+            strategies = flag.environment(environment).strategies
+            moved = dataclasses.replace(found, sort_order=sort_order)
+            self._change(flag.name, environment, strategies=_put(strategies, moved))
+
+    async def delete_strategy(self, tx: Any, id: str) -> None:
+        for flag, environment, _ in self._strategies(id):
+            kept = tuple(s for s in flag.environment(environment).strategies if s.id != id)
+            self._change(flag.name, environment, strategies=kept)
 
     async def serves(self, db: Any, name: str, environment: str) -> bool:
         return any(not s.disabled for s in self.flags[name].environment(environment).strategies)
@@ -137,6 +146,16 @@ class FakeFlags:
     async def segment_projects(self, db: Any, ids: Sequence[int]) -> dict[int, str | None]:
         return {id: self.segments[id].project for id in ids if id in self.segments}
 
+    def _strategies(self, id: str) -> list[tuple[FlagRecord, str, StrategyRecord]]:
+        """The strategy of ``id``, with its flag and environment (none or one)."""
+        return [
+            (flag, environment, strategy)
+            for flag in self.flags.values()
+            for environment, state in flag.environments.items()
+            for strategy in state.strategies
+            if strategy.id == id
+        ]
+
     def _change(self, name: str, environment: str, **fields: Any) -> None:
         flag = self.flags[name]
         state = dataclasses.replace(flag.environment(environment), **fields)
@@ -144,6 +163,10 @@ class FakeFlags:
         state = dataclasses.replace(state, strategies=ordered)
         environments = {**flag.environments, environment: state}
         self.flags[name] = dataclasses.replace(flag, environments=environments)
+
+
+def _put(strategies: Sequence[StrategyRecord], put: StrategyRecord) -> tuple[StrategyRecord, ...]:
+    return tuple(put if s.id == put.id else s for s in strategies)
 
 
 def _linked(strategy: StrategyRecord) -> StrategyRecord:

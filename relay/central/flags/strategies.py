@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from relay.central.flags.flags import strategy_out
-from relay.central.flags.records import load_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
@@ -100,10 +99,7 @@ class StrategyService:
                         f"trying to change strategies for environment via update sortOrder:"
                         f" {environment} of {flag} has no strategy {entry.id}"
                     )
-                await w.tx.execute(
-                    "UPDATE feature_strategies SET sort_order = ? WHERE id = ?",
-                    (entry.sortOrder, entry.id),
-                )
+                await w.records.set_sort_order(w.tx, entry.id, entry.sortOrder)
             after = [
                 s.id for s in (await w.flag(project, flag)).environment(environment).strategies
             ]
@@ -122,21 +118,18 @@ class StrategyService:
         async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
             removed = strategy_out(flag, _find(record, environment, id))
-            await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
+            await w.records.delete_strategy(w.tx, id)
             await _event(w, EventType.FEATURE_STRATEGY_REMOVE, project, environment, removed, None)
             await w.off_unless_served(record, environment)
 
     async def _read(self, project: str, flag: str, environment: str) -> FlagRecord:
-        found = await load_flags(self._db, "name = ? AND project_id = ?", (flag, project))
-        if not found:
+        records = self._write.records
+        found = await records.flag(self._db, flag)
+        if found is None or found.project != project:
             raise NotFound(f'There\'s no feature named "{flag}" in project "{project}"')
-        enabled = await self._db.fetch_all(
-            "SELECT 1 FROM project_environments WHERE project_id = ? AND environment = ?",
-            (project, environment),
-        )
-        if not enabled:
+        if await records.project_environment(self._db, project, environment) is None:
             raise NotFound(f"Feature {flag} does not have environment {environment}")
-        return found[0]
+        return found
 
 
 async def _writable(w: FlagWrite, project: str, flag: str, environment: str) -> FlagRecord:

@@ -77,12 +77,12 @@ class WriteRecords:
     async def set_enabled(
         self, tx: Transaction, name: str, environment: str, enabled: bool
     ) -> None:
-        await tx.execute(
-            "INSERT INTO feature_environments (feature_name, environment, enabled)"
-            " VALUES (?, ?, ?) ON CONFLICT (feature_name, environment)"
-            " DO UPDATE SET enabled = excluded.enabled",
-            (name, environment, int(enabled)),
-        )
+        await _set_environment(tx, name, environment, "enabled", int(enabled))
+
+    async def set_variants(
+        self, tx: Transaction, name: str, environment: str, variants: str
+    ) -> None:
+        await _set_environment(tx, name, environment, "variants", variants)
 
     async def last_sort_order(self, db: Reads, name: str, environment: str) -> int | None:
         [row] = await db.fetch_all(
@@ -119,6 +119,14 @@ class WriteRecords:
         )
         await _link_segments(tx, strategy)
 
+    async def set_sort_order(self, tx: Transaction, id: str, sort_order: int) -> None:
+        await tx.execute(
+            "UPDATE feature_strategies SET sort_order = ? WHERE id = ?", (sort_order, id)
+        )
+
+    async def delete_strategy(self, tx: Transaction, id: str) -> None:
+        await tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
+
     async def serves(self, db: Reads, name: str, environment: str) -> bool:
         served = await db.fetch_all(
             "SELECT 1 FROM feature_strategies"
@@ -141,6 +149,18 @@ class WriteRecords:
 
     async def segment_projects(self, db: Reads, ids: Sequence[int]) -> dict[int, str | None]:
         return await _of_segments(db, "project_id", ids)
+
+
+async def _set_environment(
+    tx: Transaction, name: str, environment: str, column: str, value: object
+) -> None:
+    """One column of the flag's state in the environment (which it gets if it had none)."""
+    await tx.execute(
+        f"INSERT INTO feature_environments (feature_name, environment, {column})"
+        f" VALUES (?, ?, ?) ON CONFLICT (feature_name, environment)"
+        f" DO UPDATE SET {column} = excluded.{column}",
+        (name, environment, value),
+    )
 
 
 async def _of_segments(db: Reads, column: str, ids: Sequence[int]) -> dict[int, Any]:

@@ -44,8 +44,9 @@ MB) instead of its events. 10,000 flag writes is days of a busy team's changes."
 
 
 class WriteStorage(Protocol):
-    """What every flag write reads and writes (``write_records.WriteRecords``); ``db``:
-    where a read looks (the write's transaction), ``tx``: the write a change is made in.
+    """What every flag write reads and writes (``write_records.WriteRecords``), and all
+    the strategy and variant services need; ``db``: where a read looks, ``tx``: the write a
+    change is made in.
     """
 
     async def next_revision(self, tx: Transaction) -> int:
@@ -78,6 +79,12 @@ class WriteStorage(Protocol):
         self, tx: Transaction, name: str, environment: str, enabled: bool
     ) -> None: ...
 
+    async def set_variants(
+        self, tx: Transaction, name: str, environment: str, variants: str
+    ) -> None:
+        """The flag's own variants there (their JSON)."""
+        ...
+
     async def last_sort_order(self, db: Reads, name: str, environment: str) -> int | None:
         """The highest sort order of the flag's strategies there, None without any."""
         ...
@@ -91,6 +98,10 @@ class WriteStorage(Protocol):
     async def replace_strategy(self, tx: Transaction, strategy: StrategyRecord) -> None:
         """The saved strategy of ``strategy.id`` becomes ``strategy``."""
         ...
+
+    async def set_sort_order(self, tx: Transaction, id: str, sort_order: int) -> None: ...
+
+    async def delete_strategy(self, tx: Transaction, id: str) -> None: ...
 
     async def serves(self, db: Reads, name: str, environment: str) -> bool:
         """Whether the flag has a strategy there that is not disabled."""
