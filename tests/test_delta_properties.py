@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.dependency_records import DependencyRecords
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
@@ -68,7 +69,7 @@ operation = st.one_of(
 class Admin:
     def __init__(self, db: SqliteDatabase) -> None:
         writer = Writer(db)
-        self.flags = FlagService(writer)
+        self.flags = FlagService(writer, FlagRecords())
         self.strategies = StrategyService(writer)
         self.segments = SegmentService(writer, SegmentRecords())
         self.projects = ProjectStore(db, writer)

@@ -25,6 +25,7 @@ from relay.central.events import EventLog
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.dependency_records import DependencyRecords
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
@@ -147,7 +148,7 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[USAGE] = UsageReader(db, folder.caught_up)
     app[KEYS] = keys
     app[INGEST] = Ingest(metrics)
-    app[FLAGS] = FlagService(writer)
+    app[FLAGS] = FlagService(writer, FlagRecords())
     app[STRATEGIES] = StrategyService(writer)
     app[SEGMENTS] = SegmentService(writer, SegmentRecords())
     app[DEPENDENCIES] = DependencyService(writer, DependencyRecords())

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.dependency_records import DependencyRecords
 from relay.central.flags.exporting import exported
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService, strategy_out
 from relay.central.flags.records import Reads, load_flags
 from relay.central.flags.strategies import StrategyService
@@ -260,7 +261,7 @@ async def _import(
     w: FlagWrite, joined: Joined, actor: Actor, project: str, environment: str, plan: _Plan
 ) -> None:
     data = plan.data
-    flags, strategies = FlagService(joined), StrategyService(joined)
+    flags, strategies = FlagService(joined, FlagRecords()), StrategyService(joined)
     for feature in data.features:
         if feature.name not in plan.existing:
             created = wire.CreateFlag(
