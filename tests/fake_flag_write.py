@@ -181,7 +181,7 @@ class FakeWriter(Writer):
     def __init__(self, *stores: object, records: FakeFlags | None = None) -> None:
         self.log = RecordedEvents()
         self.flags = FakeFlags() if records is None else records
-        super().__init__(NoDatabase(), events=self.log, records=self.flags)  # type: ignore[arg-type]
+        super().__init__(NoDatabase(), events=self.log, records=self.flags)
         self.revision = 0
         self.deleted_segments: list[tuple[int, str | None]] = []
         self._stores = (self.flags, *stores, self.log)
@@ -191,7 +191,7 @@ class FakeWriter(Writer):
         kept = [copy.deepcopy(vars(store)) for store in self._stores]
         self.revision += 1
         try:
-            write = FlagWrite(NoDatabase(), self.revision, actor, self.log, self.flags)  # type: ignore[arg-type]
+            write = FlagWrite(NoDatabase(), self.revision, actor, self.log, self.flags)
             yield write
         except BaseException:
             for store, state in zip(self._stores, kept, strict=True):

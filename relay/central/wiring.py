@@ -37,7 +37,8 @@ from relay.central.flags.serving import (
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.tag_records import TagRecords
 from relay.central.flags.tags import TagService
-from relay.central.flags.transfer import TransferService
+from relay.central.flags.transfer import ImportStorage, TransferService
+from relay.central.flags.transfer_records import TransferRecords
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_store import POLL_INTERVAL as KEY_POLL_INTERVAL
@@ -154,7 +155,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[DEPENDENCIES] = DependencyService(writer, DependencyRecords())
     app[VARIANTS] = VariantService(writer)
     app[TAGS] = TagService(writer, TagRecords())
-    app[TRANSFER] = TransferService(writer)
+    imports = ImportStorage(FlagRecords(), TagRecords(), DependencyRecords())
+    app[TRANSFER] = TransferService(writer, TransferRecords(), imports)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served
