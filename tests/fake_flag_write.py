@@ -176,7 +176,8 @@ def _linked(strategy: StrategyRecord) -> StrategyRecord:
 
 class FakeWriter(Writer):
     """``records``: the flags every write reads (empty ones by default); ``stores``: the
-    services' own in-memory storage, undone with them when a write raises."""
+    services' own in-memory storage, undone with them when a write raises (each restored
+    from a copy of its attributes, so one that refers to another store is left out)."""
 
     def __init__(self, *stores: object, records: FakeFlags | None = None) -> None:
         self.log = RecordedEvents()
