@@ -2,7 +2,7 @@
 are given in-memory storage, and any SQL that still reached the database would fail here.
 
 ``FakeWriter`` numbers its writes as the revision does, records their events and, as a
-transaction would, undoes what a write changed in the in-memory stores it was given when
+transaction would, undoes what a write changed in its ``FakeFlags`` and its events when
 the write raises; ``deleted_segments`` gathers what committed writes tell the change log."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from relay.central.flags.write_records import ProjectEnvironment
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.audit import Actor, EventType
 from relay.core.flags import FlagRecord, SegmentRecord, StrategyRecord
+from relay.wire import flags as wire
 
 ACTOR = Actor("admin@example.com")
 
@@ -43,13 +44,16 @@ class RecordedEvents(EventLog):
 
 
 class FakeFlags:
-    """Flags, project environments and segments in memory: ``WriteStorage`` (and, for
-    the services that read flags, their records as ``records.load_flags`` gives them)."""
+    """Flags, project environments, segments and tags in memory, and ``WriteStorage``
+    over them (the other services' storage reads and writes them too:
+    ``fake_flag_storage``)."""
 
     def __init__(self) -> None:
         self.flags: dict[str, FlagRecord] = {}
         self.projects: dict[str, dict[str, str | None]] = {}
         self.segments: dict[int, SegmentRecord] = {}
+        self.tags: dict[str, set[tuple[str, str]]] = {}
+        self.kinds: dict[str, wire.TagType] = {"simple": wire.TagType(name="simple")}
 
     def add_project(self, project: str, *environments: str) -> None:
         self.projects[project] = dict.fromkeys(environments)
@@ -175,17 +179,15 @@ def _linked(strategy: StrategyRecord) -> StrategyRecord:
 
 
 class FakeWriter(Writer):
-    """``records``: the flags every write reads (empty ones by default); ``stores``: the
-    services' own in-memory storage, undone with them when a write raises (each restored
-    from a copy of its attributes, so one that refers to another store is left out)."""
+    """Writes over ``flags``, empty ones to start with."""
 
-    def __init__(self, *stores: object, records: FakeFlags | None = None) -> None:
+    def __init__(self) -> None:
         self.log = RecordedEvents()
-        self.flags = FakeFlags() if records is None else records
+        self.flags = FakeFlags()
         super().__init__(NoDatabase(), events=self.log, records=self.flags)
         self.revision = 0
         self.deleted_segments: list[tuple[int, str | None]] = []
-        self._stores = (self.flags, *stores, self.log)
+        self._stores = (self.flags, self.log)
 
     @asynccontextmanager
     async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:

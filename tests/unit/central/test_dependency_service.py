@@ -6,61 +6,17 @@ tests/test_flag_model_api.py on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
-from fake_flag_write import ACTOR, FakeFlags, FakeWriter
+from fake_flag_storage import FakeDependencies
+from fake_flag_write import ACTOR, FakeWriter
 
 from relay.central.flags import dependencies
 from relay.central.flags.dependencies import DependencyService
 from relay.core.audit import EventType
 from relay.core.errors import InvalidOperation, NotFound
-from relay.core.flags import Dependency, EnvironmentState, FlagRecord
+from relay.core.flags import Dependency, EnvironmentState
 from relay.wire import flags as wire
-
-
-class FakeDependencies:
-    """Dependencies kept on the flags of ``flags``, where a flag write reads them."""
-
-    def __init__(self, flags: FakeFlags) -> None:
-        self.flags = flags
-
-    async def flag(self, db: Any, name: str) -> FlagRecord | None:
-        return await self.flags.flag(db, name)
-
-    async def set_parent(
-        self, tx: Any, child: str, parent: str, enabled: bool, variants: Sequence[str]
-    ) -> None:
-        dependency = Dependency(parent, enabled, tuple(variants))
-        self._set(child, (dependency,))
-
-    async def remove(self, tx: Any, child: str, parent: str | None) -> bool:
-        had = self.flags.flags[child].dependencies
-        if not had or parent not in (None, had[0].parent):
-            return False
-        self._set(child, ())
-        return True
-
-    async def possible_parents(self, db: Any, project: str, child: str, most: int) -> list[str]:
-        found = self.flags.flags.get(child)
-        if found is None or found.project != project:
-            return []
-        return sorted(
-            f.name
-            for f in self.flags.flags.values()
-            if f.project == project
-            and f.name != child
-            and not f.dependencies
-            and f.archived_at is None
-        )[:most]
-
-    async def any(self, db: Any) -> bool:
-        return any(f.dependencies for f in self.flags.flags.values())
-
-    def _set(self, child: str, dependencies: tuple[Dependency, ...]) -> None:
-        flag = self.flags.flags[child]
-        self.flags.flags[child] = dataclasses.replace(flag, dependencies=dependencies)
 
 
 def service() -> tuple[DependencyService, FakeWriter]:

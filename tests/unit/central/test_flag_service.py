@@ -6,96 +6,16 @@ tests/test_flags_api.py proves the SQL of ``flag_records`` on SQLite and Postgre
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import pytest
-from fake_flag_write import ACTOR, FakeFlags, FakeWriter
+from fake_flag_storage import FakeFlagRecords
+from fake_flag_write import ACTOR, FakeWriter
 
 from relay.central.flags.flags import FlagService
 from relay.core.audit import EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
-from relay.core.flags import Dependency, FlagRecord
+from relay.core.flags import Dependency
 from relay.wire import flags as wire
-
-
-class FakeFlagRecords:
-    """Flags kept in ``flags``, where a flag write reads them."""
-
-    def __init__(self, flags: FakeFlags) -> None:
-        self.flags = flags
-
-    async def create(self, tx: Any, project: str, body: wire.CreateFlag, revision: int) -> bool:
-        if body.name in self.flags.flags:
-            return False
-        self.flags.add_flag(
-            body.name,
-            project,
-            type=body.type.value,
-            description=body.description,
-            impression_data=body.impressionData,
-            revision=revision,
-        )
-        return True
-
-    async def archived(self, db: Any, name: str) -> bool:
-        found = self.flags.flags.get(name)
-        return found is not None and found.archived_at is not None
-
-    async def project_of(self, db: Any, name: str) -> str | None:
-        found = self.flags.flags.get(name)
-        return None if found is None else found.project
-
-    async def of_project(self, db: Any, project: str) -> list[FlagRecord]:
-        return [f for f in self._sorted() if f.project == project and f.archived_at is None]
-
-    async def page(
-        self, db: Any, after: tuple[str, str] | None, limit: int, contains: str
-    ) -> list[FlagRecord]:
-        chosen = [
-            f
-            for f in self._sorted()
-            if f.archived_at is None
-            and (after is None or (f.project, f.name) > after)
-            and contains.lower() in f.name.lower()
-        ]
-        return chosen[:limit]
-
-    async def archive_page(
-        self, db: Any, project: str | None, offset: int, limit: int
-    ) -> list[FlagRecord]:
-        chosen = [
-            f
-            for f in self.flags.flags.values()
-            if f.archived_at is not None and project in (None, f.project)
-        ]
-        chosen.sort(key=lambda f: (-(f.archived_at or 0.0), f.name))
-        return chosen[offset : offset + limit]
-
-    async def environments(self, db: Any, project: str) -> list[tuple[str, str, int]]:
-        return [(e, "production", i) for i, e in enumerate(self.flags.projects[project])]
-
-    async def update(
-        self, tx: Any, name: str, changed: Mapping[str, object], revision: int
-    ) -> None:
-        self._set(name, revision=revision, **changed)
-
-    async def archive(self, tx: Any, name: str, revision: int) -> None:
-        self._set(name, archived_at=1000.0 + revision, revision=revision, dependencies=())
-
-    async def revive(self, tx: Any, name: str, revision: int) -> None:
-        for environment in self.flags.flags[name].environments:
-            await self.flags.set_enabled(tx, name, environment, False)
-        self._set(name, archived_at=None, revision=revision)
-
-    async def delete(self, tx: Any, name: str) -> None:
-        del self.flags.flags[name]
-
-    def _sorted(self) -> list[FlagRecord]:
-        return sorted(self.flags.flags.values(), key=lambda f: (f.project, f.name))
-
-    def _set(self, name: str, **fields: Any) -> None:
-        self.flags.flags[name] = dataclasses.replace(self.flags.flags[name], **fields)
 
 
 def service() -> tuple[FlagService, FakeWriter]:

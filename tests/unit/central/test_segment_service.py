@@ -5,82 +5,15 @@ with a segment's constraints inlined, the change log told of a deletion. The SQL
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
-from fake_flag_write import ACTOR, FakeFlags, FakeWriter
+from fake_flag_storage import FakeSegments
+from fake_flag_write import ACTOR, FakeWriter
 
 from relay.central.flags.segments import SegmentService
 from relay.core.audit import EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
-from relay.core.flags import FlagRecord, SegmentRecord
 from relay.wire.flags import UpsertSegment
 from relay.wire.strategies import Strategy
-
-
-class FakeSegments:
-    """Segments kept in ``flags.segments``, where a flag write's checks read them."""
-
-    def __init__(self, flags: FakeFlags) -> None:
-        self.flags = flags
-
-    async def all(self, db: Any) -> list[SegmentRecord]:
-        return [self.flags.segments[id] for id in sorted(self.flags.segments)]
-
-    async def get(self, db: Any, id: int) -> SegmentRecord | None:
-        return self.flags.segments.get(id)
-
-    async def usage(self, db: Any, id: int) -> tuple[int, int]:
-        users = await self.users(db, id)
-        return len(users), len({f.project for f in users})
-
-    async def users(self, db: Any, id: int) -> list[FlagRecord]:
-        return [
-            flag
-            for flag in self.flags.flags.values()
-            if any(
-                id in s.segments for state in flag.environments.values() for s in state.strategies
-            )
-        ]
-
-    async def used_in_other_project(self, db: Any, id: int, project: str) -> str | None:
-        others = [f.project for f in await self.users(db, id) if f.project != project]
-        return others[0] if others else None
-
-    async def name_taken(self, db: Any, name: str, id: int) -> bool:
-        return any(s.name == name and s.id != id for s in self.flags.segments.values())
-
-    async def create(self, tx: Any, body: UpsertSegment, revision: int) -> int | None:
-        if any(s.name == body.name for s in self.flags.segments.values()):
-            return None
-        id = max(self.flags.segments, default=0) + 1
-        self.flags.segments[id] = _record(id, body, revision, 0.0)
-        return id
-
-    async def update(self, tx: Any, id: int, body: UpsertSegment, revision: int) -> None:
-        created = self.flags.segments[id].created_at
-        self.flags.segments[id] = _record(id, body, revision, created)
-
-    async def delete_unused(self, tx: Any, id: int) -> bool:
-        if id not in self.flags.segments or await self.users(tx, id):
-            return False
-        del self.flags.segments[id]
-        return True
-
-
-def _record(id: int, body: UpsertSegment, revision: int, created: float) -> SegmentRecord:
-    constraints = [c.model_dump(mode="json", exclude_none=True) for c in body.constraints]
-    # stored as JSON and read back, as the database does
-    return SegmentRecord(
-        id,
-        body.name,
-        body.description,
-        body.project,
-        tuple(json.loads(json.dumps(constraints))),
-        created,
-        revision,
-    )
 
 
 def service() -> tuple[SegmentService, FakeWriter]:

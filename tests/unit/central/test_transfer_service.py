@@ -1,40 +1,19 @@
-"""TransferService's checks of an import over in-memory flags (Unleash's, in its words):
-what it refuses and warns of, answered by validate without changing anything, and refused
-whole by import. tests/test_flags_transfer.py proves ``transfer_records`` and the import
-itself on SQLite and PostgreSQL."""
+"""TransferService's import over in-memory flags: Unleash's checks in its words (what it
+refuses and warns of, answered by validate without changing anything, refused whole by
+import), and an import's steps through the other services in one write, undone whole when
+one refuses. tests/test_flags_transfer.py proves ``transfer_records`` on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
-from fake_flag_write import ACTOR, FakeFlags, FakeWriter
+from fake_flag_storage import FakeDependencies, FakeFlagRecords, FakeTags, FakeTransfer
+from fake_flag_write import ACTOR, FakeWriter
 
 from relay.central.flags.transfer import ImportStorage, TransferService
-from relay.core.errors import InvalidInput, NotFound
-from relay.core.flags import FlagRecord
+from relay.core.audit import EventType
+from relay.core.errors import InvalidInput, InvalidOperation, NotFound
 from relay.wire import transfer as t
-
-
-class FakeTransfer:
-    """What an import is checked against, read from ``flags``."""
-
-    def __init__(self, flags: FakeFlags) -> None:
-        self.flags = flags
-
-    async def flags_named(self, db: Any, names: Sequence[str]) -> list[FlagRecord]:
-        return [self.flags.flags[n] for n in sorted(set(names)) if n in self.flags.flags]
-
-    async def active(self, db: Any, names: Sequence[str]) -> set[str]:
-        return {f.name for f in await self.flags_named(db, names) if f.archived_at is None}
-
-    async def segments_for(self, db: Any, project: str) -> list[tuple[int, str]]:
-        return [
-            (s.id, s.name)
-            for s in sorted(self.flags.segments.values(), key=lambda s: s.id)
-            if s.project in (None, project)
-        ]
 
 
 def service() -> tuple[TransferService, FakeWriter]:
@@ -46,10 +25,9 @@ def service() -> tuple[TransferService, FakeWriter]:
     writer.flags.add_flag("old", archived_at=1.0)
     writer.flags.add_segment(1, "shop")  # not for flags of default: "segment-1" is missing
     writer.flags.add_segment(2)
-    nothing: Any = None  # the plan's refusals come before any service writes
-    imports = ImportStorage(nothing, nothing, nothing)
-    transfer = TransferService(writer, FakeTransfer(writer.flags), imports)
-    return transfer, writer
+    flags = writer.flags
+    imports = ImportStorage(FakeFlagRecords(flags), FakeTags(flags), FakeDependencies(flags))
+    return TransferService(writer, FakeTransfer(flags), imports), writer
 
 
 def body(project: str = "default", environment: str = "production") -> t.ImportBody:
@@ -103,4 +81,65 @@ async def test_an_import_with_errors_is_refused_whole_and_a_project_must_exist()
     assert refused.value.path == "/body/data"
     with pytest.raises(NotFound, match="Active project with id nope does not exist"):
         await transfer.validate(ACTOR, body("nope"))
+    assert writer.log.recorded == []
+
+
+def clean() -> t.ImportBody:
+    """The file of a flag ``fresh`` that depends on ``checkout`` (which it updates),
+    with variants, a tag of a new type and a strategy naming the global segment."""
+    data = {
+        "features": [{"name": "checkout", "stale": True}, {"name": "fresh"}],
+        "featureStrategies": [{"name": "default", "featureName": "fresh", "segments": [9]}],
+        "featureEnvironments": [
+            {"name": "fresh", "enabled": True, "variants": [{"name": "blue", "weight": 0}]}
+        ],
+        "segments": [{"id": 9, "name": "segment-2"}],
+        "featureTags": [{"featureName": "fresh", "tagType": "team", "tagValue": "shop"}],
+        "tagTypes": [{"name": "team"}],
+        "dependencies": [{"feature": "fresh", "dependencies": [{"feature": "checkout"}]}],
+    }
+    return t.ImportBody.model_validate(
+        {"project": "default", "environment": "production", "data": data}
+    )
+
+
+async def test_an_import_goes_through_the_services_in_one_write() -> None:
+    transfer, writer = service()
+    assert (await transfer.validate(ACTOR, clean())).errors == []
+    assert set(writer.flags.flags) == {"checkout", "basket", "old"}  # validate undid it
+    await transfer.import_(ACTOR, clean())
+    assert writer.revision == 2  # validate's write and the import's
+    fresh = writer.flags.flags["fresh"]
+    production = fresh.environment("production")
+    assert production.enabled
+    assert [(s.name, s.segments) for s in production.strategies] == [("default", (2,))]
+    assert [v["name"] for v in production.variants] == ["blue"]
+    assert [d.parent for d in fresh.dependencies] == ["checkout"]
+    assert writer.flags.tags["fresh"] == {("team", "shop")}
+    assert writer.flags.flags["checkout"].stale
+    assert writer.log.types()[0] == EventType.FEATURE_METADATA_UPDATED
+    assert writer.log.types()[-1] == EventType.FEATURES_IMPORTED
+
+
+async def test_an_import_a_service_refuses_is_undone_whole() -> None:
+    transfer, writer = service()
+    refused = clean().model_copy(
+        update={
+            "data": clean().data.model_copy(
+                update={
+                    "dependencies": [
+                        t.ExportedDependency.model_validate(
+                            {"feature": "fresh", "dependencies": [{"feature": "fresh"}]}
+                        )
+                    ]
+                }
+            )
+        }
+    )
+    answer = await transfer.validate(ACTOR, refused)
+    assert [e.message for e in answer.errors] == ["A feature flag cannot depend on itself."]
+    with pytest.raises(InvalidOperation, match="cannot depend on itself"):
+        await transfer.import_(ACTOR, refused)
+    assert "fresh" not in writer.flags.flags
+    assert writer.flags.kinds.keys() == {"simple"}
     assert writer.log.recorded == []
