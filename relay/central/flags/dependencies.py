@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import Writer
+from relay.central.flags.writes import Stored
 from relay.core.audit import Actor, EventType
 from relay.core.errors import InvalidOperation, NotFound
 from relay.core.flags import Dependency, FlagRecord
@@ -52,12 +52,7 @@ class DependencyStorage(Protocol):
         ...
 
 
-class DependencyService:
-    def __init__(self, writer: Writer, records: DependencyStorage) -> None:
-        self._write = writer
-        self._db = writer.db
-        self._records = records
-
+class DependencyService(Stored[DependencyStorage]):
     async def add(
         self, actor: Actor, project: str, child: str, body: wire.CreateDependency
     ) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.writes import FlagWrite, Stored
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
@@ -86,12 +86,7 @@ class FlagStorage(Protocol):
         ...
 
 
-class FlagService:
-    def __init__(self, writer: Writer, records: FlagStorage) -> None:
-        self._write = writer
-        self._db = writer.db
-        self._records = records
-
+class FlagService(Stored[FlagStorage]):
     async def create(self, actor: Actor, project: str, body: wire.CreateFlag) -> wire.FlagOut:
         async with self._write(actor) as w:
             await w.project_exists(project)

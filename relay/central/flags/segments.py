@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.writes import FlagWrite, Stored
 from relay.core.audit import Actor, EventType
 from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
@@ -70,12 +70,7 @@ class SegmentStorage(Protocol):
         ...
 
 
-class SegmentService:
-    def __init__(self, writer: Writer, records: SegmentStorage) -> None:
-        self._write = writer
-        self._db = writer.db
-        self._records = records
-
+class SegmentService(Stored[SegmentStorage]):
     async def all(self) -> list[SegmentOut]:
         return [await self._out(self._db, s) for s in await self._records.all(self._db)]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.writes import FlagWrite, Stored
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.store.sql import Transaction
@@ -63,12 +63,7 @@ class TagStorage(Protocol):
         ...
 
 
-class TagService:
-    def __init__(self, writer: Writer, records: TagStorage) -> None:
-        self._write = writer
-        self._db = writer.db
-        self._records = records
-
+class TagService(Stored[TagStorage]):
     async def of_flag(self, flag: str) -> list[wire.Tag]:
         """The flag's tags by type and value; a flag that does not exist is a 404."""
         if await self._records.project_of(self._db, flag) is None:

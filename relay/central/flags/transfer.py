@@ -34,7 +34,7 @@ from relay.central.flags.records import Reads
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.tags import TagService, TagStorage
 from relay.central.flags.variants import VariantService
-from relay.central.flags.writes import FlagWrite, Joined, Writer
+from relay.central.flags.writes import FlagWrite, Joined, Stored, Writer
 from relay.core.audit import Actor, EventType
 from relay.core.errors import DomainError, InvalidInput, NotFound
 from relay.core.flags import FlagRecord
@@ -77,11 +77,9 @@ class ImportStorage:
     dependencies: DependencyStorage
 
 
-class TransferService:
+class TransferService(Stored[TransferStorage]):
     def __init__(self, writer: Writer, records: TransferStorage, imports: ImportStorage) -> None:
-        self._write = writer
-        self._db = writer.db
-        self._records = records
+        super().__init__(writer, records)
         self._imports = imports
 
     async def export(self, actor: Actor, query: t.ExportQuery) -> t.ExportResult:

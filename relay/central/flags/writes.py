@@ -11,7 +11,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from relay.central.events import EventLog
 from relay.central.flags.records import Reads
@@ -29,6 +29,8 @@ from relay.store.sql import Database, Transaction
 from relay.wire.strategies import Strategy
 
 MAX_SORT_ORDER = 2**31 - 1
+
+S = TypeVar("S")
 
 Written = Callable[[int], None]
 """Told the revision of each committed flag write (the client API's cache listens)."""
@@ -145,6 +147,16 @@ class Writer:
             yield write
             await self.records.log_changes(tx, revision, write.deleted_segments, self._kept)
         self._written(write.revision)
+
+
+class Stored(Generic[S]):
+    """A flag service: its writes made through ``writer``, its reads and changes through
+    ``records``, the storage protocol declared beside it."""
+
+    def __init__(self, writer: Writer, records: S) -> None:
+        self._write = writer
+        self._db = writer.db
+        self._records = records
 
 
 class Joined(Writer):
