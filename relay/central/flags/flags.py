@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Stored
+from relay.central.flags.writes import FlagWrite, Stored, shown
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
@@ -281,8 +281,8 @@ async def _flag_event(
         project=flag.project,
         feature=flag.name,
         environment=environment,
-        before=None if before is None else before.model_dump(mode="json"),
-        after=None if after is None else after.model_dump(mode="json"),
+        before=shown(before),
+        after=shown(after),
     )
 
 

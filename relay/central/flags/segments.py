@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Stored
+from relay.central.flags.writes import FlagWrite, Stored, shown
 from relay.core.audit import Actor, EventType
 from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
@@ -154,12 +154,7 @@ async def _event(
 ) -> None:
     segment = after or before
     assert segment is not None
-    await w.event(
-        type,
-        project=segment.project,
-        before=None if before is None else before.model_dump(mode="json"),
-        after=None if after is None else after.model_dump(mode="json"),
-    )
+    await w.event(type, project=segment.project, before=shown(before), after=shown(after))
 
 
 async def _check_project(w: FlagWrite, project: str | None) -> None:

@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from relay.central.events import EventLog
 from relay.central.flags.records import Reads
 from relay.central.flags.write_records import ProjectEnvironment, WriteRecords
@@ -320,6 +322,11 @@ class FlagWrite:
                     f"names segment {segment}, which belongs to project {projects[segment]}",
                     path,
                 )
+
+
+def shown(thing: BaseModel | None) -> Any:
+    """A thing as an event keeps it before or after a change: as the admin API shows it."""
+    return None if thing is None else thing.model_dump(mode="json")
 
 
 def _bytes(strategy: StrategyRecord) -> int:
