@@ -26,7 +26,10 @@ from relay.central.event_records import EventLog
 from relay.central.events import EventReader
 from relay.central.flags import admin_api, client_api, model_api, transfer_api
 from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.dependency_records import DependencyRecords
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
+from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import (
     REVISION_CHANNEL,
@@ -34,8 +37,10 @@ from relay.central.flags.serving import (
     ClientFeaturesCache,
 )
 from relay.central.flags.strategies import StrategyService
+from relay.central.flags.tag_records import TagRecords
 from relay.central.flags.tags import TagService
-from relay.central.flags.transfer import TransferService
+from relay.central.flags.transfer import ImportStorage, TransferService
+from relay.central.flags.transfer_records import TransferRecords
 from relay.central.flags.variants import VariantService
 from relay.central.flags.writes import Writer
 from relay.central.key_records import SqlKeyRecords
@@ -127,13 +132,14 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[EVENTS] = EventReader(events)
     app[USAGE] = UsageReader(SqlUsageRecords(db), folder.caught_up)
     app[INGEST] = Ingest(metrics)
-    app[FLAGS] = FlagService(writer)
+    app[FLAGS] = FlagService(writer, FlagRecords())
     app[STRATEGIES] = StrategyService(writer)
-    app[SEGMENTS] = SegmentService(writer)
-    app[DEPENDENCIES] = DependencyService(writer)
+    app[SEGMENTS] = SegmentService(writer, SegmentRecords())
+    app[DEPENDENCIES] = DependencyService(writer, DependencyRecords())
     app[VARIANTS] = VariantService(writer)
-    app[TAGS] = TagService(writer)
-    app[TRANSFER] = TransferService(writer)
+    app[TAGS] = TagService(writer, TagRecords())
+    imports = ImportStorage(FlagRecords(), TagRecords(), DependencyRecords())
+    app[TRANSFER] = TransferService(writer, TransferRecords(), imports)
     app[CLIENT_FEATURES] = served
     app[FRONTEND_SOURCE] = served
     app[DELTA_SOURCE] = served

@@ -198,12 +198,14 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 def _flags(settings: Settings, args: argparse.Namespace) -> int:
     from relay.central.event_records import EventLog
+    from relay.central.flags.flag_records import FlagRecords
     from relay.central.flags.flags import FlagService
     from relay.central.flags.playground import evaluate_on
     from relay.central.flags.writes import Writer
 
     async def run(db: Database) -> str:
-        flags = FlagService(Writer(db, events=EventLog(db, settings.event_log_kept)))
+        writer = Writer(db, events=EventLog(db, settings.event_log_kept))
+        flags = FlagService(writer, FlagRecords())
         actor = Actor.command_line()
         match args.flag_command:
             case "create":

@@ -38,10 +38,16 @@ def add_commands(flag_commands: Any) -> list[argparse.ArgumentParser]:
 async def run(db: Database, settings: Settings, args: argparse.Namespace) -> str:
     """The command's output: the export file, or a line saying what was imported."""
     from relay.central.event_records import EventLog
-    from relay.central.flags.transfer import TransferService
+    from relay.central.flags.dependency_records import DependencyRecords
+    from relay.central.flags.flag_records import FlagRecords
+    from relay.central.flags.tag_records import TagRecords
+    from relay.central.flags.transfer import ImportStorage, TransferService
+    from relay.central.flags.transfer_records import TransferRecords
     from relay.central.flags.writes import Writer
 
-    service = TransferService(Writer(db, events=EventLog(db, settings.event_log_kept)))
+    writer = Writer(db, events=EventLog(db, settings.event_log_kept))
+    imports = ImportStorage(FlagRecords(), TagRecords(), DependencyRecords())
+    service = TransferService(writer, TransferRecords(), imports)
     actor = Actor.command_line()
     if args.flag_command == "export":
         query = ExportQuery(environment=args.environment, project=args.project)

@@ -11,7 +11,8 @@ from relay.api.body import read_json
 from relay.api.paging import offset, whole
 from relay.api.responses import model_response
 from relay.api.routing import Route
-from relay.central.admin import actor, admin_route
+from relay.central.admin import actor
+from relay.central.flags.admin_routes import change, read
 from relay.central.flags.segments import segment_id
 from relay.central.state import FLAGS, SEGMENTS, STRATEGIES, USAGE
 from relay.wire import flags as wire
@@ -180,197 +181,189 @@ _FEATURES = "/api/admin/projects/{projectId}/features"
 _FEATURE = f"{_FEATURES}/{{featureName}}"
 _ENV = f"{_FEATURE}/environments/{{environment}}"
 _STRATEGY = f"{_ENV}/strategies/{{strategyId}}"
-_BODY = (400, 413, 415)
 
 ROUTES: list[Route] = [
-    admin_route(
-        "GET",
+    read(
         _FEATURES,
         list_flags,
         "A project's flags (none for a project that is not there)",
-        ok=(200, wire.ProjectFlagsOut),
+        wire.ProjectFlagsOut,
     ),
-    admin_route(
+    change(
         "POST",
         _FEATURES,
         create_flag,
         "Create a flag",
-        body=wire.CreateFlag,
-        ok=(201, wire.FlagOut),
-        errors=(*_BODY, 404, 409),
+        wire.CreateFlag,
+        (201, wire.FlagOut),
+        404,
+        409,
     ),
-    admin_route(
-        "GET",
-        _FEATURE,
-        get_flag,
-        "A flag and its environments",
-        ok=(200, wire.FlagOut),
-        errors=(404,),
-    ),
-    admin_route(
+    read(_FEATURE, get_flag, "A flag and its environments", wire.FlagOut, 404),
+    change(
         "PUT",
         _FEATURE,
         update_flag,
         "Change a flag's description, type, stale, impressionData",
-        body=wire.UpdateFlag,
-        ok=(200, wire.FlagOut),
-        errors=(*_BODY, 404),
+        wire.UpdateFlag,
+        (200, wire.FlagOut),
+        404,
     ),
-    admin_route(
+    change(
         "PATCH",
         _FEATURE,
         patch_flag,
         "Change a flag with a JSON Patch",
-        body=wire.Patches,
-        ok=(200, wire.FlagOut),
-        errors=(*_BODY, 404),
+        wire.Patches,
+        (200, wire.FlagOut),
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         _FEATURE,
         archive_flag,
         "Archive a flag (no longer served; name kept)",
-        ok=(202, None),
-        errors=(404,),
+        None,
+        (202, None),
+        404,
     ),
-    admin_route(
+    change(
         "POST",
         "/api/admin/archive/revive/{featureName}",
         revive_flag,
         "Revive an archived flag (off everywhere)",
-        errors=(404,),
+        None,
+        (200, None),
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         "/api/admin/archive/{featureName}",
         delete_archived,
         "Delete an archived flag for good (one not archived is left alone)",
+        None,
+        (200, None),
     ),
-    admin_route(
-        "GET",
+    read(
         "/api/admin/archive/features",
         archived_flags,
         "Archived flags, most recently archived first (limit, offset)",
-        ok=(200, wire.ProjectFlagsOut),
-        errors=(400,),
+        wire.ProjectFlagsOut,
+        400,
     ),
-    admin_route(
-        "GET",
+    read(
         "/api/admin/archive/features/{projectId}",
         project_archived_flags,
         "A project's archived flags, most recently archived first (limit, offset)",
-        ok=(200, wire.ProjectFlagsOut),
-        errors=(400, 404),
+        wire.ProjectFlagsOut,
+        400,
+        404,
     ),
-    admin_route(
-        "GET",
-        _ENV,
-        get_flag_environment,
-        "A flag in one environment",
-        ok=(200, wire.FlagEnvironmentOut),
-        errors=(404,),
+    read(_ENV, get_flag_environment, "A flag in one environment", wire.FlagEnvironmentOut, 404),
+    change(
+        "POST",
+        f"{_ENV}/on",
+        turn_on,
+        "Turn a flag on in an environment",
+        None,
+        (200, None),
+        400,
+        404,
     ),
-    admin_route(
-        "POST", f"{_ENV}/on", turn_on, "Turn a flag on in an environment", errors=(400, 404)
+    change(
+        "POST",
+        f"{_ENV}/off",
+        turn_off,
+        "Turn a flag off in an environment",
+        None,
+        (200, None),
+        400,
+        404,
     ),
-    admin_route(
-        "POST", f"{_ENV}/off", turn_off, "Turn a flag off in an environment", errors=(400, 404)
-    ),
-    admin_route(
-        "GET",
+    read(
         f"{_ENV}/strategies",
         list_strategies,
         "A flag's strategies in an environment",
-        ok=(200, wire.StrategiesOut),
-        errors=(404,),
+        wire.StrategiesOut,
+        404,
     ),
-    admin_route(
+    change(
         "POST",
         f"{_ENV}/strategies",
         add_strategy,
         "Add a strategy",
-        body=Strategy,
-        ok=(200, StrategyOut),
-        errors=(*_BODY, 404),
+        Strategy,
+        (200, StrategyOut),
+        404,
     ),
-    admin_route(
+    change(
         "POST",
         f"{_ENV}/strategies/set-sort-order",
         set_sort_order,
         "Reorder a flag's strategies in an environment (400 for a strategy not there)",
-        body=SetStrategySortOrder,
-        errors=(*_BODY, 404),
+        SetStrategySortOrder,
+        (200, None),
+        404,
     ),
-    admin_route(
-        "GET", _STRATEGY, get_strategy, "One strategy", ok=(200, StrategyOut), errors=(404,)
+    read(_STRATEGY, get_strategy, "One strategy", StrategyOut, 404),
+    change(
+        "PUT", _STRATEGY, replace_strategy, "Replace a strategy", Strategy, (200, StrategyOut), 404
     ),
-    admin_route(
-        "PUT",
-        _STRATEGY,
-        replace_strategy,
-        "Replace a strategy",
-        body=Strategy,
-        ok=(200, StrategyOut),
-        errors=(*_BODY, 404),
-    ),
-    admin_route(
+    change(
         "PATCH",
         _STRATEGY,
         patch_strategy,
         "Change a strategy with a JSON Patch",
-        body=wire.Patches,
-        ok=(200, StrategyOut),
-        errors=(*_BODY, 404),
+        wire.Patches,
+        (200, StrategyOut),
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         _STRATEGY,
         delete_strategy,
         "Delete a strategy (the last one turns the flag off there)",
-        errors=(400, 404),
+        None,
+        (200, None),
+        400,
+        404,
     ),
-    admin_route(
-        "GET", "/api/admin/segments", list_segments, "Segments", ok=(200, wire.SegmentsOut)
-    ),
-    admin_route(
+    read("/api/admin/segments", list_segments, "Segments", wire.SegmentsOut),
+    change(
         "POST",
         "/api/admin/segments",
         create_segment,
         "Create a segment",
-        body=wire.UpsertSegment,
-        ok=(201, wire.SegmentOut),
-        errors=(*_BODY, 404, 409),
+        wire.UpsertSegment,
+        (201, wire.SegmentOut),
+        404,
+        409,
     ),
-    admin_route(
-        "GET",
-        "/api/admin/segments/{id}",
-        get_segment,
-        "One segment",
-        ok=(200, wire.SegmentOut),
-        errors=(404,),
-    ),
-    admin_route(
+    read("/api/admin/segments/{id}", get_segment, "One segment", wire.SegmentOut, 404),
+    change(
         "PUT",
         "/api/admin/segments/{id}",
         update_segment,
         "Change a segment",
-        body=wire.UpsertSegment,
-        ok=(204, None),
-        errors=(*_BODY, 404, 409),
+        wire.UpsertSegment,
+        (204, None),
+        404,
+        409,
     ),
-    admin_route(
+    change(
         "DELETE",
         "/api/admin/segments/{id}",
         delete_segment,
         "Delete a segment no strategy uses",
-        ok=(204, None),
-        errors=(404, 409),
+        None,
+        (204, None),
+        404,
+        409,
     ),
-    admin_route(
-        "GET",
+    read(
         "/api/admin/metrics/unknown-flags",
         get_unknown_flags,
         "Metrics of names no flag has (last 24 h)",
-        ok=(200, wire.UnknownFlagsOut),
+        wire.UnknownFlagsOut,
     ),
 ]

@@ -10,25 +10,49 @@ are Unleash's InvalidOperationError (403), in its words.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from relay.central.flags.records import load_flags
-from relay.central.flags.writes import Writer
+from relay.central.flags.records import Reads
+from relay.central.flags.writes import Stored
 from relay.core.audit import Actor, EventType
 from relay.core.errors import InvalidOperation, NotFound
-from relay.core.flags import Dependency
+from relay.core.flags import Dependency, FlagRecord
+from relay.store.sql import Transaction
 from relay.wire import flags as wire
 
 MAX_PARENTS = 1_000
 
 
-class DependencyService:
-    def __init__(self, writer: Writer) -> None:
-        self._write = writer
-        self._db = writer.db
+class DependencyStorage(Protocol):
+    """Dependencies as stored (``dependency_records.DependencyRecords``); ``db``: where a
+    read looks, ``tx``: the write a change is made in."""
 
+    async def flag(self, db: Reads, name: str) -> FlagRecord | None:
+        """The flag with its dependency and the names of its children."""
+        ...
+
+    async def set_parent(
+        self, tx: Transaction, child: str, parent: str, enabled: bool, variants: Sequence[str]
+    ) -> None:
+        """The child's one dependency becomes this one."""
+        ...
+
+    async def remove(self, tx: Transaction, child: str, parent: str | None) -> bool:
+        """The child's dependency (on ``parent``, or any); False when it had none."""
+        ...
+
+    async def possible_parents(self, db: Reads, project: str, child: str, most: int) -> list[str]:
+        """The first ``most`` flags of the project, by name, other than ``child``, neither
+        archived nor with a parent; none when ``child`` is not a flag of the project."""
+        ...
+
+    async def any(self, db: Reads) -> bool:
+        """Whether any flag depends on another."""
+        ...
+
+
+class DependencyService(Stored[DependencyStorage]):
     async def add(
         self, actor: Actor, project: str, child: str, body: wire.CreateDependency
     ) -> None:
@@ -44,24 +68,19 @@ class DependencyService:
                     "Transitive dependency detected. Cannot add a dependency to the feature"
                     " that other features depend on."
                 )
-            found = await load_flags(w.tx, "name = ?", (parent,))
-            if found and found[0].dependencies:
+            found = await self._records.flag(w.tx, parent)
+            if found is not None and found.dependencies:
                 raise InvalidOperation(
                     "Transitive dependency detected. Cannot add a dependency to the feature"
                     " that has parent dependency."
                 )
-            if not found or found[0].archived_at is not None:
+            if found is None or found.archived_at is not None:
                 raise InvalidOperation(f"No active feature {parent} exists")
-            if found[0].project != project:
+            if found.project != project:
                 raise InvalidOperation("Parent and child features should be in the same project")
             variants = (body.variants or []) if body.enabled else []
             before = _shown(flag.dependencies)
-            await w.tx.execute("DELETE FROM feature_dependencies WHERE child = ?", (child,))
-            await w.tx.execute(
-                "INSERT INTO feature_dependencies (child, parent, enabled, variants)"
-                " VALUES (?, ?, ?, ?)",
-                (child, parent, int(body.enabled), json.dumps(variants)),
-            )
+            await self._records.set_parent(w.tx, child, parent, body.enabled, variants)
             await w.touch(child)
             after = {"feature": parent, "enabled": body.enabled, "variants": variants}
             await w.event(
@@ -79,10 +98,7 @@ class DependencyService:
         remove is a 404, as Unleash 8.2 answers (measured: tests/test_admin_statuses_unleash.py)."""
         async with self._write(actor) as w:
             flag = await w.flag(project, child, writable=False)
-            sql, params = "DELETE FROM feature_dependencies WHERE child = ?", [child]
-            if parent is not None:
-                sql, params = f"{sql} AND parent = ?", [child, parent]
-            if not await w.tx.execute(sql, params):
+            if not await self._records.remove(w.tx, child, parent):
                 raise NotFound(
                     f'Feature "{child}" has no dependencies to remove in project "{project}".'
                     if parent is None
@@ -102,27 +118,18 @@ class DependencyService:
         archived and have no parent, by name (an unknown child has none), the first
         ``MAX_PARENTS`` of them: what one page or answer lists stays bounded however large
         the project (a parent past them is still accepted by name)."""
-        rows = await self._db.fetch_all(
-            "SELECT f.name FROM features f"
-            " LEFT JOIN feature_dependencies d ON d.child = f.name"
-            " WHERE f.project_id = ? AND f.name <> ? AND d.child IS NULL"
-            " AND f.archived_at IS NULL"
-            " AND EXISTS (SELECT 1 FROM features c WHERE c.name = ? AND c.project_id = ?)"
-            " ORDER BY f.name LIMIT ?",
-            (project, child, child, project, MAX_PARENTS),
-        )
-        return [str(row[0]) for row in rows]
+        return await self._records.possible_parents(self._db, project, child, MAX_PARENTS)
 
     async def parent_variants(self, project: str, parent: str) -> list[str]:
         """The variant names a dependency on ``parent`` may name: those of its strategies
         and its own, in every environment, sorted and once each (none for a flag that is
         not there, as Unleash answers)."""
-        found = await load_flags(self._db, "name = ? AND project_id = ?", (parent, project))
-        if not found:
+        found = await self._records.flag(self._db, parent)
+        if found is None or found.project != project:
             return []
         names = {
             str(variant["name"])
-            for state in found[0].environments.values()
+            for state in found.environments.values()
             for variants in (state.variants, *(s.variants for s in state.strategies))
             for variant in variants
         }
@@ -130,7 +137,7 @@ class DependencyService:
 
     async def any(self) -> bool:
         """Whether any flag depends on another (Unleash's check, for the whole instance)."""
-        return bool(await self._db.fetch_all("SELECT 1 FROM feature_dependencies LIMIT 1"))
+        return await self._records.any(self._db)
 
 
 def _shown(dependencies: Sequence[Dependency]) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ names. Apart from ``transfer``, which checks what is chosen and logs the export.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from relay.central.flags.flags import strategy_out
 from relay.central.flags.records import Reads
@@ -14,19 +15,27 @@ from relay.wire import transfer as t
 from relay.wire.strategies import SAVED
 
 
-async def exported(db: Reads, flags: Sequence[FlagRecord], environment: str) -> t.ExportResult:
+class ExportStorage(Protocol):
+    """What an export names besides the flags (``transfer_records.TransferRecords``)."""
+
+    async def tags_of(self, db: Reads, names: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(flag, tag type, value) of the tags of the flags of ``names``, in that order."""
+        ...
+
+    async def segment_names(self, db: Reads, ids: Sequence[int]) -> list[tuple[int, str]]:
+        """(id, name) of the segments of ``ids`` that exist, by id."""
+        ...
+
+    async def tag_types(self, db: Reads, names: Sequence[str]) -> list[wire.TagType]:
+        """The tag types of ``names`` that exist, by name."""
+        ...
+
+
+async def exported(
+    records: ExportStorage, db: Reads, flags: Sequence[FlagRecord], environment: str
+) -> t.ExportResult:
     """Unleash's export of ``flags`` from ``environment``."""
-    names = [f.name for f in flags]
-    marks = ", ".join("?" * len(names))
-    tags = (
-        await db.fetch_all(
-            "SELECT feature_name, tag_type, tag_value FROM feature_tags"
-            f" WHERE feature_name IN ({marks}) ORDER BY feature_name, tag_type, tag_value",
-            names,
-        )
-        if names
-        else []
-    )
+    tags = await records.tags_of(db, [f.name for f in flags])
     strategies = [
         t.ExportedStrategy.model_validate(
             strategy_out(f.name, s).model_dump(mode="json", exclude_none=True), context=SAVED
@@ -34,25 +43,8 @@ async def exported(db: Reads, flags: Sequence[FlagRecord], environment: str) -> 
         for f in flags
         for s in f.environment(environment).strategies
     ]
-    used = sorted({i for s in strategies for i in s.segments})
-    segments = (
-        await db.fetch_all(
-            f"SELECT id, name FROM segments WHERE id IN ({', '.join('?' * len(used))}) ORDER BY id",
-            used,
-        )
-        if used
-        else []
-    )
-    kinds = sorted({str(row[1]) for row in tags})
-    types = (
-        await db.fetch_all(
-            "SELECT name, description, icon, color FROM tag_types"
-            f" WHERE name IN ({', '.join('?' * len(kinds))}) ORDER BY name",
-            kinds,
-        )
-        if kinds
-        else []
-    )
+    segments = await records.segment_names(db, sorted({i for s in strategies for i in s.segments}))
+    types = await records.tag_types(db, sorted({kind for _, kind, _ in tags}))
     return t.ExportResult(
         features=[
             t.ExportedFeature(
@@ -81,12 +73,11 @@ async def exported(db: Reads, flags: Sequence[FlagRecord], environment: str) -> 
             if environment in f.environments
         ],
         featureTags=[
-            t.ExportedTag(featureName=row[0], tagType=row[1], tagValue=row[2]) for row in tags
+            t.ExportedTag(featureName=flag, tagType=kind, tagValue=value)
+            for flag, kind, value in tags
         ],
-        segments=[t.ExportedSegment(id=int(row[0]), name=row[1]) for row in segments],
-        tagTypes=[
-            t.ExportedTagType(name=r[0], description=r[1], icon=r[2], color=r[3]) for r in types
-        ],
+        segments=[t.ExportedSegment(id=id, name=name) for id, name in segments],
+        tagTypes=[t.ExportedTagType.model_validate(kind.model_dump()) for kind in types],
         dependencies=[
             t.ExportedDependency(
                 feature=f.name,

@@ -8,79 +8,115 @@ one 201 and one 409.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from relay.central.flags.records import Reads, load_flags
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.records import Reads
+from relay.central.flags.writes import FlagWrite, Stored, shown
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.core.flags import FlagRecord, StrategyRecord, strategy_on
+from relay.store.sql import Transaction
 from relay.wire import flags as wire
 from relay.wire.client_features import ClientDependency
 from relay.wire.strategies import SAVED, Strategy, StrategyOut, Variant
 
+Environments = list[tuple[str, str, int]]
+"""(name, type, sort order) of the environments enabled in a project, in order."""
 
-class FlagService:
-    def __init__(self, writer: Writer) -> None:
-        self._write = writer
-        self._db = writer.db
 
+class FlagStorage(Protocol):
+    """Flags as stored (``flag_records.FlagRecords``); one flag, whole, is read through the
+    writer's ``WriteStorage``. ``db``: where a read looks, ``tx``: the write a change is
+    made in."""
+
+    async def create(
+        self, tx: Transaction, project: str, body: wire.CreateFlag, revision: int
+    ) -> bool:
+        """False when the name is taken (by an archived flag too)."""
+        ...
+
+    async def archived(self, db: Reads, name: str) -> bool:
+        """Whether a flag of that name is there, archived."""
+        ...
+
+    async def project_of(self, db: Reads, name: str) -> str | None: ...
+
+    async def of_project(self, db: Reads, project: str) -> list[FlagRecord]:
+        """The project's flags that are not archived, by name."""
+        ...
+
+    async def page(
+        self, db: Reads, after: tuple[str, str] | None, limit: int, contains: str
+    ) -> list[FlagRecord]:
+        """Up to ``limit`` flags that are not archived, after ``after`` in the order of
+        (project, name), whose name holds ``contains`` (ASCII letters in any case)."""
+        ...
+
+    async def archive_page(
+        self, db: Reads, project: str | None, offset: int, limit: int
+    ) -> list[FlagRecord]:
+        """Up to ``limit`` archived flags (of ``project``, else all) after the first
+        ``offset``, the most recently archived first: their own fields only."""
+        ...
+
+    async def environments(self, db: Reads, project: str) -> Environments: ...
+
+    async def update(
+        self, tx: Transaction, name: str, changed: Mapping[str, object], revision: int
+    ) -> None:
+        """``changed``: new values of ``description``, ``type``, ``stale`` or
+        ``impression_data``."""
+        ...
+
+    async def archive(self, tx: Transaction, name: str, revision: int) -> None:
+        """Archived now, its own dependency removed."""
+        ...
+
+    async def revive(self, tx: Transaction, name: str, revision: int) -> None:
+        """Out of the archive, off in every environment."""
+        ...
+
+    async def delete(self, tx: Transaction, name: str) -> None:
+        """The flag, its environments and strategies, for good."""
+        ...
+
+
+class FlagService(Stored[FlagStorage]):
     async def create(self, actor: Actor, project: str, body: wire.CreateFlag) -> wire.FlagOut:
         async with self._write(actor) as w:
             await w.project_exists(project)
-            created = await w.tx.execute(
-                "INSERT INTO features (name, project_id, type, description, stale,"
-                " impression_data, created_at, revision) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"
-                " ON CONFLICT (name) DO NOTHING",
-                (
-                    body.name,
-                    project,
-                    body.type.value,
-                    body.description,
-                    int(body.impressionData),
-                    time.time(),
-                    w.revision,
-                ),
-            )
-            if created != 1:
-                rows = await w.tx.fetch_all(
-                    "SELECT archived_at FROM features WHERE name = ?", (body.name,)
-                )
-                archived = bool(rows) and rows[0][0] is not None
+            if not await self._records.create(w.tx, project, body, w.revision):
                 raise Conflict(
                     "An archived flag with that name already exists"
-                    if archived
+                    if await self._records.archived(w.tx, body.name)
                     else "A flag with that name already exists"
                 )
-            flag = await _out(w.tx, await w.flag(project, body.name))
+            flag = await self._out(w.tx, await w.flag(project, body.name))
             await _flag_event(w, EventType.FEATURE_CREATED, None, flag)
             return flag
 
     async def get(self, project: str, name: str, archived: bool = True) -> wire.FlagOut:
         """A flag of the project; an archived one (``archived`` says it is) only when
         ``archived``: the admin API's read answers it 404, as Unleash does."""
-        found = await load_flags(self._db, "name = ? AND project_id = ?", (name, project))
-        if not found:
+        found = await self._write.records.flag(self._db, name)
+        if found is None or found.project != project:
             raise NotFound(f'There\'s no feature named "{name}" in project "{project}"')
-        if found[0].archived_at is not None and not archived:
+        if found.archived_at is not None and not archived:
             raise NotFound(f"Could not find feature flag with name {name}")
-        return await _out(self._db, found[0])
+        return await self._out(self._db, found)
 
     async def of_project(self, project: str, known: bool = False) -> list[wire.FlagOut]:
         """The project's flags that are not archived, by name: none for a project that is
         not there, as Unleash answers, or with ``known`` a 404 (the command line's)."""
-        if known and not await self._db.fetch_all(
-            "SELECT 1 FROM projects WHERE id = ?", (project,)
-        ):
+        if known and not await self._write.records.project_exists(self._db, project):
             raise NotFound("No project found")
-        flags = await load_flags(self._db, "project_id = ? AND archived_at IS NULL", (project,))
-        environments = await _environments(self._db, project)
+        flags = await self._records.of_project(self._db, project)
+        environments = await self._records.environments(self._db, project)
         return [_flag_out(flag, environments) for flag in flags]
 
     async def page(
@@ -92,21 +128,10 @@ class FlagService:
         """Up to ``limit`` flags that are not archived, after ``after`` in the order of
         (project, name) (the ``features_project`` index), whose name holds ``contains``
         (ASCII letters in any case): a page of the web page's lists, whatever the count."""
-        where = ["archived_at IS NULL"]
-        params = list[object]()
-        if after is not None:
-            where.append("(project_id, name) > (?, ?)")
-            params += after
-        if contains:
-            escaped = contains.lower().translate({ord(c): f"\\{c}" for c in "\\%_"})
-            where.append("lower(name) LIKE ? ESCAPE '\\'")
-            params.append(f"%{escaped}%")
-        chosen = (
-            f"name IN (SELECT name FROM features WHERE {' AND '.join(where)}"
-            " ORDER BY project_id, name LIMIT ?)"
-        )
-        flags = await load_flags(self._db, chosen, [*params, limit])
-        environments = {p: await _environments(self._db, p) for p in {f.project for f in flags}}
+        flags = await self._records.page(self._db, after, limit, contains)
+        environments = {
+            p: await self._records.environments(self._db, p) for p in {f.project for f in flags}
+        }
         ordered = sorted(flags, key=lambda f: (f.project, f.name))
         return [_flag_out(flag, environments[flag.project]) for flag in ordered]
 
@@ -120,10 +145,10 @@ class FlagService:
         raise NotFound(f"Feature {name} does not have environment {environment}")
 
     async def project_of(self, name: str) -> str:
-        rows = await self._db.fetch_all("SELECT project_id FROM features WHERE name = ?", (name,))
-        if not rows:
+        project = await self._records.project_of(self._db, name)
+        if project is None:
             raise NotFound(f"Feature {name} does not exist")
-        return str(rows[0][0])
+        return project
 
     async def update(
         self, actor: Actor, project: str, name: str, body: wire.UpdateFlag
@@ -139,7 +164,7 @@ class FlagService:
         """A JSON Patch of the flag as GET shows it; the result is read as a PUT body."""
         async with self._write(actor) as w:
             flag = await w.flag(project, name)
-            document = (await _out(w.tx, flag)).model_dump(mode="json")
+            document = (await self._out(w.tx, flag)).model_dump(mode="json")
             body = jsonpatch.patched(wire.UpdateFlag, document, operations)
             fields = {"description", "type", "stale", "impressionData"}
             return await self._update(w, flag, body, fields)
@@ -152,18 +177,14 @@ class FlagService:
         values = {
             "description": body.description,
             "type": body.type.value,
-            "stale": int(body.stale),
-            "impression_data": int(body.impressionData),
+            "stale": body.stale,
+            "impression_data": body.impressionData,
         }
         names = {"impression_data": "impressionData"}
         changed = {k: v for k, v in values.items() if names.get(k, k) in fields}
-        sets = "".join(f"{column} = ?, " for column in changed)
-        before = await _out(w.tx, flag)
-        await w.tx.execute(
-            f"UPDATE features SET {sets}revision = ? WHERE name = ?",
-            (*changed.values(), w.revision, flag.name),
-        )
-        after = await _out(w.tx, await w.flag(flag.project, flag.name))
+        before = await self._out(w.tx, flag)
+        await self._records.update(w.tx, flag.name, changed, w.revision)
+        after = await self._out(w.tx, await w.flag(flag.project, flag.name))
         await _flag_event(w, EventType.FEATURE_METADATA_UPDATED, before, after)
         return after
 
@@ -179,47 +200,30 @@ class FlagService:
                 raise InvalidOperation(
                     "You can not archive/delete this feature since other features depend on it."
                 )
-            await w.tx.execute("DELETE FROM feature_dependencies WHERE child = ?", (name,))
-            await w.tx.execute(
-                "UPDATE features SET archived_at = ?, revision = ? WHERE name = ?",
-                (time.time(), w.revision, name),
-            )
-            after = await _out(w.tx, await w.flag(project, name, writable=False))
-            await _flag_event(w, EventType.FEATURE_ARCHIVED, await _out(w.tx, flag), after)
+            await self._records.archive(w.tx, name, w.revision)
+            after = await self._out(w.tx, await w.flag(project, name, writable=False))
+            await _flag_event(w, EventType.FEATURE_ARCHIVED, await self._out(w.tx, flag), after)
 
     async def revive(self, actor: Actor, name: str) -> None:
         """Back from the archive, off in every environment (as Unleash revives)."""
         async with self._write(actor) as w:
-            found = await load_flags(w.tx, "name = ?", (name,))
-            if not found:
+            found = await w.records.flag(w.tx, name)
+            if found is None:
                 raise NotFound(f"Feature {name} does not exist")
-            if found[0].archived_at is None:
+            if found.archived_at is None:
                 return
-            before = await _out(w.tx, found[0])
-            await w.tx.execute(
-                "UPDATE features SET archived_at = NULL, revision = ? WHERE name = ?",
-                (w.revision, name),
-            )
-            await w.tx.execute(
-                "UPDATE feature_environments SET enabled = 0 WHERE feature_name = ?", (name,)
-            )
-            after = await _out(w.tx, await w.flag(found[0].project, name))
+            before = await self._out(w.tx, found)
+            await self._records.revive(w.tx, name, w.revision)
+            after = await self._out(w.tx, await w.flag(found.project, name))
             await _flag_event(w, EventType.FEATURE_REVIVED, before, after)
 
     async def archived(self, project: str | None, offset: int, limit: int) -> list[wire.FlagOut]:
         """Up to ``limit`` archived flags (of ``project``, else of every project) after the
         first ``offset``, the most recently archived first; as Unleash's archive answers
         them, without environments or strategies (never read: up to 256 KB each)."""
-        where, params = "archived_at IS NOT NULL", list[object]()
-        if project is not None:
-            if not await self._db.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
-                raise NotFound("No project found")
-            where, params = f"{where} AND project_id = ?", [project]
-        chosen = (
-            f"name IN (SELECT name FROM features WHERE {where}"
-            " ORDER BY archived_at DESC, name LIMIT ? OFFSET ?)"
-        )
-        flags = await load_flags(self._db, chosen, [*params, limit, offset], whole=False)
+        if project is not None and not await self._write.records.project_exists(self._db, project):
+            raise NotFound("No project found")
+        flags = await self._records.archive_page(self._db, project, offset, limit)
         flags.sort(key=lambda f: (-(f.archived_at or 0.0), f.name))
         return [_flag_out(flag, []) for flag in flags]
 
@@ -228,11 +232,11 @@ class FlagService:
         its environments and strategies go with it and its name is free again. A flag that
         is not archived, or does not exist, is left alone (200 all the same, as Unleash)."""
         async with self._write(actor) as w:
-            found = await load_flags(w.tx, "name = ? AND archived_at IS NOT NULL", (name,))
-            if not found:
+            found = await w.records.flag(w.tx, name)
+            if found is None or found.archived_at is None:
                 return
-            before = await _out(w.tx, found[0])
-            await w.tx.execute("DELETE FROM features WHERE name = ?", (name,))
+            before = await self._out(w.tx, found)
+            await self._records.delete(w.tx, name)
             await _flag_event(w, EventType.FEATURE_DELETED, before, None)
 
     async def set_enabled(
@@ -242,20 +246,24 @@ class FlagService:
         project environment's default strategy, else ``flexibleRollout`` at 100 %."""
         async with self._write(actor) as w:
             flag = await w.flag(project, name)
-            record = await w.default_strategy(project, environment)
+            record = await w.project_environment(project, environment)
             if record is None:
                 raise NotFound(f"Could not find environment {environment} for feature: {name}")
             if on and not _serving(flag.environment(environment).strategies):
-                stored = _default(project, environment, record[0])
+                stored = _default(project, environment, record.default_strategy)
                 await w.add_strategy(flag, environment, strategy_on(name, stored))
             await w.set_enabled(name, environment, on)
             await w.touch(name)
-            before, after = await _out(w.tx, flag), await _out(w.tx, await w.flag(project, name))
+            before = await self._out(w.tx, flag)
+            after = await self._out(w.tx, await w.flag(project, name))
             if after != before:
                 type = EventType.FEATURE_ENVIRONMENT_ENABLED
                 if not on:
                     type = EventType.FEATURE_ENVIRONMENT_DISABLED
                 await _flag_event(w, type, before, after, environment)
+
+    async def _out(self, db: Reads, flag: FlagRecord) -> wire.FlagOut:
+        return _flag_out(flag, await self._records.environments(db, flag.project))
 
 
 async def _flag_event(
@@ -273,8 +281,8 @@ async def _flag_event(
         project=flag.project,
         feature=flag.name,
         environment=environment,
-        before=None if before is None else before.model_dump(mode="json"),
-        after=None if after is None else after.model_dump(mode="json"),
+        before=shown(before),
+        after=shown(after),
     )
 
 
@@ -297,22 +305,7 @@ def _serving(strategies: Sequence[StrategyRecord]) -> bool:
     return any(not s.disabled for s in strategies)
 
 
-async def _environments(db: Reads, project: str) -> list[tuple[str, str, int]]:
-    """(name, type, sort order) of the environments enabled in the project, in order."""
-    rows = await db.fetch_all(
-        "SELECT e.name, e.type, e.sort_order FROM project_environments pe"
-        " JOIN environments e ON e.name = pe.environment WHERE pe.project_id = ?"
-        " ORDER BY e.sort_order, e.name",
-        (project,),
-    )
-    return [(row[0], row[1], int(row[2])) for row in rows]
-
-
-async def _out(db: Reads, flag: FlagRecord) -> wire.FlagOut:
-    return _flag_out(flag, await _environments(db, flag.project))
-
-
-def _flag_out(flag: FlagRecord, environments: list[tuple[str, str, int]]) -> wire.FlagOut:
+def _flag_out(flag: FlagRecord, environments: Environments) -> wire.FlagOut:
     return wire.FlagOut(
         name=flag.name,
         type=flag.type,

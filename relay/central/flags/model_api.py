@@ -9,7 +9,8 @@ from aiohttp import web
 from relay.api.body import read_json
 from relay.api.responses import model_response
 from relay.api.routing import Route
-from relay.central.admin import actor, admin_route
+from relay.central.admin import actor
+from relay.central.flags.admin_routes import change, read
 from relay.central.state import DEPENDENCIES, TAGS, VARIANTS
 from relay.wire import flags as wire
 
@@ -121,132 +122,129 @@ async def delete_tag_type(request: web.Request) -> web.Response:
 _FEATURE = "/api/admin/projects/{projectId}/features/{featureName}"
 _VARIANTS = f"{_FEATURE}/environments/{{environment}}/variants"
 _TAGS = "/api/admin/features/{featureName}/tags"
-_BODY = (400, 413, 415)
 
 ROUTES: list[Route] = [
-    admin_route(
+    change(
         "POST",
         f"{_FEATURE}/dependencies",
         add_dependency,
         "Make a flag depend on a parent flag (replacing its parent)",
-        body=wire.CreateDependency,
-        errors=(*_BODY, 404),
+        wire.CreateDependency,
+        (200, None),
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         f"{_FEATURE}/dependencies/{{parent}}",
         delete_dependency,
         "Remove a flag's dependency on a parent",
-        errors=(400, 404),
+        None,
+        (200, None),
+        400,
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         f"{_FEATURE}/dependencies",
         delete_dependencies,
         "Remove a flag's dependencies",
-        errors=(400, 404),
+        None,
+        (200, None),
+        400,
+        404,
     ),
-    admin_route(
-        "GET",
-        f"{_FEATURE}/parents",
-        list_parent_options,
-        "The flags a flag may depend on",
-        ok=(200, wire.Names),
-    ),
-    admin_route(
-        "GET",
+    read(f"{_FEATURE}/parents", list_parent_options, "The flags a flag may depend on", wire.Names),
+    read(
         f"{_FEATURE}/parent-variants",
         list_parent_variant_options,
         "The variant names a dependency on a flag may name (none for a flag not there)",
-        ok=(200, wire.Names),
+        wire.Names,
     ),
-    admin_route(
-        "GET",
+    read(
         "/api/admin/projects/{projectId}/dependencies",
         check_dependencies_exist,
         "Whether any flag depends on another",
-        ok=(200, wire.DependenciesExist),
+        wire.DependenciesExist,
     ),
-    admin_route(
-        "GET",
+    read(
         _VARIANTS,
         get_environment_variants,
         "A flag's variants in an environment",
-        ok=(200, wire.VariantsOut),
-        errors=(404,),
+        wire.VariantsOut,
+        404,
     ),
-    admin_route(
+    change(
         "PUT",
         _VARIANTS,
         overwrite_environment_variants,
         "Replace a flag's variants in an environment (a flag that has some)",
-        body=wire.Variants,
-        ok=(200, wire.VariantsOut),
-        errors=(*_BODY, 404),
+        wire.Variants,
+        (200, wire.VariantsOut),
+        404,
     ),
-    admin_route(
+    change(
         "PATCH",
         _VARIANTS,
         patch_environment_variants,
         "Change a flag's variants in an environment with a JSON Patch (a flag that has some)",
-        body=wire.Patches,
-        ok=(200, wire.VariantsOut),
-        errors=(*_BODY, 404),
+        wire.Patches,
+        (200, wire.VariantsOut),
+        404,
     ),
-    admin_route(
+    change(
         "PUT",
         f"{_FEATURE}/variants-batch",
         push_variants,
         "Set a flag's variants in several environments",
-        body=wire.PushVariants,
-        ok=(200, wire.VariantsOut),
-        errors=(*_BODY, 404),
+        wire.PushVariants,
+        (200, wire.VariantsOut),
+        404,
     ),
-    admin_route(
-        "GET", _TAGS, list_tags, "A flag's tags", ok=(200, wire.TagsOut), errors=(404,)
-    ),
-    admin_route(
+    read(_TAGS, list_tags, "A flag's tags", wire.TagsOut, 404),
+    change(
         "POST",
         _TAGS,
         add_tag,
         "Tag a flag (a tag it has: no change)",
-        body=wire.Tag,
-        ok=(201, wire.Tag),
-        errors=(*_BODY, 404),
+        wire.Tag,
+        (201, wire.Tag),
+        404,
     ),
-    admin_route(
+    change(
         "PUT",
         _TAGS,
         update_tags,
         "Add, then remove, tags of a flag",
-        body=wire.UpdateTags,
-        ok=(200, wire.TagsOut),
-        errors=(*_BODY, 404),
+        wire.UpdateTags,
+        (200, wire.TagsOut),
+        404,
     ),
-    admin_route(
+    change(
         "DELETE",
         f"{_TAGS}/{{type}}/{{value}}",
         remove_tag,
         "Remove a tag from a flag",
-        errors=(404,),
+        None,
+        (200, None),
+        404,
     ),
-    admin_route(
-        "GET", "/api/admin/tag-types", list_tag_types, "Tag types", ok=(200, wire.TagTypesOut)
-    ),
-    admin_route(
+    read("/api/admin/tag-types", list_tag_types, "Tag types", wire.TagTypesOut),
+    change(
         "POST",
         "/api/admin/tag-types",
         create_tag_type,
         "Create a tag type",
-        body=wire.TagType,
-        ok=(201, wire.TagType),
-        errors=(*_BODY, 409),
+        wire.TagType,
+        (201, wire.TagType),
+        409,
     ),
-    admin_route(
+    change(
         "DELETE",
         "/api/admin/tag-types/{name}",
         delete_tag_type,
         "Delete a tag type and its tags",
-        errors=(404,),
+        None,
+        (200, None),
+        404,
     ),
 ]

@@ -134,6 +134,12 @@ async def load_flags(
     return [_flag(row, environments.get(row["name"], {}), parents, children) for row in rows]
 
 
+async def load_flag(db: Reads, name: str) -> FlagRecord | None:
+    """The flag of that name, whole, or None."""
+    found = await load_flags(db, "name = ?", (name,))
+    return found[0] if found else None
+
+
 async def load_segments(
     db: Reads, where: str = "", params: Sequence[Any] = ()
 ) -> list[SegmentRecord]:

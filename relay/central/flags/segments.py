@@ -7,16 +7,16 @@ no strategy can start using it meanwhile, and the foreign key stands behind that
 
 from __future__ import annotations
 
-import json
-import time
 from datetime import UTC, datetime
+from typing import Protocol
 
-from relay.central.flags.records import Reads, load_flags, load_segments
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.records import Reads
+from relay.central.flags.writes import FlagWrite, Stored, shown
 from relay.core.audit import Actor, EventType
 from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
-from relay.core.flags import SegmentRecord
+from relay.core.flags import FlagRecord, SegmentRecord
+from relay.store.sql import Transaction
 from relay.wire.flags import SegmentOut, UpsertSegment
 from relay.wire.strategies import SAVED
 
@@ -31,87 +31,122 @@ def segment_id(text: str) -> int:
     return number
 
 
-class SegmentService:
-    def __init__(self, writer: Writer) -> None:
-        self._write = writer
-        self._db = writer.db
+class SegmentStorage(Protocol):
+    """Segments as stored (``segment_records.SegmentRecords``); ``db``: where a read looks,
+    ``tx``: the write a change is made in."""
 
+    async def all(self, db: Reads) -> list[SegmentRecord]:
+        """Every segment, by id."""
+        ...
+
+    async def get(self, db: Reads, id: int) -> SegmentRecord | None: ...
+
+    async def usage(self, db: Reads, id: int) -> tuple[int, int]:
+        """How many flags use the segment, in how many projects."""
+        ...
+
+    async def users(self, db: Reads, id: int) -> list[FlagRecord]:
+        """The flags whose strategies name the segment."""
+        ...
+
+    async def used_in_other_project(self, db: Reads, id: int, project: str) -> str | None:
+        """A project other than ``project`` whose flags use the segment, if any."""
+        ...
+
+    async def name_taken(self, db: Reads, name: str, id: int) -> bool:
+        """Whether a segment other than ``id`` has the name."""
+        ...
+
+    async def create(self, tx: Transaction, body: UpsertSegment, revision: int) -> int | None:
+        """The new segment's id; None when the name is taken."""
+        ...
+
+    async def update(
+        self, tx: Transaction, id: int, body: UpsertSegment, revision: int
+    ) -> None: ...
+
+    async def delete_unused(self, tx: Transaction, id: int) -> bool:
+        """The segment, unless a strategy uses it (then False, as when there is none)."""
+        ...
+
+
+class SegmentService(Stored[SegmentStorage]):
     async def all(self) -> list[SegmentOut]:
-        return [await _out(self._db, s) for s in await load_segments(self._db)]
+        return [await self._out(self._db, s) for s in await self._records.all(self._db)]
 
     async def get(self, id: int) -> SegmentOut:
-        found = await load_segments(self._db, "id = ?", (id,))
-        if not found:
+        found = await self._records.get(self._db, id)
+        if found is None:
             raise NotFound(f"Could not find segment with id {id}")
-        return await _out(self._db, found[0])
+        return await self._out(self._db, found)
 
     async def create(self, actor: Actor, body: UpsertSegment) -> SegmentOut:
         async with self._write(actor) as w:
             await _check_project(w, body.project)
-            rows = await w.tx.fetch_all(
-                "INSERT INTO segments (name, description, project_id, constraints, created_at,"
-                " revision) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING"
-                " RETURNING id",
-                (*_columns(body), time.time(), w.revision),
-            )
-            if not rows:
+            id = await self._records.create(w.tx, body, w.revision)
+            if id is None:
                 raise Conflict("Segment name already exists")
-            [segment] = await load_segments(w.tx, "id = ?", (int(rows[0][0]),))
-            created = await _out(w.tx, segment)
+            created = await self._saved(w, id)
             await _event(w, EventType.SEGMENT_CREATED, None, created)
             return created
 
     async def update(self, actor: Actor, id: int, body: UpsertSegment) -> None:
         async with self._write(actor) as w:
             await _check_project(w, body.project)
-            found = await load_segments(w.tx, "id = ?", (id,))
-            if not found:
+            found = await self._records.get(w.tx, id)
+            if found is None:
                 raise NotFound(f"Could not find segment with id {id}")
-            before = await _out(w.tx, found[0])
+            before = await self._out(w.tx, found)
             if body.project is not None:
-                elsewhere = await w.tx.fetch_all(
-                    "SELECT f.project_id FROM feature_strategy_segments l"
-                    " JOIN feature_strategies s ON s.id = l.strategy_id"
-                    " JOIN features f ON f.name = s.feature_name"
-                    " WHERE l.segment_id = ? AND f.project_id <> ?",
-                    (id, body.project),
-                )
-                if elsewhere:
+                elsewhere = await self._records.used_in_other_project(w.tx, id, body.project)
+                if elsewhere is not None:
                     raise InvalidInput(
-                        f"is {body.project}, but flags of project {elsewhere[0][0]} use"
-                        " this segment",
+                        f"is {body.project}, but flags of project {elsewhere} use this segment",
                         "/body/project",
                     )
-            taken = await w.tx.fetch_all(
-                "SELECT 1 FROM segments WHERE name = ? AND id <> ?", (body.name, id)
-            )
-            if taken:
+            if await self._records.name_taken(w.tx, body.name, id):
                 raise Conflict("Segment name already exists")
-            await w.tx.execute(
-                "UPDATE segments SET name = ?, description = ?, project_id = ?,"
-                " constraints = ?, revision = ? WHERE id = ?",
-                (*_columns(body), w.revision, id),
-            )
-            await _check_users(w, id)
-            [segment] = await load_segments(w.tx, "id = ?", (id,))
-            await _event(w, EventType.SEGMENT_UPDATED, before, await _out(w.tx, segment))
+            await self._records.update(w.tx, id, body, w.revision)
+            await self._check_users(w, id)
+            await _event(w, EventType.SEGMENT_UPDATED, before, await self._saved(w, id))
 
     async def delete(self, actor: Actor, id: int) -> None:
         async with self._write(actor) as w:
-            found = await load_segments(w.tx, "id = ?", (id,))
-            before = await _out(w.tx, found[0]) if found else None
-            deleted = await w.tx.execute(
-                "DELETE FROM segments WHERE id = ? AND NOT EXISTS"
-                " (SELECT 1 FROM feature_strategy_segments WHERE segment_id = ?)",
-                (id, id),
-            )
-            if deleted:
-                w.deleted_segments.append((id, found[0].project))
-                await _event(w, EventType.SEGMENT_DELETED, before, None)
-                return
-            if await w.tx.fetch_all("SELECT 1 FROM segments WHERE id = ?", (id,)):
+            found = await self._records.get(w.tx, id)
+            if found is None:
+                raise NotFound(f"Could not find segment with id {id}")
+            before = await self._out(w.tx, found)
+            if not await self._records.delete_unused(w.tx, id):
                 raise Conflict(f"Segment {id} is in use by a strategy and cannot be deleted")
-            raise NotFound(f"Could not find segment with id {id}")
+            w.deleted_segments.append((id, found.project))
+            await _event(w, EventType.SEGMENT_DELETED, before, None)
+
+    async def _check_users(self, w: FlagWrite, id: int) -> None:
+        """Every flag environment that names the segment stays within what a flag may hold
+        with the segment's new constraints inlined."""
+        for flag in await self._records.users(w.tx, id):
+            for environment, state in sorted(flag.environments.items()):
+                if any(id in strategy.segments for strategy in state.strategies):
+                    await w.check_room(flag, environment, path="/body/constraints")
+
+    async def _saved(self, w: FlagWrite, id: int) -> SegmentOut:
+        segment = await self._records.get(w.tx, id)
+        assert segment is not None  # written in this write
+        return await self._out(w.tx, segment)
+
+    async def _out(self, db: Reads, segment: SegmentRecord) -> SegmentOut:
+        flags, projects = await self._records.usage(db, segment.id)
+        out = {
+            "id": segment.id,
+            "name": segment.name,
+            "description": segment.description,
+            "project": segment.project,
+            "constraints": list(segment.constraints),
+            "usedInFeatures": flags,
+            "usedInProjects": projects,
+            "createdAt": datetime.fromtimestamp(segment.created_at, UTC),
+        }
+        return SegmentOut.model_validate(out, context=SAVED)
 
 
 async def _event(
@@ -119,55 +154,9 @@ async def _event(
 ) -> None:
     segment = after or before
     assert segment is not None
-    await w.event(
-        type,
-        project=segment.project,
-        before=None if before is None else before.model_dump(mode="json"),
-        after=None if after is None else after.model_dump(mode="json"),
-    )
+    await w.event(type, project=segment.project, before=shown(before), after=shown(after))
 
 
 async def _check_project(w: FlagWrite, project: str | None) -> None:
     if project is not None:
         await w.project_exists(project)
-
-
-async def _check_users(w: FlagWrite, id: int) -> None:
-    """Every flag environment that names the segment stays within what a flag may hold
-    with the segment's new constraints inlined."""
-    users = await load_flags(
-        w.tx,
-        "name IN (SELECT s.feature_name FROM feature_strategy_segments l"
-        " JOIN feature_strategies s ON s.id = l.strategy_id WHERE l.segment_id = ?)",
-        (id,),
-    )
-    for flag in users:
-        for environment, state in sorted(flag.environments.items()):
-            if any(id in strategy.segments for strategy in state.strategies):
-                await w.check_room(flag, environment, path="/body/constraints")
-
-
-def _columns(body: UpsertSegment) -> tuple[object, ...]:
-    constraints = [c.model_dump(mode="json", exclude_none=True) for c in body.constraints]
-    return body.name, body.description, body.project, json.dumps(constraints)
-
-
-async def _out(db: Reads, segment: SegmentRecord) -> SegmentOut:
-    [row] = await db.fetch_all(
-        "SELECT count(DISTINCT f.name), count(DISTINCT f.project_id)"
-        " FROM feature_strategy_segments l"
-        " JOIN feature_strategies s ON s.id = l.strategy_id"
-        " JOIN features f ON f.name = s.feature_name WHERE l.segment_id = ?",
-        (segment.id,),
-    )
-    out = {
-        "id": segment.id,
-        "name": segment.name,
-        "description": segment.description,
-        "project": segment.project,
-        "constraints": list(segment.constraints),
-        "usedInFeatures": int(row[0]),
-        "usedInProjects": int(row[1]),
-        "createdAt": datetime.fromtimestamp(segment.created_at, UTC),
-    }
-    return SegmentOut.model_validate(out, context=SAVED)

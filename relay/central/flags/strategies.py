@@ -8,10 +8,9 @@ A change that leaves no strategy that is not disabled turns the flag off there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from relay.central.flags.flags import strategy_out
-from relay.central.flags.records import load_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
@@ -47,11 +46,7 @@ class StrategyService:
     async def replace(
         self, actor: Actor, project: str, flag: str, environment: str, id: str, body: Strategy
     ) -> StrategyOut:
-        async with self._write(actor) as w:
-            record = await _writable(w, project, flag, environment)
-            current = _find(record, environment, id)
-            await w.replace_strategy(record, environment, current, body)
-            return await _replaced(w, project, record, environment, current)
+        return await self._replace(actor, (project, flag, environment, id), lambda _: body)
 
     async def patch(
         self,
@@ -64,17 +59,35 @@ class StrategyService:
     ) -> StrategyOut:
         """A JSON Patch of the strategy as GET shows it; the result is read as a PUT body
         (``id`` and ``featureName`` cannot change)."""
-        async with self._write(actor) as w:
-            record = await _writable(w, project, flag, environment)
-            current = _find(record, environment, id)
+
+        def patched(current: StrategyRecord) -> Strategy:
             document = strategy_out(flag, current).model_dump(mode="json", exclude_none=True)
             identity = {"id": id, "featureName": flag}
             document = {k: v for k, v in document.items() if k not in identity}
             if any(op.path.split("/")[1:2] in (["id"], ["featureName"]) for op in operations):
                 raise InvalidInput("A strategy's id and featureName cannot be changed")
-            body = jsonpatch.patched(Strategy, document, operations)
-            await w.replace_strategy(record, environment, current, body)
-            return await _replaced(w, project, record, environment, current)
+            return jsonpatch.patched(Strategy, document, operations)
+
+        return await self._replace(actor, (project, flag, environment, id), patched)
+
+    async def _replace(
+        self,
+        actor: Actor,
+        at: tuple[str, str, str, str],
+        body: Callable[[StrategyRecord], Strategy],
+    ) -> StrategyOut:
+        """The strategy ``at`` (project, flag, environment, id) replaced by what ``body``
+        makes of it: the change logged, the flag off there unless still served."""
+        project, flag, environment, id = at
+        async with self._write(actor) as w:
+            record = await _writable(w, project, flag, environment)
+            current = _find(record, environment, id)
+            await w.replace_strategy(record, environment, current, body(current))
+            after = await _saved(w, project, flag, environment, current.id)
+            before = strategy_out(flag, current)
+            await _event(w, EventType.FEATURE_STRATEGY_UPDATE, project, environment, before, after)
+            await w.off_unless_served(record, environment)
+            return after
 
     async def set_sort_order(
         self,
@@ -100,10 +113,7 @@ class StrategyService:
                         f"trying to change strategies for environment via update sortOrder:"
                         f" {environment} of {flag} has no strategy {entry.id}"
                     )
-                await w.tx.execute(
-                    "UPDATE feature_strategies SET sort_order = ? WHERE id = ?",
-                    (entry.sortOrder, entry.id),
-                )
+                await w.records.set_sort_order(w.tx, entry.id, entry.sortOrder)
             after = [
                 s.id for s in (await w.flag(project, flag)).environment(environment).strategies
             ]
@@ -122,26 +132,23 @@ class StrategyService:
         async with self._write(actor) as w:
             record = await _writable(w, project, flag, environment)
             removed = strategy_out(flag, _find(record, environment, id))
-            await w.tx.execute("DELETE FROM feature_strategies WHERE id = ?", (id,))
+            await w.records.delete_strategy(w.tx, id)
             await _event(w, EventType.FEATURE_STRATEGY_REMOVE, project, environment, removed, None)
             await w.off_unless_served(record, environment)
 
     async def _read(self, project: str, flag: str, environment: str) -> FlagRecord:
-        found = await load_flags(self._db, "name = ? AND project_id = ?", (flag, project))
-        if not found:
+        records = self._write.records
+        found = await records.flag(self._db, flag)
+        if found is None or found.project != project:
             raise NotFound(f'There\'s no feature named "{flag}" in project "{project}"')
-        enabled = await self._db.fetch_all(
-            "SELECT 1 FROM project_environments WHERE project_id = ? AND environment = ?",
-            (project, environment),
-        )
-        if not enabled:
+        if await records.project_environment(self._db, project, environment) is None:
             raise NotFound(f"Feature {flag} does not have environment {environment}")
-        return found[0]
+        return found
 
 
 async def _writable(w: FlagWrite, project: str, flag: str, environment: str) -> FlagRecord:
     record = await w.flag(project, flag)
-    if await w.default_strategy(project, environment) is None:
+    if await w.project_environment(project, environment) is None:
         raise InvalidInput("You have not added the current environment to the project")
     await w.touch(flag)
     return record
@@ -152,17 +159,6 @@ def _find(flag: FlagRecord, environment: str, id: str) -> StrategyRecord:
         if strategy.id == id:
             return strategy
     raise NotFound(f"Could not find strategy with id {id}")
-
-
-async def _replaced(
-    w: FlagWrite, project: str, flag: FlagRecord, environment: str, current: StrategyRecord
-) -> StrategyOut:
-    """After a PUT or a PATCH: the change logged, the flag off there unless still served."""
-    after = await _saved(w, project, flag.name, environment, current.id)
-    before = strategy_out(flag.name, current)
-    await _event(w, EventType.FEATURE_STRATEGY_UPDATE, project, environment, before, after)
-    await w.off_unless_served(flag, environment)
-    return after
 
 
 async def _event(

@@ -11,27 +11,64 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 from relay.central.flags.records import Reads
-from relay.central.flags.writes import FlagWrite, Writer
+from relay.central.flags.writes import FlagWrite, Stored
 from relay.core.audit import Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, NotFound
+from relay.store.sql import Transaction
 from relay.wire import flags as wire
 
 MAX_TAGS = 100
 MAX_TAG_TYPES = 1000
 
 
-class TagService:
-    def __init__(self, writer: Writer) -> None:
-        self._write = writer
-        self._db = writer.db
+class TagStorage(Protocol):
+    """Tags as stored (``tag_records.TagRecords``); ``db``: where a read looks, ``tx``: the
+    write a change is made in."""
 
+    async def project_of(self, db: Reads, flag: str) -> str | None:
+        """The flag's project, None when there is no such flag."""
+        ...
+
+    async def of_flag(self, db: Reads, flag: str) -> list[wire.Tag]:
+        """The flag's tags by type and value."""
+        ...
+
+    async def count(self, tx: Transaction, flag: str) -> int: ...
+
+    async def add(self, tx: Transaction, flag: str, tag: wire.Tag, at: float) -> bool:
+        """False when the flag has the tag already."""
+        ...
+
+    async def remove(self, tx: Transaction, flag: str, type: str, value: str) -> bool:
+        """False when the flag does not have the tag."""
+        ...
+
+    async def types(self, db: Reads) -> list[wire.TagType]:
+        """Every tag type, by name."""
+        ...
+
+    async def type_exists(self, db: Reads, name: str) -> bool: ...
+
+    async def type_count(self, db: Reads) -> int: ...
+
+    async def create_type(self, tx: Transaction, body: wire.TagType) -> bool:
+        """False when a type of that name is there already."""
+        ...
+
+    async def delete_type(self, tx: Transaction, name: str) -> bool:
+        """The type and its tags; False when there is no such type."""
+        ...
+
+
+class TagService(Stored[TagStorage]):
     async def of_flag(self, flag: str) -> list[wire.Tag]:
         """The flag's tags by type and value; a flag that does not exist is a 404."""
-        if not await self._db.fetch_all("SELECT 1 FROM features WHERE name = ?", (flag,)):
+        if await self._records.project_of(self._db, flag) is None:
             raise NotFound(f"Could not find feature with name {flag}")
-        return await _tags(self._db, flag)
+        return await self._records.of_flag(self._db, flag)
 
     async def add(self, actor: Actor, flag: str, tag: wire.Tag) -> wire.Tag:
         """Adding a tag the flag has is a success, as in Unleash."""
@@ -44,38 +81,30 @@ class TagService:
         """``added`` then ``removed``, in one transaction; the flag's tags after it. Each
         tag the flag gains or loses is an event."""
         async with self._write(actor) as w:
-            return await _update(w, flag, added, removed)
+            return await self._update(w, flag, added, removed)
 
     async def replace(self, actor: Actor, flag: str, tags: Sequence[wire.Tag]) -> list[wire.Tag]:
         """The flag's tags become ``tags`` (an import makes them the file's); each tag
         gained or lost is an event."""
         async with self._write(actor) as w:
-            current = await _tags(w.tx, flag)
+            current = await self._records.of_flag(w.tx, flag)
             removed = [tag for tag in current if tag not in tags]
-            return await _update(w, flag, [tag for tag in tags if tag not in current], removed)
+            added = [tag for tag in tags if tag not in current]
+            return await self._update(w, flag, added, removed)
 
     async def remove(self, actor: Actor, flag: str, type: str, value: str) -> None:
         """Removing a tag the flag does not have is a success, as in Unleash."""
         async with self._write(actor) as w:
-            await _untag(w, await _exists(w, flag), flag, type, value)
+            await self._untag(w, await self._exists(w, flag), flag, type, value)
 
     async def types(self) -> list[wire.TagType]:
-        rows = await self._db.fetch_all(
-            "SELECT name, description, icon, color FROM tag_types ORDER BY name"
-        )
-        return [wire.TagType(name=r[0], description=r[1], icon=r[2], color=r[3]) for r in rows]
+        return await self._records.types(self._db)
 
     async def create_type(self, actor: Actor, body: wire.TagType) -> wire.TagType:
         async with self._write(actor) as w:
-            [count] = await w.tx.fetch_all("SELECT count(*) FROM tag_types")
-            if int(count[0]) >= MAX_TAG_TYPES:
+            if await self._records.type_count(w.tx) >= MAX_TAG_TYPES:
                 raise InvalidInput(f"there are {MAX_TAG_TYPES} tag types, as many as are kept")
-            created = await w.tx.execute(
-                "INSERT INTO tag_types (name, description, icon, color) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (name) DO NOTHING",
-                (body.name, body.description, body.icon, body.color),
-            )
-            if created != 1:
+            if not await self._records.create_type(w.tx, body):
                 raise Conflict(f"There's already a tag type called {body.name}")
             await w.event(EventType.TAG_TYPE_CREATED, after=body.model_dump(mode="json"))
         return body
@@ -83,59 +112,37 @@ class TagService:
     async def delete_type(self, actor: Actor, name: str) -> None:
         """Its tags go with it, as in Unleash; a type that is not there is a 404."""
         async with self._write(actor) as w:
-            if not await w.tx.execute("DELETE FROM tag_types WHERE name = ?", (name,)):
+            if not await self._records.delete_type(w.tx, name):
                 raise NotFound("Could not find tag-type")
             await w.event(EventType.TAG_TYPE_DELETED, before={"name": name})
 
+    async def _update(
+        self, w: FlagWrite, flag: str, added: Sequence[wire.Tag], removed: Sequence[wire.Tag]
+    ) -> list[wire.Tag]:
+        """``added`` then ``removed`` in ``w``; the flag's tags after it, read in the write."""
+        project = await self._exists(w, flag)
+        for tag in added:
+            if not await self._records.type_exists(w.tx, tag.type):
+                raise InvalidInput(f"Tag type '{tag.type}' does not exist")
+            if await self._records.add(w.tx, flag, tag, time.time()):
+                await _tag_event(w, EventType.FEATURE_TAGGED, project, flag, tag)
+        for tag in removed:
+            await self._untag(w, project, flag, tag.type, tag.value)
+        if await self._records.count(w.tx, flag) > MAX_TAGS:
+            raise InvalidInput(f"would give {flag} more than {MAX_TAGS} tags", "/body")
+        return await self._records.of_flag(w.tx, flag)
 
-async def _update(
-    w: FlagWrite, flag: str, added: Sequence[wire.Tag], removed: Sequence[wire.Tag]
-) -> list[wire.Tag]:
-    """``added`` then ``removed`` in ``w``; the flag's tags after it, read in the write."""
-    project = await _exists(w, flag)
-    for tag in added:
-        if not await w.tx.fetch_all("SELECT 1 FROM tag_types WHERE name = ?", (tag.type,)):
-            raise InvalidInput(f"Tag type '{tag.type}' does not exist")
-        if await w.tx.execute(
-            "INSERT INTO feature_tags (feature_name, tag_type, tag_value, created_at)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (flag, tag.type, tag.value, time.time()),
-        ):
-            await _tag_event(w, EventType.FEATURE_TAGGED, project, flag, tag)
-    for tag in removed:
-        await _untag(w, project, flag, tag.type, tag.value)
-    [count] = await w.tx.fetch_all(
-        "SELECT count(*) FROM feature_tags WHERE feature_name = ?", (flag,)
-    )
-    if int(count[0]) > MAX_TAGS:
-        raise InvalidInput(f"would give {flag} more than {MAX_TAGS} tags", "/body")
-    return await _tags(w.tx, flag)
+    async def _exists(self, w: FlagWrite, flag: str) -> str:
+        """The flag's project; a flag that does not exist is a 404."""
+        project = await self._records.project_of(w.tx, flag)
+        if project is None:
+            raise NotFound(f"Could not find feature {flag}")
+        return project
 
-
-async def _tags(db: Reads, flag: str) -> list[wire.Tag]:
-    rows = await db.fetch_all(
-        "SELECT tag_type, tag_value FROM feature_tags WHERE feature_name = ?"
-        " ORDER BY tag_type, tag_value",
-        (flag,),
-    )
-    return [wire.Tag(type=row[0], value=row[1]) for row in rows]
-
-
-async def _exists(w: FlagWrite, flag: str) -> str:
-    """The flag's project; a flag that does not exist is a 404."""
-    found = await w.tx.fetch_all("SELECT project_id FROM features WHERE name = ?", (flag,))
-    if not found:
-        raise NotFound(f"Could not find feature {flag}")
-    return str(found[0][0])
-
-
-async def _untag(w: FlagWrite, project: str, flag: str, type: str, value: str) -> None:
-    if await w.tx.execute(
-        "DELETE FROM feature_tags WHERE feature_name = ? AND tag_type = ? AND tag_value = ?",
-        (flag, type, value),
-    ):
-        tag = wire.Tag(type=type, value=value)
-        await _tag_event(w, EventType.FEATURE_UNTAGGED, project, flag, tag)
+    async def _untag(self, w: FlagWrite, project: str, flag: str, type: str, value: str) -> None:
+        if await self._records.remove(w.tx, flag, type, value):
+            tag = wire.Tag(type=type, value=value)
+            await _tag_event(w, EventType.FEATURE_UNTAGGED, project, flag, tag)
 
 
 async def _tag_event(w: FlagWrite, type: EventType, project: str, flag: str, tag: wire.Tag) -> None:

@@ -9,12 +9,12 @@ from aiohttp import web
 from relay.api.body import read_json
 from relay.api.responses import model_response
 from relay.api.routing import Route
-from relay.central.admin import actor, admin_route
+from relay.central.admin import actor
+from relay.central.flags.admin_routes import change
 from relay.central.state import TRANSFER
 from relay.wire import transfer as t
 
 _BATCH = "/api/admin/features-batch"
-_BODY = (400, 413, 415)
 
 
 async def export_features(request: web.Request) -> web.Response:
@@ -38,30 +38,32 @@ async def import_features(request: web.Request) -> web.Response:
 
 
 ROUTES: list[Route] = [
-    admin_route(
+    change(
         "POST",
         f"{_BATCH}/export",
         export_features,
         "Export flags of one environment in Unleash's format",
-        body=t.ExportQuery,
-        ok=(200, t.ExportResult),
-        errors=_BODY,
+        t.ExportQuery,
+        (200, t.ExportResult),
     ),
-    admin_route(
+    change(
         "POST",
         f"{_BATCH}/validate",
         validate_import,
         "What an import would refuse (errors) and do (warnings)",
-        body=t.ImportBody,
-        ok=(200, t.ValidationOut),
-        errors=(*_BODY, 404),
+        t.ImportBody,
+        (200, t.ValidationOut),
+        404,
     ),
-    admin_route(
+    change(
         "POST",
         f"{_BATCH}/import",
         import_features,
         "Import flags in Unleash's format into a project's environment, all or nothing",
-        body=t.ImportBody,
-        errors=(*_BODY, 403, 404, 409),
+        t.ImportBody,
+        (200, None),
+        403,
+        404,
+        409,
     ),
 ]

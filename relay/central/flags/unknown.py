@@ -12,8 +12,10 @@ stored before arrival times were kept).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from relay.central.flags.records import Reads
+from relay.central.flags.unknown_records import UnknownRecords
 from relay.core.domain import from_epoch, hour_start
 from relay.wire.flags import UnknownFlag, UnknownFlagEnvironment, UnknownFlagReport
 
@@ -21,24 +23,28 @@ MAX_NAMES = 1000
 MAX_REPORTS = 10_000
 WINDOW = timedelta(hours=24)
 
-_UNKNOWN = "m.hour >= ? AND NOT EXISTS (SELECT 1 FROM features f WHERE f.name = m.feature_name)"
+
+class UnknownStorage(Protocol):
+    async def reports(
+        self, db: Reads, since: int, names: int, most: int
+    ) -> list[tuple[str, str, str, int]]:
+        """(name, application, environment, when counts last arrived) of the names no flag
+        has, with counts of hours from ``since`` on: the first ``names`` names, at most
+        ``most`` reports, in that order."""
+        ...
 
 
-async def unknown_flags(db: Reads, now: datetime | None = None) -> list[UnknownFlag]:
+async def unknown_flags(
+    db: Reads, now: datetime | None = None, records: UnknownStorage | None = None
+) -> list[UnknownFlag]:
+    """``records``: where the counts are read (``UnknownRecords`` unless given)."""
     since = hour_start((now or datetime.now(UTC)) - WINDOW)
-    rows = await db.fetch_all(
-        "SELECT m.feature_name, m.app_name, m.environment, max(coalesce(m.arrived, m.hour))"
-        " FROM metrics m"
-        f" WHERE {_UNKNOWN} AND m.feature_name IN (SELECT DISTINCT m.feature_name"
-        f" FROM metrics m WHERE {_UNKNOWN} ORDER BY m.feature_name LIMIT {MAX_NAMES})"
-        " GROUP BY m.feature_name, m.app_name, m.environment"
-        f" ORDER BY m.feature_name, m.app_name, m.environment LIMIT {MAX_REPORTS}",
-        (since, since),
-    )
+    stored = UnknownRecords() if records is None else records
+    rows = await stored.reports(db, since, MAX_NAMES, MAX_REPORTS)
     flags: dict[str, dict[str, list[UnknownFlagEnvironment]]] = {}
-    for row in rows:
-        seen = UnknownFlagEnvironment(environment=row[2], seenAt=from_epoch(int(row[3])))
-        flags.setdefault(row[0], {}).setdefault(row[1], []).append(seen)
+    for name, app, environment, arrived in rows:
+        seen = UnknownFlagEnvironment(environment=environment, seenAt=from_epoch(arrived))
+        flags.setdefault(name, {}).setdefault(app, []).append(seen)
     return [
         UnknownFlag(
             name=name,

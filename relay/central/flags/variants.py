@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from relay.central.flags.records import load_flags
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core import jsonpatch
 from relay.core.audit import Actor, EventType
@@ -30,10 +29,10 @@ class VariantService:
         self._db = writer.db
 
     async def of_environment(self, project: str, flag: str, environment: str) -> list[Variant]:
-        found = await load_flags(self._db, "name = ? AND project_id = ?", (flag, project))
-        if not found:
+        found = await self._write.records.flag(self._db, flag)
+        if found is None or found.project != project:
             raise NotFound(f'There\'s no feature named "{flag}" in project "{project}"')
-        return _variants(found[0], environment)
+        return _variants(found, environment)
 
     async def replace(
         self,
@@ -104,17 +103,12 @@ async def _save(
     after = [v.model_dump(mode="json", exclude_none=True) for v in fixed]
     stored = json.dumps(after)
     for environment in dict.fromkeys(environments):
-        if await w.default_strategy(flag.project, environment) is None:
+        if await w.project_environment(flag.project, environment) is None:
             raise InvalidInput(
                 f"Environment {environment} is not enabled in project {flag.project}"
             )
         await w.check_room(flag, environment, path="/body/variants", variants=stored)
-        await w.tx.execute(
-            "INSERT INTO feature_environments (feature_name, environment, variants)"
-            " VALUES (?, ?, ?) ON CONFLICT (feature_name, environment)"
-            " DO UPDATE SET variants = excluded.variants",
-            (flag.name, environment, stored),
-        )
+        await w.records.set_variants(w.tx, flag.name, environment, stored)
         await w.event(
             EventType.FEATURE_ENVIRONMENT_VARIANTS_UPDATED,
             project=flag.project,

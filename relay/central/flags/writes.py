@@ -1,5 +1,6 @@
 """One flag write: a transaction that takes the next revision first (``records``), the
-checks every operation makes inside it, and the statements operations share.
+checks every operation makes inside it, and the changes operations share, made through
+``WriteStorage``.
 
 Checks raise domain errors, in Unleash's words; the API layer picks their status.
 """
@@ -7,16 +8,17 @@ Checks raise domain errors, in Unleash's words; the API layer picks their status
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from relay.central.event_records import EventLog
-from relay.central.flags.records import load_flags, next_revision
+from relay.central.flags.records import Reads
+from relay.central.flags.write_records import ProjectEnvironment, WriteRecords
 from relay.core.audit import Actor, EventType
-from relay.core.delta import FLAG, SEGMENT
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import (
     MAX_ENVIRONMENT_BYTES,
@@ -25,10 +27,12 @@ from relay.core.flags import (
     new_strategy_id,
     with_defaults,
 )
-from relay.store.sql import Database, Row, Transaction
+from relay.store.sql import Database, Transaction
 from relay.wire.strategies import Strategy
 
 MAX_SORT_ORDER = 2**31 - 1
+
+S = TypeVar("S")
 
 Written = Callable[[int], None]
 """Told the revision of each committed flag write (the client API's cache listens)."""
@@ -43,6 +47,83 @@ CHANGES_KEPT = 10_000
 MB) instead of its events. 10,000 flag writes is days of a busy team's changes."""
 
 
+class WriteStorage(Protocol):
+    """What every flag write reads and writes (``write_records.WriteRecords``), and all
+    the strategy and variant services need; ``db``: where a read looks, ``tx``: the write a
+    change is made in.
+    """
+
+    async def next_revision(self, tx: Transaction) -> int:
+        """The flag revision moved on by one, first thing in a write (``records``)."""
+        ...
+
+    async def log_changes(
+        self, tx: Transaction, revision: int, deleted: Sequence[tuple[int, str | None]], kept: int
+    ) -> None:
+        """The change log's rows of a write: every flag and segment that carries its
+        revision, and the segments it deleted (with their project); revisions older
+        than the last ``kept`` pruned, the floor moved past them."""
+        ...
+
+    async def project_exists(self, db: Reads, project: str) -> bool: ...
+
+    async def flag(self, db: Reads, name: str) -> FlagRecord | None: ...
+
+    async def project_environment(
+        self, db: Reads, project: str, environment: str
+    ) -> ProjectEnvironment | None:
+        """None when the environment is not enabled in the project."""
+        ...
+
+    async def touch(self, tx: Transaction, name: str, revision: int) -> None:
+        """The flag's revision set to the write's: the change log and SDKs see it."""
+        ...
+
+    async def set_enabled(
+        self, tx: Transaction, name: str, environment: str, enabled: bool
+    ) -> None: ...
+
+    async def set_variants(
+        self, tx: Transaction, name: str, environment: str, variants: str
+    ) -> None:
+        """The flag's own variants there (their JSON)."""
+        ...
+
+    async def last_sort_order(self, db: Reads, name: str, environment: str) -> int | None:
+        """The highest sort order of the flag's strategies there, None without any."""
+        ...
+
+    async def add_strategy(
+        self, tx: Transaction, name: str, environment: str, strategy: StrategyRecord
+    ) -> None:
+        """A strategy of the flag there (which gets the environment if it had none)."""
+        ...
+
+    async def replace_strategy(self, tx: Transaction, strategy: StrategyRecord) -> None:
+        """The saved strategy of ``strategy.id`` becomes ``strategy``."""
+        ...
+
+    async def set_sort_order(self, tx: Transaction, id: str, sort_order: int) -> None: ...
+
+    async def delete_strategy(self, tx: Transaction, id: str) -> None: ...
+
+    async def serves(self, db: Reads, name: str, environment: str) -> bool:
+        """Whether the flag has a strategy there that is not disabled."""
+        ...
+
+    async def turn_off(self, tx: Transaction, name: str, environment: str) -> bool:
+        """False when the flag was not on there."""
+        ...
+
+    async def segment_constraints(self, db: Reads, ids: Sequence[int]) -> dict[int, str]:
+        """The JSON of the constraints of the segments of ``ids`` that exist."""
+        ...
+
+    async def segment_projects(self, db: Reads, ids: Sequence[int]) -> dict[int, str | None]:
+        """The project (None: global) of the segments of ``ids`` that exist."""
+        ...
+
+
 class Writer:
     def __init__(
         self,
@@ -50,20 +131,34 @@ class Writer:
         written: Written = nothing_to_tell,
         kept: int = CHANGES_KEPT,
         events: EventLog | None = None,
+        records: WriteStorage | None = None,
     ) -> None:
         self.db = db
         self.events = EventLog(db) if events is None else events
+        self.records: WriteStorage = WriteRecords() if records is None else records
         self._written = written
         self._kept = kept
 
     @asynccontextmanager
     async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:
-        """A write made by ``actor``: the events it records say so."""
+        """A write made by ``actor``: the events it records say so. Its change log's
+        rows are written last, in its transaction (``WriteStorage.log_changes``)."""
         async with self.db.transaction() as tx:
-            write = FlagWrite(tx, await next_revision(tx), actor, self.events)
+            revision = await self.records.next_revision(tx)
+            write = FlagWrite(tx, revision, actor, self.events, self.records)
             yield write
-            await log_changes(write, self._kept)
+            await self.records.log_changes(tx, revision, write.deleted_segments, self._kept)
         self._written(write.revision)
+
+
+class Stored(Generic[S]):
+    """A flag service: its writes made through ``writer``, its reads and changes through
+    ``records``, the storage protocol declared beside it."""
+
+    def __init__(self, writer: Writer, records: S) -> None:
+        self._write = writer
+        self._db = writer.db
+        self._records = records
 
 
 class Joined(Writer):
@@ -72,42 +167,12 @@ class Joined(Writer):
     committed (and told to the cache) by whoever opened ``write``."""
 
     def __init__(self, write: FlagWrite, db: Database) -> None:
-        super().__init__(db, events=write.log)
+        super().__init__(db, events=write.log, records=write.records)
         self._open = write
 
     @asynccontextmanager
     async def __call__(self, actor: Actor) -> AsyncIterator[FlagWrite]:
         yield self._open
-
-
-async def log_changes(write: FlagWrite, kept: int) -> None:
-    """The change log's rows of this write, in its transaction: every flag and segment that
-    carries its revision (each operation sets it on what it changes), the segments it
-    deleted (a segment with its project, so that a key of other projects never hears of
-    it); and revisions older than the last ``kept`` pruned, the floor moved past them."""
-    tx, revision = write.tx, write.revision
-    await tx.execute(
-        "INSERT INTO flag_changes (revision, kind, key, project)"
-        f" SELECT ?, '{FLAG}', name, project_id FROM features WHERE revision = ?",
-        (revision, revision),
-    )
-    await tx.execute(
-        "INSERT INTO flag_changes (revision, kind, key, project)"
-        f" SELECT ?, '{SEGMENT}', CAST(id AS TEXT), project_id FROM segments WHERE revision = ?",
-        (revision, revision),
-    )
-    for id, project in write.deleted_segments:
-        await tx.execute(
-            "INSERT INTO flag_changes (revision, kind, key, project) VALUES (?, ?, ?, ?)",
-            (revision, SEGMENT, str(id), project),
-        )
-    floor = revision - kept
-    if floor > 0:
-        await tx.execute("DELETE FROM flag_changes WHERE revision <= ?", (floor,))
-        await tx.execute(
-            "UPDATE flag_revision SET changes_floor = ? WHERE id = 1 AND changes_floor < ?",
-            (floor, floor),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +181,7 @@ class FlagWrite:
     revision: int
     actor: Actor
     log: EventLog
+    records: WriteStorage
     deleted_segments: list[tuple[int, str | None]] = field(default_factory=list)
     """Segments this write deleted, with their project (None: global): they carry no
     revision any more, so the change log is told of them here."""
@@ -144,45 +210,32 @@ class FlagWrite:
         )
 
     async def project_exists(self, project: str) -> None:
-        if not await self.tx.fetch_all("SELECT 1 FROM projects WHERE id = ?", (project,)):
+        if not await self.records.project_exists(self.tx, project):
             raise NotFound(f"Active project with id {project} does not exist")
 
     async def flag(self, project: str, name: str, writable: bool = True) -> FlagRecord:
         """The flag, which must be in ``project`` (and, when ``writable``, not archived)."""
-        found = await load_flags(self.tx, "name = ?", (name,))
-        if not found or found[0].project != project:
+        found = await self.records.flag(self.tx, name)
+        if found is None or found.project != project:
             message = f'There\'s no feature named "{name}" in project "{project}"'
-            if found:
-                message += (
-                    f', but there\'s a feature with that name in project "{found[0].project}"'
-                )
+            if found is not None:
+                message += f', but there\'s a feature with that name in project "{found.project}"'
             raise NotFound(message)
-        if writable and found[0].archived_at is not None:
+        if writable and found.archived_at is not None:
             raise InvalidInput("Cannot perform this operation on archived features")
-        return found[0]
+        return found
 
-    async def default_strategy(self, project: str, environment: str) -> Row | None:
-        """The project environment's record (its default strategy), None when the
-        environment is not enabled in the project."""
-        rows = await self.tx.fetch_all(
-            "SELECT default_strategy FROM project_environments"
-            " WHERE project_id = ? AND environment = ?",
-            (project, environment),
-        )
-        return rows[0] if rows else None
+    async def project_environment(
+        self, project: str, environment: str
+    ) -> ProjectEnvironment | None:
+        """None when the environment is not enabled in the project."""
+        return await self.records.project_environment(self.tx, project, environment)
 
     async def touch(self, name: str) -> None:
-        await self.tx.execute(
-            "UPDATE features SET revision = ? WHERE name = ?", (self.revision, name)
-        )
+        await self.records.touch(self.tx, name, self.revision)
 
     async def set_enabled(self, name: str, environment: str, enabled: bool) -> None:
-        await self.tx.execute(
-            "INSERT INTO feature_environments (feature_name, environment, enabled)"
-            " VALUES (?, ?, ?) ON CONFLICT (feature_name, environment)"
-            " DO UPDATE SET enabled = excluded.enabled",
-            (name, environment, int(enabled)),
-        )
+        await self.records.set_enabled(self.tx, name, environment, enabled)
 
     async def add_strategy(self, flag: FlagRecord, environment: str, body: Strategy) -> str:
         """Save a strategy as Unleash does (``with_defaults``), after the previous ones
@@ -191,34 +244,13 @@ class FlagWrite:
         strategy = with_defaults(flag.name, body)
         sort_order = strategy.sortOrder
         if sort_order is None:
-            [row] = await self.tx.fetch_all(
-                "SELECT max(sort_order) FROM feature_strategies"
-                " WHERE feature_name = ? AND environment = ?",
-                (flag.name, environment),
-            )  # + 1 here, not in SQL: after 2^31 - 1 it would overflow PostgreSQL's integer
-            sort_order = 0 if row[0] is None else min(int(row[0]) + 1, MAX_SORT_ORDER)
-        columns = _body_columns(strategy, sort_order)
-        await self.check_room(flag, environment, None, (columns, strategy.segments))
-        await self.tx.execute(
-            "INSERT INTO feature_environments (feature_name, environment) VALUES (?, ?)"
-            " ON CONFLICT (feature_name, environment) DO NOTHING",
-            (flag.name, environment),
-        )
-        strategy_id = new_strategy_id()
-        await self.tx.execute(
-            "INSERT INTO feature_strategies (id, feature_name, environment, name, title,"
-            " disabled, sort_order, constraints, parameters, variants, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                strategy_id,
-                flag.name,
-                environment,
-                *columns,
-                time.time(),
-            ),
-        )
-        await self._link_segments(strategy_id, strategy.segments)
-        return strategy_id
+            # capped: past 2^31 - 1 it would overflow PostgreSQL's integer
+            last = await self.records.last_sort_order(self.tx, flag.name, environment)
+            sort_order = 0 if last is None else min(last + 1, MAX_SORT_ORDER)
+        saved = _record(new_strategy_id(), strategy, sort_order)
+        await self.check_room(flag, environment, saved)
+        await self.records.add_strategy(self.tx, flag.name, environment, saved)
+        return saved.id
 
     async def replace_strategy(
         self, flag: FlagRecord, environment: str, current: StrategyRecord, body: Strategy
@@ -227,34 +259,16 @@ class FlagWrite:
         await self._check_segments(flag, body.segments)
         strategy = with_defaults(flag.name, body)
         sort_order = current.sort_order if strategy.sortOrder is None else strategy.sortOrder
-        columns = _body_columns(strategy, sort_order)
-        await self.check_room(flag, environment, current.id, (columns, strategy.segments))
-        await self.tx.execute(
-            "UPDATE feature_strategies SET name = ?, title = ?, disabled = ?, sort_order = ?,"
-            " constraints = ?, parameters = ?, variants = ? WHERE id = ?",
-            (*columns, current.id),
-        )
-        await self.tx.execute(
-            "DELETE FROM feature_strategy_segments WHERE strategy_id = ?", (current.id,)
-        )
-        await self._link_segments(current.id, strategy.segments)
+        saved = _record(current.id, strategy, sort_order)
+        await self.check_room(flag, environment, saved)
+        await self.records.replace_strategy(self.tx, saved)
 
     async def off_unless_served(self, flag: FlagRecord, environment: str) -> None:
         """An environment left with no strategy that is not disabled is turned off, as
         Unleash does after a strategy is deleted or disabled (an event of its own)."""
-        rows = await self.tx.fetch_all(
-            "SELECT 1 FROM feature_strategies"
-            " WHERE feature_name = ? AND environment = ? AND disabled = 0",
-            (flag.name, environment),
-        )
-        if rows:
+        if await self.records.serves(self.tx, flag.name, environment):
             return
-        turned_off = await self.tx.execute(
-            "UPDATE feature_environments SET enabled = 0"
-            " WHERE feature_name = ? AND environment = ? AND enabled = 1",
-            (flag.name, environment),
-        )
-        if turned_off:
+        if await self.records.turn_off(self.tx, flag.name, environment):
             await self.event(
                 EventType.FEATURE_ENVIRONMENT_DISABLED,
                 project=flag.project,
@@ -266,37 +280,26 @@ class FlagWrite:
         self,
         flag: FlagRecord,
         environment: str,
-        replaced: str | None = None,
-        added: tuple[tuple[object, ...], Sequence[int]] | None = None,
+        saved: StrategyRecord | None = None,
         path: str = "/body",
         variants: str | None = None,
     ) -> None:
         """Refuse a write that would take the flag's strategies and variants in
         ``environment`` past ``MAX_ENVIRONMENT_BYTES`` as an SDK older than segments gets
-        them, each strategy with its segments' constraints inlined (``replaced``: the id
-        of the strategy ``added`` replaces; ``added``: its columns and segment ids;
-        ``variants``: the JSON of the variants that replace the flag's there)."""
-        strategies: list[tuple[tuple[object, ...], Sequence[int]]] = [
-            (_record_columns(s), s.segments)
-            for s in flag.environment(environment).strategies
-            if s.id != replaced
+        them, each strategy with its segments' constraints inlined (``saved``: a strategy
+        added, or replacing the one of its id; ``variants``: the JSON of the variants that
+        replace the flag's there)."""
+        strategies = [
+            s for s in flag.environment(environment).strategies if saved is None or s.id != saved.id
         ]
-        strategies += [added] if added is not None else []
-        ids = sorted({i for _, segments in strategies for i in segments})
-        marks = ", ".join("?" * len(ids))
-        rows = (
-            await self.tx.fetch_all(
-                f"SELECT id, constraints FROM segments WHERE id IN ({marks})", ids
-            )
-            if ids
-            else []
-        )
-        inlined = {int(row[0]): len(str(row[1]).encode()) for row in rows}
+        strategies += [saved] if saved is not None else []
+        ids = sorted({i for s in strategies for i in s.segments})
+        constraints = await self.records.segment_constraints(self.tx, ids)
+        inlined = {id: len(text.encode()) for id, text in constraints.items()}
         if variants is None:
             variants = json.dumps(list(flag.environment(environment).variants))
         size = len(variants.encode()) + sum(
-            _bytes(columns) + sum(inlined.get(i, 0) for i in set(segments))
-            for columns, segments in strategies
+            _bytes(s) + sum(inlined.get(i, 0) for i in set(s.segments)) for s in strategies
         )
         if size > MAX_ENVIRONMENT_BYTES:
             raise InvalidInput(
@@ -309,11 +312,7 @@ class FlagWrite:
     async def _check_segments(self, flag: FlagRecord, ids: Sequence[int]) -> None:
         if not ids:
             return
-        marks = ", ".join("?" * len(ids))
-        rows = await self.tx.fetch_all(
-            f"SELECT id, project_id FROM segments WHERE id IN ({marks})", list(ids)
-        )
-        projects = {int(row[0]): row[1] for row in rows}
+        projects = await self.records.segment_projects(self.tx, ids)
         for index, segment in enumerate(ids):
             path = f"/body/segments/{index}"
             if segment not in projects:
@@ -324,37 +323,36 @@ class FlagWrite:
                     path,
                 )
 
-    async def _link_segments(self, strategy_id: str, ids: Sequence[int]) -> None:
-        for segment in sorted(set(ids)):
-            await self.tx.execute(
-                "INSERT INTO feature_strategy_segments (strategy_id, segment_id) VALUES (?, ?)",
-                (strategy_id, segment),
-            )
+
+def shown(thing: BaseModel | None) -> Any:
+    """A thing as an event keeps it before or after a change: as the admin API shows it."""
+    return None if thing is None else thing.model_dump(mode="json")
 
 
-def _bytes(columns: tuple[object, ...]) -> int:
-    return sum(len(column.encode()) for column in columns if isinstance(column, str))
-
-
-def _record_columns(strategy: StrategyRecord) -> tuple[object, ...]:
-    """A saved strategy's text columns, as ``_body_columns`` wrote them."""
-    return (
+def _bytes(strategy: StrategyRecord) -> int:
+    """What a strategy's text takes as stored (``write_records``) and served."""
+    texts = (
         strategy.name,
-        strategy.title,
+        strategy.title or "",
         json.dumps(list(strategy.constraints)),
         json.dumps(dict(strategy.parameters)),
         json.dumps(list(strategy.variants)),
     )
+    return sum(len(text.encode()) for text in texts)
 
 
-def _body_columns(strategy: Strategy, sort_order: int) -> tuple[object, ...]:
-    """name, title, disabled, sort_order, constraints, parameters, variants."""
-    return (
-        strategy.name,
-        strategy.title,
-        int(bool(strategy.disabled)),
-        sort_order,
-        json.dumps([c.model_dump(mode="json", exclude_none=True) for c in strategy.constraints]),
-        json.dumps(strategy.parameters),
-        json.dumps([v.model_dump(mode="json", exclude_none=True) for v in strategy.variants]),
+def _record(id: str, strategy: Strategy, sort_order: int) -> StrategyRecord:
+    """A strategy as sent (defaults applied), as it will be saved."""
+    return StrategyRecord(
+        id=id,
+        name=strategy.name,
+        title=strategy.title,
+        disabled=bool(strategy.disabled),
+        sort_order=sort_order,
+        constraints=tuple(
+            c.model_dump(mode="json", exclude_none=True) for c in strategy.constraints
+        ),
+        parameters=strategy.parameters,
+        variants=tuple(v.model_dump(mode="json", exclude_none=True) for v in strategy.variants),
+        segments=tuple(strategy.segments),
     )

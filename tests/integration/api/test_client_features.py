@@ -13,6 +13,7 @@ from flagkit import add_strategy, client_features, create_flag, ok, served, turn
 from service import eventually
 
 from relay.api.client_features import RENDERS
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
 from relay.central.flags.records import load_state
 from relay.central.flags.serving import LOADS, POLL_INTERVAL, ClientFeaturesCache
@@ -246,7 +247,7 @@ async def test_cached_answers_are_bounded_in_bytes(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
     await db.open()
     try:
-        flags = FlagService(Writer(db))
+        flags = FlagService(Writer(db), FlagRecords())
         for i in range(20):
             await flags.create(
                 ACTOR, "default", CreateFlag(name=f"flag-{i:02d}", description="x" * 500)

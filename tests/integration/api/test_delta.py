@@ -14,6 +14,7 @@ from conftest import PROD_KEY
 from deltakit import delta, names
 from flagkit import add_strategy, client_features, create_flag, feature_path, ok, turn
 
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.writes import Writer
@@ -105,7 +106,7 @@ async def test_the_change_log_is_written_with_each_write_and_bounded(tmp_path: P
     db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
     await db.open()
     try:
-        flags = FlagService(Writer(db, kept=2))
+        flags = FlagService(Writer(db, kept=2), FlagRecords())
         await flags.create(ACTOR, "default", CreateFlag(name="checkout"))
         await flags.create(ACTOR, "default", CreateFlag(name="search"))
         with contextlib.suppress(Conflict):  # refused: rolled back, not logged
@@ -131,7 +132,8 @@ async def test_made_up_revisions_share_one_hydration(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "relay.db", CENTRAL_SCHEMA)
     await db.open()
     try:
-        await FlagService(Writer(db)).create(ACTOR, "default", CreateFlag(name="checkout"))
+        flags = FlagService(Writer(db), FlagRecords())
+        await flags.create(ACTOR, "default", CreateFlag(name="checkout"))
         cache = ClientFeaturesCache(db)
         scope = Scope("development", None, None, False)
         first = await cache.delta(scope, None)

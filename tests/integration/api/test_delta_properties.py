@@ -21,7 +21,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from relay.central.flags.dependencies import DependencyService
+from relay.central.flags.dependency_records import DependencyRecords
+from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
+from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
@@ -68,11 +71,11 @@ operation = st.one_of(
 class Admin:
     def __init__(self, db: SqliteDatabase) -> None:
         writer = Writer(db)
-        self.flags = FlagService(writer)
+        self.flags = FlagService(writer, FlagRecords())
         self.strategies = StrategyService(writer)
-        self.segments = SegmentService(writer)
+        self.segments = SegmentService(writer, SegmentRecords())
         self.projects = ProjectStore(SqlProjectRecords(db, writer))
-        self.dependencies = DependencyService(writer)
+        self.dependencies = DependencyService(writer, DependencyRecords())
         self.variants = VariantService(writer)
 
     async def apply(self, op: tuple[Any, ...]) -> None:
