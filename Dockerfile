@@ -3,8 +3,8 @@
 # Unleash Edge's command line (`edge`, as Edge's Helm chart gives it: docs/edge.md).
 #   docker build -t relay:0.1.0 .
 #   docker run -p 4242:4242 -v relay-data:/data relay:0.1.0
-# tests/test_deploy_dockerfile.py lints this file with hadolint; tests/test_deploy_image.py runs
-# its pip steps in a virtualenv.
+# tests/e2e/test_deploy_dockerfile.py lints this file with hadolint;
+# tests/e2e/test_deploy_image.py runs its pip steps in a virtualenv.
 
 # Stage 1: wheels of the project and every dependency, built where a compiler may be needed.
 FROM python:3.11.11-slim-bookworm AS build

@@ -95,7 +95,8 @@ class DependencyService(Stored[DependencyStorage]):
         self, actor: Actor, project: str, child: str, parent: str | None = None
     ) -> None:
         """Removes the child's dependency (on ``parent``, or whichever it has); none to
-        remove is a 404, as Unleash 8.2 answers (measured: tests/test_admin_statuses_unleash.py)."""
+        remove is a 404, as Unleash 8.2 answers (measured:
+        tests/e2e/test_admin_statuses_unleash.py)."""
         async with self._write(actor) as w:
             flag = await w.flag(project, child, writable=False)
             if not await self._records.remove(w.tx, child, parent):
