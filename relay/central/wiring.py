@@ -29,8 +29,10 @@ from relay.central.flags.dependencies import DependencyService
 from relay.central.flags.dependency_records import DependencyRecords
 from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
+from relay.central.flags.frontend_source import ServedFlags
 from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
+from relay.central.flags.served_deltas import ServedDeltas
 from relay.central.flags.serving import (
     REVISION_CHANNEL,
     STREAM_POLL_INTERVAL,
@@ -140,14 +142,15 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     app[TAGS] = TagService(writer, TagRecords())
     imports = ImportStorage(FlagRecords(), TagRecords(), DependencyRecords())
     app[TRANSFER] = TransferService(writer, TransferRecords(), imports)
+    flags = ServedFlags(served)
     app[CLIENT_FEATURES] = served
-    app[FRONTEND_SOURCE] = served
-    app[DELTA_SOURCE] = served
+    app[FRONTEND_SOURCE] = flags
+    app[DELTA_SOURCE] = ServedDeltas(served)
     streaming.add_streams(app)
     app[FRONTENDS] = Frontends()
     app[EDGES] = EdgeReportStore(db, edges.BOUNDS)
     app[IMPACT] = ImpactStore(db, folder.caught_up)
-    ofrep.add_ofrep(app, served)
+    ofrep.add_ofrep(app, flags)
     sessions = add_web(app, db, settings)
 
     app.cleanup_ctx.append(

@@ -1,4 +1,5 @@
-"""The client API's answers, cached so that SDK polls never touch the database.
+"""The client API's answers, cached so that SDK polls never touch the database (the deltas
+and streams: ``served_deltas``; the Frontend API and OFREP: ``frontend_source``).
 
 This worker holds a snapshot of every flag (``records.load_state``), each flag rendered once
 per environment and segment form into a catalog (``relay.core.catalog``), and, per scope (a
@@ -33,11 +34,10 @@ from relay.api.broadcast import Broadcast
 from relay.api.client_features import built, derived
 from relay.api.shared import CatchUp, Kind, Shared
 from relay.central.flags.records import Reads, current_revision, load_served
-from relay.core.client_features import Catalog, Rendered, Scope, catalog, projects_of
-from relay.core.delta import Changes, Delta, delta
+from relay.core.client_features import Catalog, Rendered, Scope, catalog
+from relay.core.delta import Changes
 from relay.core.errors import StorageError
 from relay.core.flags import FlagState
-from relay.core.keys import Principal
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,6 @@ class ClientFeaturesCache:
         self._newest = 0
         self._state: FlagState | None = None
         self._changes = Changes(0, 0)
-        self._deltas: dict[tuple[Scope, int | None], Delta] = {}
-        self._delta_bytes = 0
         self._polled = 0.0
         self._moved = Broadcast()
         """Streams waiting in ``changed``: a local write is loaded at once for them."""
@@ -119,27 +117,12 @@ class ClientFeaturesCache:
         if payload.isdigit():
             self.written(int(payload))
 
-    def for_key(self, key: str, principal: Principal) -> ClientFeaturesCache:
-        """Every key's deltas come from the one flag revision."""
-        return self
-
-    async def delta(self, scope: Scope, since: int | None) -> Delta:
-        """The delta that brings a client at ``since`` up to date (``relay.core.delta``),
-        put together once per scope and revision for every stream and poll that asks. Kept
-        within the bounds of the answers (a made-up revision is a hydration, kept once per
-        scope; made-up scopes and revisions cannot grow memory past them)."""
+    async def snapshot(self) -> tuple[FlagState, Changes]:
+        """The flags served now, caught up with the other workers' writes, and the change
+        log that came with them (``relay.central.flags.served_deltas``)."""
         await self._caught_up()
         state = await self._current()
-        key = (scope, since if since is not None and self._changes.holds(since) else None)
-        found = self._deltas.get(key)
-        if found is None:
-            found = delta(self._catalog(state, scope), scope, self._changes, key[1])
-            self._delta_bytes += len(found.body)
-            if len(self._deltas) >= self._max_scopes or self._delta_bytes > self._max_bytes:
-                self._deltas.clear()
-                self._delta_bytes = len(found.body)
-            self._deltas[key] = found
-        return found
+        return state, self._changes
 
     async def changed(self, revision: int) -> None:
         """Returns once the flags served are past ``revision``."""
@@ -156,7 +139,7 @@ class ClientFeaturesCache:
             state = await self._current()
         rendered = self._rendered.get(scope)
         if rendered is None:
-            rendered = self._rendered[scope] = derived(self._catalog(state, scope).answer(scope))
+            rendered = self._rendered[scope] = derived(self.catalog(state, scope).answer(scope))
             self._bytes += len(rendered.body)
             while len(self._rendered) > 1 and (
                 len(self._rendered) > self._max_scopes or self._bytes > self._max_bytes
@@ -166,16 +149,6 @@ class ClientFeaturesCache:
             self._rendered.move_to_end(scope)
         return rendered
 
-    async def document(self, principal: Principal) -> Rendered:
-        """A frontend key's flags: its projects in its environment, segments as ids."""
-        projects = projects_of(principal.projects, ())
-        return await self.answer(Scope(principal.environment, projects, None, False))
-
-    async def flags(self, key: str, principal: Principal) -> Rendered:
-        """A key's flags for OFREP (``EvaluationSource``): a frontend or client key's
-        alike, its projects in its environment."""
-        return await self.document(principal)
-
     async def next_change(self) -> None:
         """Returns once another snapshot is served (waiting, it polls the revision as
         streams do)."""
@@ -183,9 +156,9 @@ class ClientFeaturesCache:
 
     async def feature(self, scope: Scope, name: str) -> bytes | None:
         await self._caught_up()
-        return self._catalog(await self._current(), scope).feature(scope, name)
+        return self.catalog(await self._current(), scope).feature(scope, name)
 
-    def _catalog(self, state: FlagState, scope: Scope) -> Catalog:
+    def catalog(self, state: FlagState, scope: Scope) -> Catalog:
         """The snapshot's flags as ``scope``'s environment serves them, rendered once."""
         key = (scope.environment, scope.inline_segments)
         found = self._catalogs.get(key)
@@ -238,8 +211,6 @@ class ClientFeaturesCache:
         self._changes = changes
         self._rendered.clear()
         self._catalogs.clear()
-        self._deltas.clear()
-        self._delta_bytes = 0
         self._moved.wake()
         self._bytes = 0
         self.written(state.revision)

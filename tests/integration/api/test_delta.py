@@ -16,6 +16,7 @@ from flagkit import add_strategy, client_features, create_flag, feature_path, ok
 
 from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
+from relay.central.flags.served_deltas import ServedDeltas
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.writes import Writer
 from relay.core.audit import Actor
@@ -117,7 +118,7 @@ async def test_the_change_log_is_written_with_each_write_and_bounded(tmp_path: P
         assert [tuple(row) for row in rows] == [(3, "flag", "checkout"), (4, "flag", "checkout")]
         [(floor,)] = await db.fetch_all("SELECT changes_floor FROM flag_revision")
         assert floor == 2  # a client at 1 (before search was created) gets a hydration
-        cache = ClientFeaturesCache(db)
+        cache = ServedDeltas(ClientFeaturesCache(db))
         scope = Scope("development", None, None, False)
         assert json.loads((await cache.delta(scope, 1)).body)["events"][0]["type"] == "hydration"
         events = json.loads((await cache.delta(scope, 2)).body)["events"]
@@ -134,7 +135,7 @@ async def test_made_up_revisions_share_one_hydration(tmp_path: Path) -> None:
     try:
         flags = FlagService(Writer(db), FlagRecords())
         await flags.create(ACTOR, "default", CreateFlag(name="checkout"))
-        cache = ClientFeaturesCache(db)
+        cache = ServedDeltas(ClientFeaturesCache(db))
         scope = Scope("development", None, None, False)
         first = await cache.delta(scope, None)
         for made_up in (-1, 10**9, 10**9 + 1):

@@ -26,6 +26,7 @@ from relay.central.flags.flag_records import FlagRecords
 from relay.central.flags.flags import FlagService
 from relay.central.flags.segment_records import SegmentRecords
 from relay.central.flags.segments import SegmentService
+from relay.central.flags.served_deltas import ServedDeltas
 from relay.central.flags.serving import ClientFeaturesCache
 from relay.central.flags.strategies import StrategyService
 from relay.central.flags.variants import VariantService
@@ -146,17 +147,18 @@ async def scenario(directory: Path, operations: list[tuple[Any, ...]]) -> None:
     await db.open()
     try:
         admin, cache = Admin(db), ClientFeaturesCache(db)
+        deltas = ServedDeltas(cache)
         history: list[tuple[int, dict[Scope, Held]]] = []
         for op in [None, *operations]:
             if op is not None:
                 await admin.apply(op)
             await cache.poll()
-            revision = (await cache.delta(SCOPES[0], None)).revision
+            revision = (await deltas.delta(SCOPES[0], None)).revision
             history.append((revision, {s: held((await cache.answer(s)).body) for s in SCOPES}))
         for scope in SCOPES:
             final = history[-1][1][scope]
             for revision, answers in history:
-                found = await cache.delta(scope, revision)
+                found = await deltas.delta(scope, revision)
                 events = json.loads(found.body)["events"] if found.events else []
                 got = replay(answers[scope], events)
                 assert agrees(got, final), (scope, revision, events, got, final)
