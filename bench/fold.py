@@ -24,7 +24,7 @@ from pathlib import Path
 from pg_scale import PgSample, pg_sample
 from servers import pg
 
-from relay.core.domain import IngestBatch, MetricKey
+from relay.core.ingest_batch import IngestBatch, MetricKey
 from relay.store import ingest_log
 from relay.store.fold import Folder
 from relay.store.postgres import PostgresDatabase

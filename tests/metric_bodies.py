@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from relay.core.domain import Counts, MetricKey
+from relay.core.ingest_batch import Counts, MetricKey
 from relay.wire.common import MAX_COUNT, MAX_NAME
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

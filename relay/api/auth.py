@@ -14,7 +14,7 @@ from relay.api.client_address import caller_address
 from relay.api.errors import AuthenticationRequired, NoAccessError, TooManyRequests
 from relay.api.state import AUTH_FAILURES, KEY_RESOLVER
 from relay.api.throttle import FAILURES, REFUSAL_DELAY, client_address
-from relay.core.domain import Origin, owner_of
+from relay.core.ingest_batch import Origin, owner_of
 from relay.core.keys import (
     MIN_SECRET,
     Principal,
@@ -46,7 +46,7 @@ def authorization(request: web.Request) -> str:
 
 def origin_of(key: str, principal: Principal) -> Origin:
     """Whose a request's counts are: its key's, a public one's when a frontend key
-    (``relay.core.domain.Origin``)."""
+    (``relay.core.ingest_batch.Origin``)."""
     return Origin(owner_of(hash_key(key)), principal.type is KeyType.FRONTEND)
 
 

@@ -11,7 +11,7 @@ from relay.api.auth import CLIENT_KEYS, PRINCIPAL, authorization, origin_of
 from relay.api.body import BODY, idempotency_key, read_json
 from relay.api.routing import Handler, Route
 from relay.api.state import INGEST
-from relay.core.domain import IdempotencyKey, Origin
+from relay.core.ingest_batch import IdempotencyKey, Origin
 from relay.core.keys import hash_key
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 from relay.wire.common import KeyType

@@ -64,11 +64,11 @@ from relay.api.state import (
 from relay.api.streaming import EVENT_STREAM, STREAMS, change_within
 from relay.core import ofrep
 from relay.core.catalog import Rendered
-from relay.core.domain import hour_start
 from relay.core.errors import DomainError, InvalidInput, StorageError, Throttled, Unavailable
 from relay.core.evaluate import Context
 from relay.core.frontend import Scoped
 from relay.core.frontend_context import DEFAULT_APP
+from relay.core.ingest_batch import hour_start
 from relay.core.keys import Principal, hash_key
 from relay.wire.common import ErrorDetail, KeyType
 from relay.wire.ofrep import (

@@ -15,7 +15,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from relay.api.errors import BadDataError
 from relay.api.responses import streamed
-from relay.core.domain import whole_number
+from relay.core.ingest_batch import whole_number
 from relay.wire.common import MAX_NAME, ErrorDetail
 
 T = TypeVar("T")

@@ -25,8 +25,8 @@ from relay.api.paging import NO_NUL, CursorName, next_url, position, whole
 from relay.central.admin import admin_route
 from relay.central.counts import PRUNE_INTERVAL
 from relay.central.state import EDGES
-from relay.core.domain import from_epoch
 from relay.core.edges import STALE_AFTER, ReportScope, flatten
+from relay.core.ingest_batch import from_epoch
 from relay.store.edge_reports import EdgeReportStore, ReportBounds
 from relay.wire.edges import (
     MAX_REPORT_BYTES,

@@ -15,7 +15,7 @@ from typing import Any
 
 from relay.central.events import EVENTS_KEPT, EventFilter
 from relay.core.audit import Actor, EventType, bounded
-from relay.core.domain import from_epoch
+from relay.core.ingest_batch import from_epoch
 from relay.store.sql import Database, Row, Transaction
 from relay.wire.events import EventOut
 

@@ -22,8 +22,8 @@ from relay.api.responses import model_response
 from relay.central.admin import admin_route
 from relay.central.counts import PRUNE_INTERVAL
 from relay.central.state import IMPACT
-from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
+from relay.core.ingest_batch import from_epoch
 from relay.store.impact import ImpactStore
 from relay.store.sql import Row
 from relay.wire.impact import ImpactMetricsOut, ImpactSeriesOut

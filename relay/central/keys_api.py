@@ -9,7 +9,7 @@ from relay.api.responses import model_response
 from relay.central.admin import actor, admin_route
 from relay.central.key_store import KeyRecord
 from relay.central.state import KEYS
-from relay.core.domain import from_epoch
+from relay.core.ingest_batch import from_epoch
 from relay.wire import admin as wire
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from relay.core.domain import hour_start
+from relay.core.ingest_batch import hour_start
 from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.flags import UnknownFlag
 

@@ -16,7 +16,7 @@ from relay.api.paging import CursorName, array_items, position, stream_page, who
 from relay.central.admin import admin_route
 from relay.central.state import USAGE
 from relay.central.usage import Instance, Position
-from relay.core.domain import hour_start
+from relay.core.ingest_batch import hour_start
 from relay.wire import admin as wire
 
 DEFAULT_HOURS_BACK = 48

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from relay.central.flags.unknown import unknown_flags
 from relay.central.usage import FlagUsage, Instance, Place, Position
-from relay.core.domain import from_epoch
+from relay.core.ingest_batch import from_epoch
 from relay.store.sql import Database, Row
 from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.client import ConnectVia

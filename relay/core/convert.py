@@ -14,7 +14,9 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from relay.core.domain import (
+from relay.core.errors import InvalidInput
+from relay.core.impact import series_of
+from relay.core.ingest_batch import (
     Counts,
     Hop,
     IngestBatch,
@@ -26,8 +28,6 @@ from relay.core.domain import (
     hour_start,
     through,
 )
-from relay.core.errors import InvalidInput
-from relay.core.impact import series_of
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration, ToggleCounts
 from relay.wire.common import MAX_LIST, MAX_NAME_BYTES, parse_time
 from relay.wire.impact import ImpactCarrier

@@ -17,7 +17,15 @@ from prometheus_client import Counter
 
 from relay.core import convert
 from relay.core.convert import Conversion
-from relay.core.domain import Counts, Hop, IdempotencyKey, IngestBatch, MetricKey, Origin, owner_of
+from relay.core.ingest_batch import (
+    Counts,
+    Hop,
+    IdempotencyKey,
+    IngestBatch,
+    MetricKey,
+    Origin,
+    owner_of,
+)
 from relay.wire.client import BulkMetrics, ClientMetrics, ClientRegistration
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from relay.core.domain import whole_number
 from relay.core.errors import InvalidInput
 from relay.core.flags import MAX_ENVIRONMENT_BYTES
+from relay.core.ingest_batch import whole_number
 from relay.wire.flags import PatchOp, PatchOperation
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -42,10 +42,10 @@ from weakref import WeakKeyDictionary
 
 from prometheus_client import Counter
 
-from relay.core.domain import Counts, MetricKey
 from relay.core.evaluate import Basis, Compiled, Context, Decision, Evaluation
 from relay.core.frontend import Scoped
 from relay.core.frontend_context import context_of, from_model
+from relay.core.ingest_batch import Counts, MetricKey
 from relay.wire.common import MAX_COUNT
 from relay.wire.ofrep import FailureCode, OfrepContext
 

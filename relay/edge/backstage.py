@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from relay.api.routing import Route
-from relay.core.domain import from_epoch
+from relay.core.ingest_batch import from_epoch
 from relay.core.keys import Principal, redact
 from relay.edge.flags.entries import Entry
 from relay.settings import Settings

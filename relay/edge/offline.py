@@ -26,9 +26,9 @@ from relay.api.application import new_application, serve_routes
 from relay.api.jobs import every
 from relay.api.shared import Shared
 from relay.api.state import DELTA_SOURCE, FRONTEND_SOURCE, FRONTENDS, INGEST, KEY_RESOLVER, READY
-from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest, MetricsSink
+from relay.core.ingest_batch import IdempotencyKey, IngestBatch
 from relay.core.keys import Principal, hash_key, offline_principal
 from relay.edge import backstage
 from relay.edge.flags import api as flag_api

@@ -25,8 +25,8 @@ from aiohttp import web
 from relay.api.auth import PRINCIPAL
 from relay.api.body import read_kept
 from relay.api.client import client_route
-from relay.core.domain import Hop, from_epoch
 from relay.core.edges import STALE_AFTER, ReportedEdge, ReportScope, flatten
+from relay.core.ingest_batch import Hop, from_epoch
 from relay.edge.metrics.flusher import Flusher
 from relay.edge.state import EDGE_REPORTS
 from relay.edge.upstream import UPSTREAM_LATENCY, UpstreamClient, UpstreamUnavailable

@@ -26,9 +26,9 @@ from relay.api.state import (
     KEY_RESOLVER,
     READY,
 )
-from relay.core.domain import Hop
 from relay.core.frontend import Frontends
 from relay.core.ingest import Ingest
+from relay.core.ingest_batch import Hop
 from relay.core.keys import parse_key
 from relay.edge import backstage, passthrough, proxy
 from relay.edge.cache_file import opened

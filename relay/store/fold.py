@@ -31,8 +31,8 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Histogram
 
-from relay.core.domain import IngestBatch, MetricKey
 from relay.core.errors import DataRefused, StorageError
+from relay.core.ingest_batch import IngestBatch, MetricKey
 from relay.store import ingest_log
 from relay.store.metrics import MAX_TOTAL, write_folded
 from relay.store.sql import Database, Row, Transaction

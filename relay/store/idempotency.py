@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relay.core.domain import IdempotencyKey
 from relay.core.errors import KeyReused
+from relay.core.ingest_batch import IdempotencyKey
 from relay.store.sql import Transaction
 
 Outcome = bool | KeyReused

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relay.core.domain import (
+from relay.core.impact import ImpactKey, ImpactState
+from relay.core.ingest_batch import (
     Counts,
     Hop,
     IngestBatch,
@@ -27,7 +28,6 @@ from relay.core.domain import (
     epoch,
     from_epoch,
 )
-from relay.core.impact import ImpactKey, ImpactState
 from relay.store.sql import Transaction
 
 

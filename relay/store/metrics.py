@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from relay.core.domain import NOBODY, IdempotencyKey, IngestBatch, MetricKey, epoch
+from relay.core.ingest_batch import NOBODY, IdempotencyKey, IngestBatch, MetricKey, epoch
 from relay.store import idempotency, impact, ingest_log, own_room
 from relay.store.groupcommit import GroupCommitter
 from relay.store.own_room import ROW_BYTES, count_size

@@ -21,8 +21,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from relay.core.domain import from_epoch
 from relay.core.impact import ImpactState
+from relay.core.ingest_batch import from_epoch
 from relay.store import batching
 from relay.store.batching import Entry
 from relay.store.sql import Row, Transaction

@@ -1,6 +1,6 @@
 """Room in a full relay buffer, paid for by the key that wants it (buffer migration 0006).
 
-Each buffered count is its key's (``owner``: ``relay.core.domain.Origin``), or nobody's once
+Each buffered count is its key's (``owner``: ``relay.core.ingest_batch.Origin``), or nobody's once
 two keys added to it. When the buffer is full, a request's new counts (the ones not yet
 buffered: adding to a count takes no room) are written only once as many bytes of its own
 key's oldest counts are deleted, oldest hour and least recently written first, none of which
@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 from prometheus_client import Counter
 
-from relay.core.domain import NOBODY, Counts, IngestBatch, MetricKey
 from relay.core.errors import Unpaid
+from relay.core.ingest_batch import NOBODY, Counts, IngestBatch, MetricKey
 from relay.store.sql import Database, Transaction
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from relay.core import convert
-from relay.core.domain import IdempotencyKey
 from relay.core.errors import InvalidInput, StorageError
+from relay.core.ingest_batch import IdempotencyKey
 from relay.store.metrics import MetricsStore
 from relay.store.outbox import CLAIM_ENTRIES, PENDING_PAGE, OutboxBatch, SqliteOutbox
 from relay.store.sql import BUFFER_SCHEMA

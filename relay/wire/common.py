@@ -49,9 +49,9 @@ Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 # JSON has no infinity or NaN, but parsers read 1e999 as one: a number kept and served
 # again must be finite, or serialising it back (as null) gives a record no read accepts.
 NonNegativeFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-# RFC 3339 requires an offset; a timestamp without one is read as UTC (``core.domain.epoch``),
+# RFC 3339 requires an offset; a timestamp without one is read as UTC (``core.ingest_batch.epoch``),
 # not refused, because a 4xx makes the Node SDK stop sending metrics for good. Years 1..9999
-# in UTC are enforced where the instant is computed (``core.domain.epoch``, once per distinct
+# in UTC are enforced where the instant is computed (``core.ingest_batch.epoch``, once per distinct
 # timestamp): bounds here would cost more than the rest of a timestamp's validation.
 Timestamp = datetime
 # A bulk entry's timestamp is kept as sent (a string, or a number of epoch seconds or

@@ -35,7 +35,7 @@ from service import Service, eventually, free_port, running, start
 from relay.app import build_app
 from relay.central.usage import UsageReader
 from relay.central.usage_records import SqlUsageRecords
-from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
+from relay.core.ingest_batch import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.fold import Folder
 from relay.store.metrics import MetricsStore
 from relay.store.postgres import PostgresDatabase, numbered

@@ -13,9 +13,9 @@ from typing import Protocol
 from relay.central.flags.records import Reads
 from relay.central.flags.writes import FlagWrite, Stored, shown
 from relay.core.audit import Actor, EventType
-from relay.core.domain import whole_number
 from relay.core.errors import Conflict, InvalidInput, NotFound
 from relay.core.flags import FlagRecord, SegmentRecord
+from relay.core.ingest_batch import whole_number
 from relay.store.sql import Transaction
 from relay.wire.flags import SegmentOut, UpsertSegment
 from relay.wire.strategies import SAVED

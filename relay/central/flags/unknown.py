@@ -16,7 +16,7 @@ from typing import Protocol
 
 from relay.central.flags.records import Reads
 from relay.central.flags.unknown_records import UnknownRecords
-from relay.core.domain import from_epoch, hour_start
+from relay.core.ingest_batch import from_epoch, hour_start
 from relay.wire.flags import UnknownFlag, UnknownFlagEnvironment, UnknownFlagReport
 
 MAX_NAMES = 1000

@@ -22,8 +22,8 @@ from relay.central.web.chart import Chart, stacked
 from relay.central.web.flag_links import links
 from relay.central.web.site import page, render
 from relay.central.web.strategy_pages import configuration
-from relay.core.domain import from_epoch, hour_start
 from relay.core.errors import NotFound
+from relay.core.ingest_batch import from_epoch, hour_start
 from relay.wire.admin import ApplicationInstance, RawMetric
 from relay.wire.common import MAX_NAME, KeyType
 

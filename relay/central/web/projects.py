@@ -12,9 +12,9 @@ from aiohttp import web
 from relay.central.state import ENVIRONMENTS, PROJECTS
 from relay.central.web.forms import act, confirmed
 from relay.central.web.site import actor, form, page, render
-from relay.core.domain import whole_number
 from relay.core.errors import InvalidInput
 from relay.core.flags import FLEXIBLE_ROLLOUT
+from relay.core.ingest_batch import whole_number
 from relay.wire.admin import (
     CreateEnvironment,
     CreateProject,

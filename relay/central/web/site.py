@@ -26,8 +26,8 @@ from relay.api import errors
 from relay.api.body import read_body
 from relay.central.web.sessions import COOKIE, Session, SessionStore
 from relay.core.audit import Actor
-from relay.core.domain import from_epoch
 from relay.core.errors import DomainError, StorageError
+from relay.core.ingest_batch import from_epoch
 from relay.wire.common import MAX_NAME
 
 log = logging.getLogger(__name__)

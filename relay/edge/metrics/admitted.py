@@ -9,8 +9,8 @@ import time
 from prometheus_client import Counter
 
 from relay.api.shared import Room, Shared
-from relay.core.domain import IdempotencyKey, IngestBatch
 from relay.core.errors import Unavailable, Unpaid
+from relay.core.ingest_batch import IdempotencyKey, IngestBatch
 from relay.store.metrics import MetricsStore, written_size
 from relay.store.reserve import IngestGate
 

@@ -44,7 +44,7 @@ from metric_bodies import (
     utc_hour,
 )
 
-from relay.core.domain import Counts
+from relay.core.ingest_batch import Counts
 
 T = TypeVar("T")
 HTTP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -29,7 +29,7 @@ from relay.central.web.pages import (
     RELAYS_PAGE,
     UNREPORTED_SHOWN,
 )
-from relay.core.domain import IngestBatch, Registration, RegistrationKey, from_epoch
+from relay.core.ingest_batch import IngestBatch, Registration, RegistrationKey, from_epoch
 from relay.store.metrics import INSTANCE_MAX_AGE, INSTANCES_KEPT, MetricsStore
 from relay.wire.common import MAX_METRICS
 

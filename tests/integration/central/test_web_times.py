@@ -11,7 +11,7 @@ from typing import Any
 from conftest import ADMIN_KEY, DEV_KEY, auth, bulk, metric, registration
 from webkit import FEATURES, page, sign_in
 
-from relay.core.domain import hour_start
+from relay.core.ingest_batch import hour_start
 
 
 def seconds(now: datetime) -> datetime:

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from relay.core.domain import Counts, IngestBatch, MetricKey, hour_start
+from relay.core.ingest_batch import Counts, IngestBatch, MetricKey, hour_start
 from relay.store.buffer_space import BufferSpace
 from relay.store.metrics import MetricsStore
 from relay.store.outbox import SqliteOutbox

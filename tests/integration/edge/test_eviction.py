@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from service import eventually
 
 from relay.api.shared import Layout, Shared
-from relay.core.domain import (
+from relay.core.ingest_batch import (
     Counts,
     IdempotencyKey,
     IngestBatch,

@@ -30,7 +30,7 @@ from relay.central.database import central_database
 from relay.central.usage import UsageReader
 from relay.central.usage_records import SqlUsageRecords
 from relay.core.convert import from_bulk
-from relay.core.domain import IngestBatch, MetricKey
+from relay.core.ingest_batch import IngestBatch, MetricKey
 from relay.edge.metrics.flusher import REFUSALS
 from relay.settings import SettingsError, load_settings
 from relay.store.fold import Folder

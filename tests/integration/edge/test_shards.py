@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from relay.core.domain import (
+from relay.core.ingest_batch import (
     Hop,
     IngestBatch,
     MetricKey,

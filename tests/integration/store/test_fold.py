@@ -24,8 +24,8 @@ from webkit import page, sign_in
 from relay.central.database import central_database
 from relay.central.usage import UsageReader
 from relay.central.usage_records import SqlUsageRecords
-from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
 from relay.core.errors import StorageError
+from relay.core.ingest_batch import IdempotencyKey, IngestBatch, MetricKey
 from relay.store import ingest_log
 from relay.store.fold import FOLD_LOCK, Folder
 from relay.store.metrics import MetricsStore

@@ -14,8 +14,8 @@ from typing import Any
 from conftest import DEV_KEY, PROD_KEY, assert_error, bulk, metric, post, raw
 from fake_upstream import FakeUpstream
 
-from relay.core import domain, errors
-from relay.core.domain import IngestBatch, MetricKey
+from relay.core import errors, ingest_batch
+from relay.core.ingest_batch import IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore
 from relay.store.sql import CENTRAL_SCHEMA
 from relay.store.sqlite import SqliteDatabase
@@ -86,10 +86,10 @@ async def test_one_key_with_two_bodies_in_one_group_applies_one(tmp_path: Path) 
 
     try:
         outcomes = await asyncio.gather(
-            store.write(batch(1), domain.IdempotencyKey("caller", "k", "body-a")),
-            store.write(batch(1), domain.IdempotencyKey("caller", "k", "body-a")),
-            store.write(batch(7), domain.IdempotencyKey("caller", "k", "body-b")),
-            store.write(batch(5), domain.IdempotencyKey("other", "k", "body-b")),
+            store.write(batch(1), ingest_batch.IdempotencyKey("caller", "k", "body-a")),
+            store.write(batch(1), ingest_batch.IdempotencyKey("caller", "k", "body-a")),
+            store.write(batch(7), ingest_batch.IdempotencyKey("caller", "k", "body-b")),
+            store.write(batch(5), ingest_batch.IdempotencyKey("other", "k", "body-b")),
             return_exceptions=True,
         )
         assert outcomes[:2] == [True, False] and outcomes[3] is True

@@ -14,8 +14,8 @@ from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 
-from relay.core.domain import NOBODY, Counts, IngestBatch, MetricKey, Origin
 from relay.core.errors import Unavailable, Unpaid
+from relay.core.ingest_batch import NOBODY, Counts, IngestBatch, MetricKey, Origin
 from relay.store.metrics import MetricsStore
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase

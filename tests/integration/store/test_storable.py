@@ -24,7 +24,7 @@ from service import eventually
 
 from relay.central.database import central_database
 from relay.core import errors
-from relay.core.domain import IdempotencyKey, IngestBatch, MetricKey
+from relay.core.ingest_batch import IdempotencyKey, IngestBatch, MetricKey
 from relay.store.metrics import MetricsStore
 
 TWO_BYTES = "\u0436" * 255  # 255 characters, 510 bytes: within the rule

@@ -14,14 +14,14 @@ from service import eventually
 
 from relay.central.key_records import SqlKeyRecords
 from relay.central.key_store import KeyStore
-from relay.core.domain import (
+from relay.core.errors import StorageError
+from relay.core.ingest_batch import (
     IdempotencyKey,
     IngestBatch,
     MetricKey,
     Registration,
     RegistrationKey,
 )
-from relay.core.errors import StorageError
 from relay.core.keys import new_key
 from relay.store.groupcommit import GroupCommitter
 from relay.store.metrics import MetricsStore

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from relay.central.usage import SUMMARY_DAYS, FlagUsage, Instance, Place, Position, UsageReader
-from relay.core.domain import from_epoch, hour_start
+from relay.core.ingest_batch import from_epoch, hour_start
 from relay.wire.admin import RawMetric
 from relay.wire.flags import UnknownFlag
 

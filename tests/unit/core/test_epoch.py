@@ -1,4 +1,4 @@
-"""``relay.core.domain.epoch``: the float fast path inside the range and the exact comparison
+"""``relay.core.ingest_batch.epoch``: the float fast path inside the range and the exact comparison
 at its ends give the same answers (the ends of years 1 and 9999, and around the cut)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from relay.core.domain import OutOfRange, epoch, from_epoch, hour_start
+from relay.core.ingest_batch import OutOfRange, epoch, from_epoch, hour_start
 
 FIRST = datetime.min.replace(tzinfo=UTC)
 LAST = datetime.max.replace(tzinfo=UTC)

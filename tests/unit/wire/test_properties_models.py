@@ -36,8 +36,8 @@ from metric_bodies import (
 from pydantic import ValidationError
 
 from relay.core.convert import from_bulk, from_client_metrics
-from relay.core.domain import RegistrationKey
 from relay.core.errors import InvalidInput
+from relay.core.ingest_batch import RegistrationKey
 from relay.wire.client import BulkMetrics, ClientMetrics
 
 PURE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

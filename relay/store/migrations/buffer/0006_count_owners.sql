@@ -1,4 +1,4 @@
--- Whose each buffered count is: the key that posted it (a hash of it, relay.core.domain.
+-- Whose each buffered count is: the key that posted it (a hash of it, relay.core.ingest_batch.
 -- Origin), or nobody's (0) once another key added to it. A full buffer makes room for a
 -- key's new counts out of that key's own oldest (relay.store.own_room), along this index
 -- (hour, touched, then the key's columns, which end each entry). Counts buffered before
