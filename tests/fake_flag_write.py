@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from relay.central.events import EventLog
+from relay.central.event_records import EventLog
 from relay.central.flags.write_records import ProjectEnvironment
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.core.audit import Actor, EventType
