@@ -13,6 +13,7 @@ import pytest
 from conftest import DEV_KEY, PROD_KEY, MakeClient, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from service import eventually
+from streamkit import Events
 
 from relay.app import build_app
 from relay.settings import load_settings
@@ -149,8 +150,6 @@ async def test_offline_delta_and_stream_follow_a_reload(
 ) -> None:
     """The file's flags through the delta and the stream, a change of the file as an
     ``unleash-updated`` event and a delta from the revision held."""
-    from test_streaming import Events
-
     file = tmp_path / "flags.json"
     file.write_text(json.dumps({"on": {"enabled": True}}))
     settings = load_settings(
