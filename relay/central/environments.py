@@ -20,6 +20,9 @@ from relay.wire import admin as wire
 
 SORT_STEP = 100
 """An environment created without a sort order comes this far after the last one."""
+MAX_SORT_ORDER = 2**31 - 1
+"""The highest order the API takes (a PostgreSQL integer): an environment made after one
+there takes it too (then ordered by name), never one past it."""
 
 
 class EnvironmentChange(Protocol):
@@ -86,7 +89,7 @@ class EnvironmentStore:
         async with self._records.change(actor) as change:
             sort_order = body.sortOrder
             if sort_order is None:
-                sort_order = await change.last_sort_order() + SORT_STEP
+                sort_order = min(await change.last_sort_order() + SORT_STEP, MAX_SORT_ORDER)
             made = wire.EnvironmentOut(
                 name=body.name, type=body.type, enabled=body.enabled, sortOrder=sort_order
             )

@@ -134,6 +134,18 @@ async def test_environments_are_listed_changed_and_deleted_by_the_rules(client: 
     await refused(client, "DELETE", f"{ENVIRONMENTS}/qa", 404, "NotFoundError")
 
 
+async def test_an_environment_after_the_highest_sort_order_takes_that_order(client: Any) -> None:
+    """The highest order the API takes (2**31 - 1) and then one without an order: it was
+    that plus 100, past PostgreSQL's integer (503, "storage unavailable"; SQLite stored it,
+    past what the API takes back)."""
+    top = {"name": "top", "type": "test", "sortOrder": 2**31 - 1}
+    await ok(client, "POST", ENVIRONMENTS, top, 201)
+    after = await ok(client, "POST", ENVIRONMENTS, {"name": "after", "type": "test"}, 201)
+    assert after["sortOrder"] == 2**31 - 1
+    listed = await ok(client, "GET", ENVIRONMENTS)
+    assert [e["name"] for e in listed["environments"]][-2:] == ["after", "top"]
+
+
 async def test_the_last_environment_is_not_deleted(client: Any) -> None:
     for token in (await ok(client, "GET", "/api/admin/api-tokens"))["tokens"]:
         if token["type"] != "admin":  # keys bound to an environment hold it
