@@ -24,7 +24,7 @@ from yarl import URL
 
 from relay.api.shared import Shared, layout
 from relay.app import build_app, initialise
-from relay.settings import Settings, load_settings
+from relay.settings import Settings, cores, load_settings
 
 REPO = Path(__file__).parent.parent
 """The repository's root, wherever a test module sits below tests/."""
@@ -75,10 +75,12 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two test processes per core. Most tests wait on subprocesses, sockets
-    and timers rather than compute (measured on 2 cores: 105 of the slowest relay tests
-    took 203 s at 2 processes, 129 s at 4, 174 s at 8)."""
-    return 2 * len(os.sched_getaffinity(0))
+    """``-n auto``: two test processes per core the run may use, counted as the relay
+    counts its workers' (affinity and cgroup quota: a container of 2 CPUs on a large host
+    starts 4, not one per host core). Most tests wait on subprocesses, sockets and timers
+    rather than compute (measured on 2 cores: 105 of the slowest relay tests took 203 s at
+    2 processes, 129 s at 4, 174 s at 8)."""
+    return 2 * cores.available().workers(os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
