@@ -14,9 +14,13 @@ from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
 
+from relay.api.shared import Layout, Room, Shared
 from relay.core.errors import Unavailable, Unpaid
 from relay.core.ingest_batch import NOBODY, Counts, IngestBatch, MetricKey, Origin
-from relay.store.metrics import MetricsStore
+from relay.edge.metrics.admitted import BROWSER_SHARE, Admitted, growth, over
+from relay.edge.metrics.buffer_monitor import MAX_GROWTH, BufferMonitor
+from relay.store.metrics import MetricsStore, written_size
+from relay.store.reserve import Reserve
 from relay.store.sql import BUFFER_SCHEMA
 from relay.store.sqlite import SqliteDatabase
 
@@ -151,6 +155,49 @@ async def test_new_counts_take_the_room_of_their_own_keys_oldest(tmp_path: Path)
         )
         assert owner == NOBODY  # two keys' now: neither pays with it
     finally:
+        await store.stop()
+        await db.close()
+
+
+async def test_browser_counts_wait_for_the_leaders_look_not_an_estimate(tmp_path: Path) -> None:
+    """Browser counts taken past their share only by the estimate of what was written since
+    the leader last measured (here at 16 file bytes a byte written, as a first small check
+    can see) wait for its next look, and go in. Refused on the estimate, they got 503 until
+    the next periodic check while the files had room (in CI: forty posts in a row)."""
+    cap = 1024 * 1024
+    db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    shared = Shared.private(Layout.of(1, 10))
+    monitor = BufferMonitor(db, cap, 256 * 1024, Reserve(tmp_path / "r", 4096), frozenset(), shared)
+    store = MetricsStore(db, 512, 3600.0, touched=True)
+    sink = Admitted(store, None, shared, cap)
+    store.start()
+
+    async def lead() -> None:
+        """The leader's loop (``relay.edge.wiring``), looking as often as a flood wakes it."""
+        while True:
+            await monitor.listen()
+            if monitor.wake.is_set():
+                await monitor.check()
+            await asyncio.sleep(0.01)
+
+    await monitor.check()
+    leader = asyncio.create_task(lead())
+    try:
+        assert await sink.write(owned(11, [f"sdk-{i:04}" for i in range(740)]), None)
+        shared.measured(shared.room(Room.HELD), shared.room(Room.MARK), False, MAX_GROWTH)
+        browser = IngestBatch(origin=Origin(22, browser=True))
+        for i in range(500):
+            browser.counts[MetricKey("web", "development", f"made-up-{i:04}", 0)] = Counts(yes=1)
+        shared.admit(written_size(browser, None))
+        assert over(shared, int(cap * BROWSER_SHARE))  # by the estimate
+        shared.withdraw(written_size(browser, None))
+        before = refused("browser"), own_evicted("browser")
+        assert await sink.write(browser, None)
+        assert (refused("browser"), own_evicted("browser")) == before
+        assert growth(shared) < MAX_GROWTH  # what the look measured
+    finally:
+        leader.cancel()
         await store.stop()
         await db.close()
 
