@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib.metadata import version
 
@@ -68,14 +68,18 @@ class Reporter:
         space: BufferSpace,
         downstream: EdgeReportStore,
         flusher: Flusher,
+        vouched: Callable[[], str | None],
         interval: float,
     ) -> None:
+        """``vouched``: without an upstream key, an SDK key the upstream vouched for
+        (``relay.edge.metrics.keys.Lending.any``), as counts are sent with."""
         self._hop = hop
         self._upstream = upstream
         self._key = next((keys[env] for env in sorted(keys)), None)
         self._space = space
         self._downstream = downstream
         self._flusher = flusher
+        self._vouched = vouched
         self._interval = interval
         self._started = datetime.now(UTC)
         self._next = 0.0
@@ -87,8 +91,7 @@ class Reporter:
 
     async def tick(self) -> None:
         """One report, unless the upstream refused the path less than an hour ago."""
-        # without an upstream key, one the flusher sends counts with (``relay.edge.metrics.keys``)
-        key = self._key or next((k for _, k in sorted(self._flusher.keys.items())), None)
+        key = self._key or self._vouched()
         if key is None or time.monotonic() < self._next:
             return
         body = (await self.report()).model_dump_json(exclude_none=True).encode()

@@ -169,7 +169,8 @@ def build(settings: Settings, shared: Shared) -> web.Application:
     )
     admitted = Admitted(counts, IngestGate(reserve, db), shared, settings.buffer_max_bytes)
     reports = EdgeReportStore(cache, REPORT_BOUNDS)
-    reporter = Reporter(hop, upstream, keys, space, reports, flusher, settings.report_interval)
+    interval = settings.report_interval
+    reporter = Reporter(hop, upstream, keys, space, reports, flusher, lending.any, interval)
 
     async def current() -> None:
         await resolver.current()

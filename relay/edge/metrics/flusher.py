@@ -122,11 +122,6 @@ class Flusher:
         self.last_result: tuple[float, SendResult] | None = None  # (when, what): for reports
 
     @property
-    def keys(self) -> dict[str, str]:
-        """Environment -> the key its counts were last sent with (for the relay's report)."""
-        return self._keys
-
-    @property
     def waiting(self) -> frozenset[str]:
         return self._book.waiting
 

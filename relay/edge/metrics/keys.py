@@ -62,6 +62,15 @@ class Notes:
                 return key
         return None
 
+    def lent(self) -> set[str]:
+        """The environments some worker lends a key for."""
+        lent: set[str] = set()
+        for worker in range(self._shared.workers):
+            keys = self._read(worker).get("keys")
+            if isinstance(keys, dict):
+                lent.update(e for e in keys if isinstance(e, str))
+        return lent
+
     def wait(self, waiting: frozenset[str]) -> None:
         self._waiting = sorted(waiting)
         self._write()
@@ -101,6 +110,13 @@ class Lending:
 
     def __call__(self, environment: str) -> str | None:
         return vouched(self._copies(), environment) or self._notes.borrow(environment)
+
+    def any(self) -> str | None:
+        """A key the upstream vouched for, of the first environment by name that has one:
+        what the relay's report goes with when it has no upstream key, whether or not any
+        counts are buffered (counts that wait for a key are what it most has to say)."""
+        environments = {e.scope.environment for e in self._copies()} | self._notes.lent()
+        return next(filter(None, map(self, sorted(environments))), None)
 
     async def lend(self) -> None:
         """This worker's SDK keys the leader's flusher may send counts with."""
