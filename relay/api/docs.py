@@ -68,7 +68,7 @@ async def asset(request: web.Request) -> web.Response:
 
 @functools.cache
 def _file(name: str) -> bytes:
-    body = resources.files("relay.api").joinpath("static", name).read_bytes()
+    body = resources.files("relay.api").joinpath("vendor", name).read_bytes()
     for elsewhere, instead in _ELSEWHERE.items():
         body = body.replace(elsewhere, instead)
     return body
