@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from typing_extensions import Unpack
+
 from relay.central.event_records import EventLog
 from relay.central.flags.write_records import ProjectEnvironment
 from relay.central.flags.writes import FlagWrite, Writer
-from relay.core.audit import Actor, EventType
+from relay.core.audit import Actor, EventType, Subject
 from relay.core.flags import FlagRecord, SegmentRecord, StrategyRecord
 from relay.wire import flags as wire
 
@@ -36,8 +38,12 @@ class RecordedEvents(EventLog):
     def __init__(self) -> None:
         self.recorded: list[tuple[EventType, dict[str, Any]]] = []
 
-    async def record(self, tx: Any, actor: Actor, type: EventType, **fields: Any) -> None:
-        self.recorded.append((type, fields))
+    async def record(
+        self, tx: Any, actor: Actor, type: EventType, **subject: Unpack[Subject]
+    ) -> None:
+        """Each field of ``Subject`` kept, None for one not given (as the log stores it)."""
+        given: dict[str, Any] = dict(subject)
+        self.recorded.append((type, {name: given.get(name) for name in Subject.__annotations__}))
 
     def types(self) -> list[EventType]:
         return [type for type, _ in self.recorded]

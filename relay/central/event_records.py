@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+
+from typing_extensions import Unpack
 
 from relay.central.events import EVENTS_KEPT, EventFilter
-from relay.core.audit import Actor, EventType, bounded
+from relay.core.audit import Actor, EventType, Subject, bounded
 from relay.core.ingest_batch import from_epoch
 from relay.store.sql import Database, Row, Transaction
 from relay.wire.events import EventOut
@@ -30,15 +31,10 @@ class EventLog:
         tx: Transaction,
         actor: Actor,
         type: EventType,
-        *,
-        project: str | None = None,
-        feature: str | None = None,
-        environment: str | None = None,
-        before: Any = None,
-        after: Any = None,
+        **subject: Unpack[Subject],
     ) -> None:
-        """One event in ``tx``; ``before``/``after``: the thing as the admin API shows it
-        (JSON-able), kept up to ``relay.core.audit.MAX_DATA_BYTES`` each."""
+        """One event in ``tx``; ``before``/``after`` kept up to
+        ``relay.core.audit.MAX_DATA_BYTES`` each."""
         [row] = await tx.fetch_all(
             "INSERT INTO events (created_at, type, created_by, project, feature_name,"
             " environment, data, pre_data) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -46,11 +42,11 @@ class EventLog:
                 time.time(),
                 type.value,
                 actor.name,
-                project,
-                feature,
-                environment,
-                bounded(after),
-                bounded(before),
+                subject.get("project"),
+                subject.get("feature"),
+                subject.get("environment"),
+                bounded(subject.get("after")),
+                bounded(subject.get("before")),
             ),
         )
         oldest = int(row[0]) - self._kept  # ids only grow: at most ``kept`` are left

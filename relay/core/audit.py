@@ -10,7 +10,7 @@ import getpass
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from relay.core.keys import Principal
 
@@ -78,6 +78,17 @@ class EventType(StrEnum):
     ENVIRONMENT_DELETED = "environment-deleted"
     API_TOKEN_CREATED = "api-token-created"
     API_TOKEN_DELETED = "api-token-deleted"
+
+
+class Subject(TypedDict, total=False):
+    """What an event is about (each absent: not about one), and the thing before and after
+    the change as the admin API shows it (JSON-able)."""
+
+    project: str | None
+    feature: str | None
+    environment: str | None
+    before: Any
+    after: Any
 
 
 def bounded(data: Any) -> str | None:

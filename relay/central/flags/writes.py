@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
+from typing_extensions import Unpack
 
 from relay.central.event_records import EventLog
 from relay.central.flags.records import Reads
 from relay.central.flags.write_records import ProjectEnvironment, WriteRecords
-from relay.core.audit import Actor, EventType
+from relay.core.audit import Actor, EventType, Subject
 from relay.core.errors import InvalidInput, NotFound
 from relay.core.flags import (
     MAX_ENVIRONMENT_BYTES,
@@ -186,28 +187,10 @@ class FlagWrite:
     """Segments this write deleted, with their project (None: global): they carry no
     revision any more, so the change log is told of them here."""
 
-    async def event(
-        self,
-        type: EventType,
-        *,
-        project: str | None = None,
-        feature: str | None = None,
-        environment: str | None = None,
-        before: Any = None,
-        after: Any = None,
-    ) -> None:
+    async def event(self, type: EventType, **subject: Unpack[Subject]) -> None:
         """Record what this write changed in the event log, in its transaction, as made
         by its actor (every operation calls this once per change it makes)."""
-        await self.log.record(
-            self.tx,
-            self.actor,
-            type,
-            project=project,
-            feature=feature,
-            environment=environment,
-            before=before,
-            after=after,
-        )
+        await self.log.record(self.tx, self.actor, type, **subject)
 
     async def project_exists(self, project: str) -> None:
         if not await self.records.project_exists(self.tx, project):
