@@ -12,11 +12,10 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from aiohttp import web
-from pydantic import BaseModel
 
 from relay.api.body import read_body
 from relay.api.errors import AuthenticationRequired, BadGateway, GatewayTimeout, NotFoundError
-from relay.api.routing import Handler, Route
+from relay.api.routing import Route
 from relay.edge.state import UPSTREAM
 from relay.edge.upstream import Forwarded, UpstreamUnavailable
 from relay.wire.admin import ProjectEnvironment
@@ -68,36 +67,16 @@ async def add_environment(request: web.Request) -> web.Response:
     return await _forward(request, "POST", f"/api/admin/projects/{project}/environments", "admin")
 
 
-def _passed(
-    method: str,
-    path: str,
-    handler: Handler,
-    summary: str,
-    tag: str,
-    upstream_errors: tuple[int, ...],
-    body: type[BaseModel] | None = None,
-) -> Route:
-    """``upstream_errors``: what the upstream answers on this path, passed on unchanged."""
-    return Route(
-        method,
-        path,
-        handler,
-        summary,
-        tag,
-        body=body,
-        responses={200: None},
-        errors=(401, 502, 504, *upstream_errors),
-    )
-
-
 ROUTES = [
-    _passed(
+    Route(
         "POST",
         "/api/admin/projects/{projectId}/environments",
         add_environment,
         "Add an environment to a project (passed to the upstream)",
         "admin",
-        (400, 403, 404, 409, 413, 415),
         body=ProjectEnvironment,
+        responses={200: None},
+        # what the upstream answers is passed on unchanged; 502 and 504 are the relay's
+        errors=(401, 502, 504, 400, 403, 404, 409, 413, 415),
     ),
 ]
