@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import socket
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -240,6 +240,24 @@ class Compiled:
         return Compiled(flags, {f.name: f for f in flags}, self.unread)
 
 
+def _readable(
+    items: Any,
+    wrong: Callable[[Any], str | None],
+    called: Callable[[Any, int], str],
+    unread: list[str],
+) -> list[Mapping[str, Any]]:
+    """The ``items`` (a document's list, or None) of a shape ``wrong`` finds nothing wrong
+    with; each other one is told in ``unread``, as ``called`` names it, and left out."""
+    readable = []
+    for place, item in enumerate(items or ()):
+        found = wrong(item)
+        if found is None:
+            readable.append(item)
+        else:
+            unread.append(f"{called(item, place)}: {found}")
+    return readable
+
+
 def compile_features(
     document: Mapping[str, Any],
     *,
@@ -259,21 +277,16 @@ def compile_features(
     host = socket.gethostname() if hostname is None else hostname
     randrange = (rng or random.Random()).randrange
     unread: list[str] = []
-    raw_segments = []
-    for place, segment in enumerate(document.get("segments") or ()):
-        wrong = segment_problem(segment)
-        if wrong is None:
-            raw_segments.append(segment)
-        else:
-            unread.append(f"segment #{place}: {wrong}")
+    raw_segments = _readable(
+        document.get("segments"), segment_problem, lambda _, place: f"segment #{place}", unread
+    )
     segments = compile_segments(raw_segments)
-    raw_flags: list[Mapping[str, Any]] = []
-    for place, feature in enumerate(document.get("features") or ()):
-        wrong = problem(feature)
-        if wrong is None:
-            raw_flags.append(feature)
-        else:
-            unread.append(f"feature {named(feature) or f'#{place}'}: {wrong}")
+    raw_flags = _readable(
+        document.get("features"),
+        problem,
+        lambda feature, place: f"feature {named(feature) or f'#{place}'}",
+        unread,
+    )
     flags = tuple(_compile_flag(f, segments, host, randrange) for f in raw_flags)
     by_name = {flag.name: flag for flag in flags}
     for flag, raw in zip(flags, raw_flags, strict=True):
