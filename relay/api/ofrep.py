@@ -57,11 +57,10 @@ from relay.api.state import (
     EVALUATION_SOURCE,
     FRONTENDS,
     INGEST,
-    KEY_RESOLVER,
     SETTINGS,
     EvaluationSource,
 )
-from relay.api.streaming import EVENT_STREAM, STREAMS, change_within
+from relay.api.streaming import EVENT_STREAM, STREAMS, follow
 from relay.core import ofrep
 from relay.core.catalog import Rendered
 from relay.core.errors import DomainError, InvalidInput, StorageError, Throttled, Unavailable
@@ -229,7 +228,7 @@ async def _caught_up(
 async def events(request: web.Request) -> web.StreamResponse:
     key, principal = stream_key(request), request[PRINCIPAL]
     source, settings = request.app[EVALUATION_SOURCE], request.app[SETTINGS]
-    streams, resolver = request.app[STREAMS], request.app[KEY_RESOLVER]
+    streams = request.app[STREAMS]
     at = (await source.flags(key, principal)).revision  # refused (403, 503) before it opens
     held = revision(request.headers.get("Last-Event-ID"))
     if held is None:
@@ -247,22 +246,16 @@ async def events(request: web.Request) -> web.StreamResponse:
         if held is not None and held != at:
             opening += ofrep.stream_event(at)  # a change the client has not fetched yet
         await write_part(request, response, opening)
-        clock = asyncio.get_running_loop().time
-        due = clock() + settings.stream_keepalive  # a change it does not see leaves it due
-        while True:
-            changed = await change_within(source.next_change(), end, max(0.0, due - clock()))
-            await resolver.current()
-            if end.is_set() or resolver.known(key) is None:
-                break  # shutting down, its client gone, or the key was revoked
-            if not changed:
-                await write_part(request, response, b": keep-alive\n\n")
-            else:
-                now = (await source.flags(key, principal)).revision
-                if now == at:
-                    continue
-                at = now
-                await write_part(request, response, ofrep.stream_event(at))
-            due = clock() + settings.stream_keepalive
+
+        async def changed() -> tuple[bytes, ...]:
+            nonlocal at
+            now = (await source.flags(key, principal)).revision
+            if now == at:
+                return ()
+            at = now
+            return (ofrep.stream_event(at),)
+
+        await follow(request, response, end, key, source.next_change, changed)
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     except DomainError:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import Counter, Gauge
@@ -147,7 +147,7 @@ STREAMS = web.AppKey("streams", Streams)
 
 async def streaming(request: web.Request) -> web.StreamResponse:
     deltas, settings = source(request), request.app[SETTINGS]
-    streams, resolver = request.app[STREAMS], request.app[KEY_RESOLVER]
+    streams = request.app[STREAMS]
     secret = strip_scheme(request.headers["Authorization"])
     key, client = scope(request), hash_key(secret)
     found = await deltas.delta(key, revision(request.headers.get("Last-Event-ID")))
@@ -164,22 +164,15 @@ async def streaming(request: web.Request) -> web.StreamResponse:
             return response
         OPENED.labels("hydration" if found.hydration else "replay").inc()
         await write_part(request, response, *_message("unleash-connected", found))
-        at, clock = found.revision, asyncio.get_running_loop().time
-        due = clock() + settings.stream_keepalive  # a change it does not see leaves it due
-        while True:
-            changed = await change_within(deltas.changed(at), end, max(0.0, due - clock()))
-            await resolver.current()
-            if end.is_set() or resolver.known(secret) is None:
-                break  # shutting down, its client gone, or the key was revoked
-            if not changed:
-                await write_part(request, response, b": keep-alive\n\n")
-            else:
-                found = await deltas.delta(key, at)
-                at = found.revision
-                if not found.events:
-                    continue
-                await write_part(request, response, *_message("unleash-updated", found))
-            due = clock() + settings.stream_keepalive
+
+        async def updated() -> tuple[bytes, ...]:
+            nonlocal found
+            found = await deltas.delta(key, found.revision)
+            return _message("unleash-updated", found) if found.events else ()
+
+        await follow(
+            request, response, end, secret, lambda: deltas.changed(found.revision), updated
+        )
     except ConnectionResetError:
         pass  # the client went away, or read nothing within write_timeout
     except DomainError:
@@ -190,9 +183,36 @@ async def streaming(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def change_within(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
+async def follow(
+    request: web.Request,
+    response: web.StreamResponse,
+    end: asyncio.Event,
+    secret: str,
+    change: Callable[[], Awaitable[None]],
+    changed: Callable[[], Awaitable[Sequence[bytes]]],
+) -> None:
+    """An open stream's life (this one's and OFREP's): after each ``change``, what
+    ``changed`` says is new for this client (nothing: no write); a keep-alive once
+    ``stream_keepalive`` seconds passed without a write (a change it does not see leaves
+    it due); until the stream is to end (shutting down, its client gone) or the key
+    ``secret`` is revoked."""
+    settings, resolver = request.app[SETTINGS], request.app[KEY_RESOLVER]
+    clock = asyncio.get_running_loop().time
+    due = clock() + settings.stream_keepalive
+    while True:
+        moved = await _change_within(change(), end, max(0.0, due - clock()))
+        await resolver.current()
+        if end.is_set() or resolver.known(secret) is None:
+            return
+        parts = await changed() if moved else (b": keep-alive\n\n",)
+        if parts:
+            await write_part(request, response, *parts)
+            due = clock() + settings.stream_keepalive
+
+
+async def _change_within(change: Awaitable[None], end: asyncio.Event, wait: float) -> bool:
     """True once ``change`` is done; False after ``wait`` seconds, or once the stream is
-    to end (OFREP's stream waits so too)."""
+    to end."""
     changed = asyncio.ensure_future(change)
     closed = asyncio.ensure_future(end.wait())
     try:
