@@ -9,9 +9,9 @@ from aiohttp import web
 
 from relay.api.paging import offset, whole
 from relay.central.state import FLAGS
-from relay.central.web.forms import act, confirmed
+from relay.central.web.forms import action, confirmed
 from relay.central.web.pages import FLAGS_PAGE, MAX_FLAGS_PAGE
-from relay.central.web.site import actor, form, page, render
+from relay.central.web.site import actor, page, render
 
 
 @page
@@ -37,26 +37,18 @@ async def _archive(request: web.Request, status: int = 200, error: str = "") -> 
 
 
 @page
-async def revive(request: web.Request) -> web.Response:
-    await form(request)
+@action("/archive", _archive)
+async def revive(request: web.Request, values: dict[str, str]) -> str:
     name = request.match_info["name"]
-
-    async def work() -> str:
-        await request.app[FLAGS].revive(actor(request), name)
-        return f"Revived {name}: it is off in every environment"
-
-    return await act(work, "/archive", lambda s, e: _archive(request, s, e))
+    await request.app[FLAGS].revive(actor(request), name)
+    return f"Revived {name}: it is off in every environment"
 
 
 @page
-async def delete(request: web.Request) -> web.Response:
+@action("/archive", _archive)
+async def delete(request: web.Request, values: dict[str, str]) -> str:
     """For good (asks first): its strategies and history of states go, its name is free."""
-    values = await form(request)
     name = request.match_info["name"]
-
-    async def work() -> str:
-        confirmed(values, name)
-        await request.app[FLAGS].delete(actor(request), name)
-        return f"Deleted {name} for good"
-
-    return await act(work, "/archive", lambda s, e: _archive(request, s, e))
+    confirmed(values, name)
+    await request.app[FLAGS].delete(actor(request), name)
+    return f"Deleted {name} for good"

@@ -4,17 +4,22 @@ is the strategy form's (``strategy_form``, ``strategy_macros.html``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from relay.api.errors import from_domain
-from relay.central.web.site import redirect
+from relay.central.web.site import form, redirect
 from relay.core.errors import DomainError, InvalidInput
 
 Again = Callable[[int, str], Awaitable[web.Response]]
 """The form's page again, with a status and what was wrong."""
+Shown = Callable[[web.Request, int, str], Awaitable[web.Response]]
+"""A page of ``request``, with a status and what was wrong (``Again`` for any request)."""
+Work = Callable[[web.Request, dict[str, str]], Awaitable[str]]
+"""A form's change, made of the request and its fields: the confirmation line."""
 
 
 def problem(exc: ValidationError) -> str:
@@ -38,6 +43,32 @@ async def act(work: Callable[[], Awaitable[str]], location: str, again: Again) -
     except DomainError as exc:
         return await again(from_domain(exc).status, exc.message)
     return redirect(location, done)
+
+
+def action(
+    location: str | Callable[[web.Request], str], again: Shown
+) -> Callable[[Work], Callable[[web.Request], Awaitable[web.Response]]]:
+    """A form's handler made of its ``Work``: the form read (its CSRF token checked, a
+    refusal there is the page's error), then the work run by ``act``, to ``location`` (or
+    where it says for the request) or to the form's page ``again``."""
+
+    def handler(work: Work) -> Callable[[web.Request], Awaitable[web.Response]]:
+        @functools.wraps(work)
+        async def handle(request: web.Request) -> web.Response:
+            values = await form(request)
+            where = location if isinstance(location, str) else location(request)
+            return await act(
+                lambda: work(request, values), where, lambda s, e: again(request, s, e)
+            )
+
+        return handle
+
+    return handler
+
+
+def stripped(values: dict[str, str], *names: str) -> dict[str, str]:
+    """The form's fields ``names``, without the blanks around them ("" for one not sent)."""
+    return {name: values.get(name, "").strip() for name in names}
 
 
 def confirmed(values: dict[str, str], what: str) -> None:

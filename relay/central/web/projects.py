@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from relay.central.state import ENVIRONMENTS, PROJECTS
-from relay.central.web.forms import act, confirmed
+from relay.central.web.forms import act, action, confirmed, stripped
 from relay.central.web.site import actor, form, page, render
 from relay.core.errors import InvalidInput
 from relay.core.flags import FLEXIBLE_ROLLOUT
@@ -39,24 +39,14 @@ async def _projects(request: web.Request, status: int = 200, error: str = "") ->
 
 
 @page
-async def create_project(request: web.Request) -> web.Response:
-    values = await form(request)
-
-    async def work() -> str:
-        body = CreateProject.model_validate(
-            {
-                "id": values.get("id", "").strip(),
-                "name": values.get("name", "").strip(),
-                "description": values.get("description") or None,
-            }
-        )
-        made = await request.app[PROJECTS].create(actor(request), body)
-        return f"Created the project {made.name} ({made.id})"
-
-    async def again(status: int, error: str) -> web.Response:
-        return await _projects(request, status, error)
-
-    return await act(work, "/projects", again)
+@action("/projects", _projects)
+async def create_project(request: web.Request, values: dict[str, str]) -> str:
+    description = values.get("description") or None
+    body = CreateProject.model_validate(
+        {**stripped(values, "id", "name"), "description": description}
+    )
+    made = await request.app[PROJECTS].create(actor(request), body)
+    return f"Created the project {made.name} ({made.id})"
 
 
 @page
@@ -85,16 +75,12 @@ def _here(request: web.Request) -> str:
 
 
 @page
-async def add_environment(request: web.Request) -> web.Response:
-    values = await form(request)
+@action(_here, _project)
+async def add_environment(request: web.Request, values: dict[str, str]) -> str:
     project_id = request.match_info["id"]
-
-    async def work() -> str:
-        body = ProjectEnvironment.model_validate({"environment": values.get("environment", "")})
-        await request.app[PROJECTS].add_environment(actor(request), project_id, body)
-        return f"Enabled {body.environment} in {project_id}"
-
-    return await act(work, _here(request), lambda s, e: _project(request, s, e))
+    body = ProjectEnvironment.model_validate({"environment": values.get("environment", "")})
+    await request.app[PROJECTS].add_environment(actor(request), project_id, body)
+    return f"Enabled {body.environment} in {project_id}"
 
 
 @page
@@ -116,30 +102,26 @@ async def remove_environment(request: web.Request) -> web.Response:
 
 
 @page
-async def default_strategy(request: web.Request) -> web.Response:
+@action(_here, _project)
+async def default_strategy(request: web.Request, values: dict[str, str]) -> str:
     """A gradual rollout: the percentage, its stickiness and group."""
-    values = await form(request)
     project_id, environment = request.match_info["id"], request.match_info["environment"]
-
-    async def work() -> str:
-        rollout = values.get("rollout", "").strip()
-        percent = whole_number(rollout, 100)
-        if percent is None:
-            shown = repr(rollout[:20])
-            raise InvalidInput(f"The rollout is a whole percentage from 0 to 100, not {shown}")
-        parameters = {
-            "rollout": str(percent),
-            "stickiness": values.get("stickiness") or "default",
-            "groupId": values.get("groupId", "").strip(),
-        }
-        strategy = Strategy.model_validate({"name": FLEXIBLE_ROLLOUT, "parameters": parameters})
-        await request.app[PROJECTS].set_default_strategy(
-            actor(request), project_id, environment, strategy
-        )
-        share = parameters["rollout"]
-        return f"Flags turned on in {environment} of {project_id} now get {share} % by default"
-
-    return await act(work, _here(request), lambda s, e: _project(request, s, e))
+    rollout = values.get("rollout", "").strip()
+    percent = whole_number(rollout, 100)
+    if percent is None:
+        shown = repr(rollout[:20])
+        raise InvalidInput(f"The rollout is a whole percentage from 0 to 100, not {shown}")
+    parameters = {
+        "rollout": str(percent),
+        "stickiness": values.get("stickiness") or "default",
+        "groupId": values.get("groupId", "").strip(),
+    }
+    strategy = Strategy.model_validate({"name": FLEXIBLE_ROLLOUT, "parameters": parameters})
+    await request.app[PROJECTS].set_default_strategy(
+        actor(request), project_id, environment, strategy
+    )
+    share = parameters["rollout"]
+    return f"Flags turned on in {environment} of {project_id} now get {share} % by default"
 
 
 @page
@@ -153,21 +135,13 @@ async def _environments(request: web.Request, status: int = 200, error: str = ""
 
 
 @page
-async def create_environment(request: web.Request) -> web.Response:
-    values = await form(request)
-
-    async def work() -> str:
-        body = CreateEnvironment.model_validate(
-            {
-                "name": values.get("name", "").strip(),
-                "type": values.get("type", "").strip(),
-                "sortOrder": _sort_order(values),
-            }
-        )
-        made = await request.app[ENVIRONMENTS].create(actor(request), body)
-        return f"Created the environment {made.name}"
-
-    return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+@action("/environments", _environments)
+async def create_environment(request: web.Request, values: dict[str, str]) -> str:
+    body = CreateEnvironment.model_validate(
+        {**stripped(values, "name", "type"), "sortOrder": _sort_order(values)}
+    )
+    made = await request.app[ENVIRONMENTS].create(actor(request), body)
+    return f"Created the environment {made.name}"
 
 
 def _sort_order(values: dict[str, str]) -> int | None:
@@ -179,62 +153,42 @@ def _sort_order(values: dict[str, str]) -> int | None:
 
 
 @page
-async def update_environment(request: web.Request) -> web.Response:
+@action("/environments", _environments)
+async def update_environment(request: web.Request, values: dict[str, str]) -> str:
     """Its type and sort order (its name is its identity: keys carry it)."""
-    values = await form(request)
     name = request.match_info["environment"]
-
-    async def work() -> str:
-        body = UpdateEnvironment.model_validate(
-            {"type": values.get("type", "").strip() or None, "sortOrder": _sort_order(values)}
-        )
-        saved = await request.app[ENVIRONMENTS].update(actor(request), name, body)
-        return f"Saved {name}: type {saved.type}, sort order {saved.sortOrder}"
-
-    return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+    body = UpdateEnvironment.model_validate(
+        {"type": values.get("type", "").strip() or None, "sortOrder": _sort_order(values)}
+    )
+    saved = await request.app[ENVIRONMENTS].update(actor(request), name, body)
+    return f"Saved {name}: type {saved.type}, sort order {saved.sortOrder}"
 
 
 @page
-async def delete_environment(request: web.Request) -> web.Response:
-    values = await form(request)
+@action("/environments", _environments)
+async def delete_environment(request: web.Request, values: dict[str, str]) -> str:
     name = request.match_info["environment"]
-
-    async def work() -> str:
-        confirmed(values, f"the environment {name}")
-        await request.app[ENVIRONMENTS].delete(actor(request), name)
-        return f"Deleted the environment {name}, with every flag's state and strategies there"
-
-    return await act(work, "/environments", lambda s, e: _environments(request, s, e))
+    confirmed(values, f"the environment {name}")
+    await request.app[ENVIRONMENTS].delete(actor(request), name)
+    return f"Deleted the environment {name}, with every flag's state and strategies there"
 
 
 @page
-async def rename_project(request: web.Request) -> web.Response:
-    values = await form(request)
+@action(_here, _project)
+async def rename_project(request: web.Request, values: dict[str, str]) -> str:
     project_id = request.match_info["id"]
-
-    async def work() -> str:
-        body = UpdateProject.model_validate(
-            {
-                "name": values.get("name", "").strip(),
-                "description": values.get("description", "").strip() or None,
-            }
-        )
-        saved = await request.app[PROJECTS].update(actor(request), project_id, body)
-        return f"Saved the project {project_id}: {saved.name}"
-
-    return await act(work, _here(request), lambda s, e: _project(request, s, e))
+    description = values.get("description", "").strip() or None
+    body = UpdateProject.model_validate({**stripped(values, "name"), "description": description})
+    saved = await request.app[PROJECTS].update(actor(request), project_id, body)
+    return f"Saved the project {project_id}: {saved.name}"
 
 
 @page
-async def delete_project(request: web.Request) -> web.Response:
+@action("/projects", _project)
+async def delete_project(request: web.Request, values: dict[str, str]) -> str:
     """Unleash's refusals (the default project, one with flags not archived) are shown on
     the project's page; its archived flags go with it."""
-    values = await form(request)
     project_id = request.match_info["id"]
-
-    async def work() -> str:
-        confirmed(values, f"the project {project_id}")
-        await request.app[PROJECTS].delete(actor(request), project_id)
-        return f"Deleted the project {project_id}"
-
-    return await act(work, "/projects", lambda s, e: _project(request, s, e))
+    confirmed(values, f"the project {project_id}")
+    await request.app[PROJECTS].delete(actor(request), project_id)
+    return f"Deleted the project {project_id}"
