@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import time
 
 from prometheus_client import Counter
@@ -58,6 +60,8 @@ class Admitted:
         self._shared = shared
         self._max_bytes = max_bytes
         self._waiting: dict[int, int] = {}  # this worker's requests waiting: room each wants
+        self._wants: collections.Counter[int] = collections.Counter()  # room -> requests
+        self._leader = LeaderWords(shared)
 
     async def write(self, batch: IngestBatch, idempotency_key: IdempotencyKey | None) -> bool:
         if self._gate is not None:
@@ -116,19 +120,71 @@ class Admitted:
                 # the leader makes room; for a browser's request it only looks (1 byte):
                 # room it made of all but counts would be past the browsers' share anyway
                 self._wait(id(waiter), 1 if browser else round(size * growth(shared)))
-                if time.monotonic() >= deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise Unavailable("The buffer is full and making room: retry later")
-                await asyncio.sleep(ROOM_POLL)
+                await self._leader.moved(left)
         finally:
             self._wait(id(waiter), 0)
 
     def _wait(self, waiter: int, room: int) -> None:
-        """The room this worker's waiting requests want, told the leader."""
+        """The room this worker's waiting requests want, told the leader when the most of
+        it changes (a request's want is set once, not at every wake: with thousands
+        waiting, recounting them all at each wake of each held the worker's loop)."""
+        before = self._waiting.pop(waiter, 0)
+        if room == before:
+            if room:
+                self._waiting[waiter] = room
+            return
+        if before:
+            self._wants[before] -= 1
+            if not self._wants[before]:
+                del self._wants[before]
         if room:
             self._waiting[waiter] = room
-        else:
-            self._waiting.pop(waiter, None)
-        self._shared.want_room(max(self._waiting.values(), default=0))
+            self._wants[room] += 1
+        self._shared.want_room(max(self._wants, default=0))
+
+
+class LeaderWords:
+    """A wake for this worker's requests waiting for room whenever the leader publishes a
+    new measure or check (``Room``'s words): one look at the shared memory every
+    ``ROOM_POLL`` while any waits, for all of them. Each request looking on its own made
+    a flood of a public key's requests, all waiting for one check, hold the loop."""
+
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+        self._changed = asyncio.Event()
+        self._waiting = 0
+        self._watch: asyncio.Task[None] | None = None
+
+    async def moved(self, within: float) -> None:
+        """Once the leader's words change, or after ``within`` seconds."""
+        changed = self._changed
+        self._waiting += 1
+        if self._watch is None:
+            self._watch = asyncio.create_task(self._watching())
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), within)
+        finally:
+            self._waiting -= 1
+
+    def _words(self) -> tuple[int, ...]:
+        return tuple(self._shared.room(word) for word in Room)
+
+    async def _watching(self) -> None:
+        seen = self._words()
+        try:
+            while self._waiting:
+                await asyncio.sleep(ROOM_POLL)
+                now = self._words()
+                if now != seen:
+                    seen = now
+                    self._changed.set()
+                    self._changed = asyncio.Event()
+        finally:
+            self._watch = None
 
 
 def over(shared: Shared, max_bytes: int) -> bool:

@@ -196,6 +196,15 @@ async def test_browser_counts_wait_for_the_leaders_look_not_an_estimate(tmp_path
         assert await sink.write(browser, None)
         assert (refused("browser"), own_evicted("browser")) == before
         assert growth(shared) < MAX_GROWTH  # what the look measured
+        # many at once wait for one look, woken together by it (one watch of the words)
+        shared.measured(shared.room(Room.HELD), 0, False, MAX_GROWTH)  # all of it unmeasured
+        checks = shared.room(Room.ROUNDS)
+        many = [IngestBatch(origin=Origin(22, browser=True)) for _ in range(200)]
+        for n, batch in enumerate(many):
+            batch.counts[MetricKey("web", "development", f"many-{n:03}", 0)] = Counts(yes=1)
+        assert all(await asyncio.gather(*(sink.write(batch, None) for batch in many)))
+        assert (refused("browser"), own_evicted("browser")) == before
+        assert shared.room(Room.ROUNDS) > checks  # they waited, and asked for the look
     finally:
         leader.cancel()
         await store.stop()
