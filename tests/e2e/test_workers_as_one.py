@@ -71,12 +71,18 @@ def test_a_revoked_key_is_refused_by_every_worker_from_the_first_refusal(
         assert set(seen[first:]) == {401}, seen
 
 
+POLL_EVERY = 0.02
+"""Seconds between two polls: 50 a second, each to either worker (a fresh connection), see
+any worker serving a body older than one another served; back to back, the poller and the
+relay took a core each for the whole test."""
+
+
 def poll_continuously(url: str, key: str, stop: threading.Event) -> list[tuple[float, bytes]]:
-    """Answers of back-to-back polls, each on a fresh connection, until ``stop``."""
+    """Answers of polls every ``POLL_EVERY``, each on a fresh connection, until ``stop``."""
     answers: list[tuple[float, bytes]] = []
 
     def run() -> None:
-        while not stop.is_set():
+        while not stop.wait(POLL_EVERY):
             code, body = status(url, key)
             if code == 200:
                 answers.append((time.monotonic(), body))
