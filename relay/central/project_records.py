@@ -10,13 +10,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+
+from typing_extensions import Unpack
 
 from relay.central.event_records import EventLog
 from relay.central.flags.records import Reads
 from relay.central.flags.writes import FlagWrite, Writer
 from relay.central.key_records import principal_of
-from relay.core.audit import Actor, EventType
+from relay.core.audit import About, Actor, EventType
 from relay.core.keys import Principal
 from relay.store.sql import Database, Transaction
 from relay.wire import admin as wire
@@ -170,8 +171,8 @@ class SqlProjectChange:
             (saved, project_id, environment),
         )
 
-    async def event(self, type: EventType, project: str, **fields: Any) -> None:
-        await self._events.record(self._tx, self._actor, type, project=project, **fields)
+    async def event(self, type: EventType, project: str, **about: Unpack[About]) -> None:
+        await self._events.record(self._tx, self._actor, type, project=project, **about)
 
     async def _any(self, sql: str, value: str) -> bool:
         return bool(await self._tx.fetch_all(sql, (value,)))

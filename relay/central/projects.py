@@ -18,8 +18,10 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+from typing_extensions import Unpack
+
 from relay.central.key_store import shown
-from relay.core.audit import Actor, EventType
+from relay.core.audit import About, Actor, EventType
 from relay.core.errors import Conflict, InvalidInput, InvalidOperation, NotFound
 from relay.core.flags import FLEXIBLE_ROLLOUT
 from relay.core.keys import Principal
@@ -85,9 +87,8 @@ class ProjectChange(Protocol):
 
     async def set_default_strategy(self, project_id: str, environment: str, saved: str) -> None: ...
 
-    async def event(self, type: EventType, project: str, **fields: Any) -> None:
-        """Recorded in this change as made by its actor; ``fields``: ``feature``,
-        ``environment``, ``before``, ``after`` (``EventLog.record``)."""
+    async def event(self, type: EventType, project: str, **about: Unpack[About]) -> None:
+        """Recorded in this change as made by its actor (``EventLog.record``)."""
         ...
 
 

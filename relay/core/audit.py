@@ -80,15 +80,20 @@ class EventType(StrEnum):
     API_TOKEN_DELETED = "api-token-deleted"
 
 
-class Subject(TypedDict, total=False):
-    """What an event is about (each absent: not about one), and the thing before and after
-    the change as the admin API shows it (JSON-able)."""
+class About(TypedDict, total=False):
+    """What an event is about within its project (each absent: not about one), and the
+    thing before and after the change as the admin API shows it (JSON-able)."""
 
-    project: str | None
     feature: str | None
     environment: str | None
     before: Any
     after: Any
+
+
+class Subject(About, total=False):
+    """``About``, and the project (absent: none, as a global segment's change)."""
+
+    project: str | None
 
 
 def bounded(data: Any) -> str | None:
