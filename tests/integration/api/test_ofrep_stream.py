@@ -85,3 +85,21 @@ async def test_a_refetch_naming_a_revision_not_reached_waits_for_it(service: Any
     )
     _, body, _ = await asyncio.wait_for(waiting, 10)
     assert by_key(body)["off"]["value"] is True
+
+
+async def test_an_idle_stream_keeps_alive_and_ends_when_its_key_is_revoked(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """A stream with nothing to say gets a keep-alive every ``stream_keepalive``; once its
+    key is revoked it ends (the delta stream's life and OFREP's are one ``follow``)."""
+    service = await standalone(aiohttp_client, tmp_path / "data", stream_keepalive=0.3)
+    body = {"type": "frontend", "environment": "development", "projects": ["default"]}
+    created = await ok(service, "POST", "/api/admin/api-tokens", body, status=201)
+    async with service.get("/ofrep/v1/events", params={"key": created["secret"]}) as stream:
+        assert stream.status == 200, await stream.text()
+        assert await stream.content.readuntil(b"\n\n") == b": connected\n\n"
+        kept = await asyncio.wait_for(stream.content.readuntil(b"\n\n"), 3)
+        assert kept == b": keep-alive\n\n"
+        await ok(service, "DELETE", f"/api/admin/api-tokens/{created['id']}", status=200)
+        await asyncio.wait_for(stream.content.read(), 5)
+        assert stream.content.at_eof()
