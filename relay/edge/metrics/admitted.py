@@ -59,7 +59,6 @@ class Admitted:
         self._gate = gate
         self._shared = shared
         self._max_bytes = max_bytes
-        self._waiting: dict[int, int] = {}  # this worker's requests waiting: room each wants
         self._wants: collections.Counter[int] = collections.Counter()  # room -> requests
         self._leader = LeaderWords(shared)
 
@@ -107,7 +106,7 @@ class Admitted:
         room (see the class's docstring)."""
         deadline = time.monotonic() + ROOM_PATIENCE
         bound = int(self._max_bytes * BROWSER_SHARE) if browser else self._max_bytes
-        shared, waiter = self._shared, object()
+        shared, wanting = self._shared, 0
         asked = shared.room(Room.ROUNDS)
         try:
             while True:
@@ -119,31 +118,29 @@ class Admitted:
                     return True
                 # the leader makes room; for a browser's request it only looks (1 byte):
                 # room it made of all but counts would be past the browsers' share anyway
-                self._wait(id(waiter), 1 if browser else round(size * growth(shared)))
+                wanting = self._want(wanting, 1 if browser else round(size * growth(shared)))
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Unavailable("The buffer is full and making room: retry later")
                 await self._leader.moved(left)
         finally:
-            self._wait(id(waiter), 0)
+            self._want(wanting, 0)
 
-    def _wait(self, waiter: int, room: int) -> None:
-        """The room this worker's waiting requests want, told the leader when the most of
-        it changes (a request's want is set once, not at every wake: with thousands
-        waiting, recounting them all at each wake of each held the worker's loop)."""
-        before = self._waiting.pop(waiter, 0)
+    def _want(self, before: int, room: int) -> int:
+        """A waiting request's want, ``before`` and now (0: none), counted with this
+        worker's others; the most of them told the leader. Work only when it changes (a
+        request's want is set once, not at every wake: with thousands waiting, recounting
+        them all at each wake of each held the worker's loop)."""
         if room == before:
-            if room:
-                self._waiting[waiter] = room
-            return
+            return room
         if before:
             self._wants[before] -= 1
             if not self._wants[before]:
                 del self._wants[before]
         if room:
-            self._waiting[waiter] = room
             self._wants[room] += 1
         self._shared.want_room(max(self._wants, default=0))
+        return room
 
 
 class LeaderWords:

@@ -13,6 +13,7 @@ import pytest
 from conftest import DEV_KEY, PROD_KEY, auth, bulk, metric
 from fake_upstream import Answer, FakeUpstream
 from prometheus_client import REGISTRY
+from service import eventually
 
 from relay.api.shared import Layout, Room, Shared
 from relay.core.errors import Unavailable, Unpaid
@@ -205,6 +206,16 @@ async def test_browser_counts_wait_for_the_leaders_look_not_an_estimate(tmp_path
         assert all(await asyncio.gather(*(sink.write(batch, None) for batch in many)))
         assert (refused("browser"), own_evicted("browser")) == before
         assert shared.room(Room.ROUNDS) > checks  # they waited, and asked for the look
+        assert shared.wanted() == 0
+        # requests whose clients leave while they wait take their want with them
+        leader.cancel()
+        shared.measured(shared.room(Room.HELD), 0, False, MAX_GROWTH)
+        waiting = [asyncio.create_task(sink.write(batch, None)) for batch in many[:5]]
+        await eventually(lambda: shared.wanted() == 1, "the browsers' want told")
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert shared.wanted() == 0
     finally:
         leader.cancel()
         await store.stop()
