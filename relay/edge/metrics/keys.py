@@ -56,19 +56,15 @@ class Notes:
 
     def borrow(self, environment: str) -> str | None:
         """A key another worker lends for ``environment``."""
-        for worker in range(self._shared.workers):
-            key = self._read(worker).get("keys", {}).get(environment)
-            if isinstance(key, str):
-                return key
-        return None
+        return self.lent().get(environment)
 
-    def lent(self) -> set[str]:
-        """The environments some worker lends a key for."""
-        lent: set[str] = set()
-        for worker in range(self._shared.workers):
+    def lent(self) -> dict[str, str]:
+        """Environment -> a key some worker lends for it (the first worker's that does)."""
+        lent: dict[str, str] = {}
+        for worker in reversed(range(self._shared.workers)):
             keys = self._read(worker).get("keys")
             if isinstance(keys, dict):
-                lent.update(e for e in keys if isinstance(e, str))
+                lent.update((e, k) for e, k in keys.items() if isinstance(k, str))
         return lent
 
     def wait(self, waiting: frozenset[str]) -> None:
@@ -115,7 +111,7 @@ class Lending:
         """A key the upstream vouched for, of the first environment by name that has one:
         what the relay's report goes with when it has no upstream key, whether or not any
         counts are buffered (counts that wait for a key are what it most has to say)."""
-        environments = {e.scope.environment for e in self._copies()} | self._notes.lent()
+        environments = {*(e.scope.environment for e in self._copies()), *self._notes.lent()}
         return next(filter(None, map(self, sorted(environments))), None)
 
     async def lend(self) -> None:
