@@ -110,6 +110,7 @@ class Admitted:
         asked = shared.room(Room.ROUNDS)
         try:
             while True:
+                seen = self._leader.words()  # what this round decides on
                 shared.admit(size)
                 if not over(shared, bound) or (not browser and self._alone(size, asked)):
                     return False
@@ -122,7 +123,7 @@ class Admitted:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Unavailable("The buffer is full and making room: retry later")
-                await self._leader.moved(left)
+                await self._leader.moved(seen, left)
         finally:
             self._want(wanting, 0)
 
@@ -155,27 +156,29 @@ class LeaderWords:
         self._waiting = 0
         self._watch: asyncio.Task[None] | None = None
 
-    async def moved(self, within: float) -> None:
-        """Once the leader's words change, or after ``within`` seconds."""
+    async def moved(self, seen: tuple[int, ...], within: float) -> None:
+        """Once the leader's words differ from ``seen`` (those the caller decided on: a
+        change before the watch began is one too), or after ``within`` seconds."""
+        if self.words() != seen:
+            return
         changed = self._changed
         self._waiting += 1
         if self._watch is None:
-            self._watch = asyncio.create_task(self._watching())
+            self._watch = asyncio.create_task(self._watching(seen))
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), within)
         finally:
             self._waiting -= 1
 
-    def _words(self) -> tuple[int, ...]:
+    def words(self) -> tuple[int, ...]:
         return tuple(self._shared.room(word) for word in Room)
 
-    async def _watching(self) -> None:
-        seen = self._words()
+    async def _watching(self, seen: tuple[int, ...]) -> None:
         try:
             while self._waiting:
                 await asyncio.sleep(ROOM_POLL)
-                now = self._words()
+                now = self.words()
                 if now != seen:
                     seen = now
                     self._changed.set()

@@ -241,3 +241,30 @@ async def test_room_is_chosen_past_the_first_page_in_a_stable_order(tmp_path: Pa
     finally:
         await store.stop()
         await db.close()
+
+
+async def test_a_waiting_request_sees_what_the_leader_said_before_the_watch_began(
+    tmp_path: Path,
+) -> None:
+    """The leader's word that only counts are left (``Room.DRY``) said between a request's
+    look and the start of the worker's watch still wakes it: it pays at once (here 503: its
+    key holds nothing), not at the next check or its deadline."""
+    cap = 1024 * 1024
+    db = SqliteDatabase(tmp_path / "buffer.db", BUFFER_SCHEMA, "NORMAL")
+    await db.open()
+    shared = Shared.private(Layout.of(1, 10))
+    store = MetricsStore(db, 512, 3600.0, touched=True)
+    sink = Admitted(store, None, shared, cap)
+    store.start()
+    try:
+        shared.measured(2 * cap, shared.settled(), False, 3.0)  # over: it waits for room
+        waiting = asyncio.create_task(sink.write(owned(11, ["new"]), None))
+        await asyncio.sleep(0)  # it asked, and the watch is made but has not looked yet
+        assert shared.wanted() > 0
+        shared.set_room(Room.DRY, 1)
+        with pytest.raises(Unpaid):
+            await asyncio.wait_for(waiting, 1.0)
+        assert shared.wanted() == 0
+    finally:
+        await store.stop()
+        await db.close()
