@@ -27,7 +27,9 @@ def with_flags(tmp_path: Path, **settings: str) -> Iterator[Service]:
 
 
 def turn(url: str, name: str, on: bool) -> float:
-    """Turns a flag on or off through the admin API; when the answer came."""
+    """Turns a flag on or off through the admin API; when it was asked. Not when the answer
+    came: a stream may carry the change to the SDK before the admin's answer is read."""
+    asked = time.monotonic()
     status, body = http("POST", f"{url}{env_path(name)}/{'on' if on else 'off'}")
     assert status == 200, body
-    return time.monotonic()
+    return asked
