@@ -1,16 +1,18 @@
 """Fixtures: a real app on a real socket (aiohttp's test server) over a real database.
 
 Standalone apps (``client``, ``make_client``) run once on a SQLite file and once on a
-throwaway PostgreSQL database (``backend``), so both stores pass the same tests. Without a
+PostgreSQL database (``backend``; one per test process, emptied between tests: see
+``pg.Reused``), so both stores pass the same tests. Without a
 reachable PostgreSQL the postgres runs are skipped, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
 
+import asyncio
 import compileall
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -217,6 +219,14 @@ async def postgres_url(postgres_server: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="session")
+def reused_postgres(postgres_server: str) -> Iterator[pg.Reused]:
+    """This test process's migrated database (``pg.Reused``), dropped at the end."""
+    reused = pg.Reused()
+    yield reused
+    asyncio.run(reused.drop())
+
+
+@pytest.fixture(scope="session")
 def node_sdk() -> Path:
     """node_modules with the Node SDK and the client specification, installed once from
     npm into tests/.node; skipped when npm cannot get them, except under CI=true."""
@@ -245,11 +255,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+async def reused_postgres_url(reused_postgres: pg.Reused) -> str:
+    """That database, holding only the rows its migrations wrote."""
+    return await reused_postgres.take()
+
+
+@pytest.fixture
 def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
-    """None (SQLite under the data dir) or a throwaway PostgreSQL database's URL."""
+    """None (SQLite under the data dir) or a PostgreSQL database's URL: the reused one
+    (``pg.Reused``), or a new, empty one for a test marked ``schema``."""
     if backend == "sqlite":
         return None
-    url: str = request.getfixturevalue("postgres_url")
+    marked = request.node.get_closest_marker("schema") is not None
+    url: str = request.getfixturevalue("postgres_url" if marked else "reused_postgres_url")
     return url
 
 

@@ -1,4 +1,5 @@
-"""A PostgreSQL for the tests: the machine's local cluster, a throwaway database per test.
+"""A PostgreSQL for the tests: the machine's local cluster, a throwaway database per test,
+or (``Reused``) one migrated database per test process, emptied between its tests.
 
 ``TEST_POSTGRES_URL`` names a server to use instead (a URL of a database the user may
 ``CREATE DATABASE`` from, e.g. ``postgresql://postgres:pw@127.0.0.1/postgres``). By default
@@ -17,6 +18,9 @@ import uuid
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
+
+from relay.store.postgres import PostgresDatabase
+from relay.store.sql import CENTRAL_SCHEMA
 
 ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql:///postgres?host=/var/run/postgresql")
 CLUSTER = ("15", "main")
@@ -99,3 +103,104 @@ async def create_database() -> str:
 
 async def drop_database(name: str) -> None:
     await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+SEED = "test_seed"
+"""The schema of a reused database holding its tables' rows as the migrations left them."""
+
+
+class Reused:
+    """One migrated database for the tests of one process, given back to each as the
+    migrations left it. A fresh database and its migrations cost PostgreSQL 0.25 s of CPU
+    and the test 0.4 s; emptying the tables costs 0.02 s. The rows the migrations wrote
+    (the default project, environments, revisions) are copied to ``SEED`` once and put
+    back; sequences are set back to where they were. Connections a test left open are
+    ended first, as ``DROP DATABASE ... WITH (FORCE)`` would. If emptying fails (a test
+    changed the schema), the database is dropped and a new one made."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self._reset = ""
+
+    async def take(self) -> str:
+        """The URL of the database, empty but for what its migrations wrote."""
+        if self.name is not None:
+            try:
+                await self._empty(self.name)
+                return url_of(self.name)
+            except (asyncpg.PostgresError, OSError):
+                await self.drop()
+        self.name = await create_database()
+        migrated = PostgresDatabase(url_of(self.name), CENTRAL_SCHEMA)
+        await migrated.open()
+        await migrated.close()
+        self._reset = await _seed(url_of(self.name))
+        return url_of(self.name)
+
+    async def drop(self) -> None:
+        name, self.name = self.name, None
+        if name is not None:
+            await drop_database(name)
+
+    async def _empty(self, name: str) -> None:
+        conn = await asyncpg.connect(ADMIN_URL, timeout=10)
+        try:
+            others = "datname = $1 AND pid <> pg_backend_pid()"
+            await conn.execute(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {others}", name
+            )
+            for _ in range(200):  # ended, not only asked to end: up to 10 s
+                if not await conn.fetchval(
+                    f"SELECT count(*) FROM pg_stat_activity WHERE {others}", name
+                ):
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+        conn = await asyncpg.connect(url_of(name), timeout=10)
+        try:
+            await conn.execute(self._reset)  # one statement list: one transaction
+        finally:
+            await conn.close()
+
+
+async def _seed(url: str) -> str:
+    """Copies each table's rows into ``SEED``; the SQL that empties the tables and puts
+    those rows and the sequences back. Tables in the order they were made, which a foreign
+    key's table follows; emptied in the reverse order (DELETE: TRUNCATE makes new files,
+    six times the cost on tables this small)."""
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        tables = [
+            row[0]
+            for row in await conn.fetch(
+                "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace"
+                " AND relkind = 'r' AND relname <> 'schema_migrations' ORDER BY oid"
+            )
+        ]
+        await conn.execute(f"CREATE SCHEMA {SEED}")
+        seeded = []
+        for table in tables:
+            await conn.execute(f'CREATE TABLE {SEED}."{table}" AS TABLE public."{table}"')
+            if await conn.fetchval(f'SELECT EXISTS (SELECT 1 FROM {SEED}."{table}")'):
+                seeded.append(table)
+        sequences = [
+            (row[0], *await conn.fetchrow(f'SELECT last_value, is_called FROM public."{row[0]}"'))
+            for row in await conn.fetch(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"
+            )
+        ]
+    finally:
+        await conn.close()
+    return "".join(
+        [f'DELETE FROM public."{table}";\n' for table in reversed(tables)]
+        + [
+            f'INSERT INTO public."{table}" OVERRIDING SYSTEM VALUE'
+            f' SELECT * FROM {SEED}."{table}";\n'
+            for table in seeded
+        ]
+        + [
+            f"SELECT setval('public.\"{name}\"', {value}, {called});\n"
+            for name, value, called in sequences
+        ]
+    )

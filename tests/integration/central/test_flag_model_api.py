@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import MakeClient, assert_error, auth, standalone_settings
 from flagkit import (
     add_strategy,
@@ -294,6 +295,7 @@ async def test_tags_and_tag_types_as_unleash_serves_them(client: Any) -> None:
     assert "tags" not in (await served(client))["paint"]  # for people, not SDKs
 
 
+@pytest.mark.schema
 async def test_migration_0007_keeps_an_older_database_s_flags(
     make_client: MakeClient, database_url: str | None, tmp_path: Path
 ) -> None:

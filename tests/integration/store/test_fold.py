@@ -278,7 +278,7 @@ async def stored_yes(db: Database, feature: str) -> int:
 
 @pytest.mark.parametrize("backend", ["postgres"])
 async def test_a_fold_cut_off_mid_transaction_leaves_its_rows_to_the_next(
-    instances: list[Instance], postgres_url: str
+    instances: list[Instance], database_url: str
 ) -> None:
     """The folding instance's connection lost after its pass deleted log rows and before it
     committed (as its process killed, or the database restarting): nothing of the pass
@@ -288,7 +288,7 @@ async def test_a_fold_cut_off_mid_transaction_leaves_its_rows_to_the_next(
     await one.folder.caught_up()  # the row exists, for the test to hold its lock
     for _ in range(10):
         assert await one.store.write(counts("cut", 1), None)
-    blocker, watcher = await asyncpg.connect(postgres_url), await asyncpg.connect(postgres_url)
+    blocker, watcher = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
     try:
         holding = blocker.transaction()
         await holding.start()
