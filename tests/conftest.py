@@ -80,14 +80,14 @@ def relay_settings(data_dir: Path, upstream_url: str, **overrides: Any) -> Setti
 
 def pytest_configure(config: pytest.Config) -> None:
     """Once, in the process that starts the run (not in each xdist worker): relay's modules
-    compiled to bytecode, as an install from a wheel leaves them, and bytecode written from
-    here on even where ``PYTHONDONTWRITEBYTECODE`` is set, as on this machine kind (the
-    xdist workers and the programs they start inherit the environment). The suite starts
-    the program's interpreters about 500 times; each compiled every module it imports again
-    (measured: 0.1 s of CPU more a one-worker start, 0.3 s a two-worker one). And pytest
-    only reads, never writes, its rewritten test modules and plugins (schemathesis: 360
-    modules) when bytecode is not written: each test process's collection took 12.7 s of
-    CPU, 8.2 s once written (``__pycache__`` is ignored by git)."""
+    compiled to bytecode, as an install from a wheel leaves them. The suite starts the
+    program's interpreters about 500 times; with an editable install and
+    ``PYTHONDONTWRITEBYTECODE`` set, as on this machine kind, each compiled every module it
+    imports again (measured: 0.1 s of CPU more a one-worker start, 0.3 s a two-worker one).
+    Bytecode is written from here on, in the xdist workers and the programs they start
+    (they inherit the environment): pytest never writes its rewritten test modules and
+    plugins (schemathesis: 360 modules) otherwise, and a test process's collection takes
+    12.7 s of CPU in every run rather than 8.2 s in every run after the first."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(Path(relay.__file__).parent, quiet=1)
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
