@@ -90,6 +90,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class FlagType(StrEnum):
+    """Unleash's flag types (what the flag is for: no effect on evaluation)."""
+
+    EXPERIMENT = "experiment"
+    KILL_SWITCH = "kill-switch"
+    RELEASE = "release"
+    OPERATIONAL = "operational"
+    PERMISSION = "permission"
+    SUNSET = "sunset"
+
+
 class KeyType(StrEnum):
     """What an API key may do; Unleash's ``type`` of a token."""
 

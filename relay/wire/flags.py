@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from relay.wire.client_features import ClientDependency
-from relay.wire.common import MAX_LIST, Name, Strict
+from relay.wire.common import MAX_LIST, FlagType, Name, Strict
 from relay.wire.strategies import Constraint, StrategyOut, Variant
 
 
@@ -27,15 +27,6 @@ FlagName = Annotated[
     AfterValidator(_not_dots),
 ]
 Description = Annotated[str, Field(max_length=1000)]
-
-
-class FlagType(StrEnum):
-    EXPERIMENT = "experiment"
-    KILL_SWITCH = "kill-switch"
-    RELEASE = "release"
-    OPERATIONAL = "operational"
-    PERMISSION = "permission"
-    SUNSET = "sunset"
 
 
 class CreateFlag(Strict):

@@ -15,12 +15,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
-from relay.wire.common import Name, Strict
+from relay.wire.common import FlagType, Name, Strict
 from relay.wire.flags import (
     CreateDependency,
     Description,
     FlagName,
-    FlagType,
     TagPart,
     TagType,
     TagTypeName,

@@ -12,6 +12,7 @@ from relay.central.flags.records import Reads
 from relay.core.flags import FlagRecord
 from relay.wire import flags as wire
 from relay.wire import transfer as t
+from relay.wire.common import FlagType
 from relay.wire.strategies import SAVED
 
 
@@ -49,7 +50,7 @@ async def exported(
         features=[
             t.ExportedFeature(
                 name=f.name,
-                type=wire.FlagType(f.type),
+                type=FlagType(f.type),
                 description=f.description,
                 project=f.project,
                 stale=f.stale,

@@ -15,7 +15,8 @@ from relay.api.errors import from_domain, from_validation
 from relay.central.state import FLAGS, PROJECTS
 from relay.central.web.site import actor, form, page, redirect, render
 from relay.core.errors import DomainError
-from relay.wire.flags import CreateFlag, FlagType, UpdateFlag
+from relay.wire.common import FlagType
+from relay.wire.flags import CreateFlag, UpdateFlag
 
 TYPES = [t.value for t in FlagType]
 
