@@ -148,17 +148,17 @@ class FileFlags(EntrySource):
         takes seconds of that work, during which requests are served meanwhile)."""
         try:
             stat = self._stat()
-            if stat in (self._seen, self._failed):
-                return
+        except BootstrapError as exc:
+            self._refused(exc, (0, 0, 0))
+            return
+        if stat in (self._seen, self._failed):
+            return
+        try:
             moved = self._adopt(await asyncio.to_thread(self._following, stat), stat)
         except BootstrapError as exc:
-            failed = self._failed_stat()
-            if failed != self._failed:
-                log.error(
-                    "bootstrap file not reloaded: the flags held are served",
-                    extra={"path": str(self.path), "error": str(exc)},
-                )
-            self._failed = failed
+            # the file as it was before the read: one written meanwhile (a half-written
+            # file read, then finished) is read again at the next tick, not taken as failed
+            self._refused(exc, stat)
             return
         if moved and self._catch_up is not None:
             self._catch_up.published()
@@ -168,11 +168,14 @@ class FileFlags(EntrySource):
         if self._catch_up is not None:
             await self._catch_up.current()
 
-    def _failed_stat(self) -> tuple[int, int, int]:
-        try:
-            return self._stat()
-        except BootstrapError:
-            return (0, 0, 0)
+    def _refused(self, exc: BootstrapError, stat: tuple[int, int, int]) -> None:
+        """Said once per state of the file (``stat``, ``(0, 0, 0)`` when there is none)."""
+        if stat != self._failed:
+            log.error(
+                "bootstrap file not reloaded: the flags held are served",
+                extra={"path": str(self.path), "error": str(exc)},
+            )
+        self._failed = stat
 
     def _stat(self) -> tuple[int, int, int]:
         try:
