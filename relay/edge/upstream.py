@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from yarl import URL
 
 from relay.core.keys import Principal, redact
-from relay.wire.common import KeyType
+from relay.wire.common import KeyType, empty
 from relay.wire.validate import ValidateKeys
 
 # The most of an upstream's answer read, decoded: flags for thousands of features fit; a
@@ -73,7 +73,7 @@ class _ValidatedKey(BaseModel):
     token: str
     # Unleash's types in any case, ``backend`` for client; other types are kept as strings
     type: Annotated[KeyType | str, Field(union_mode="left_to_right")]
-    projects: list[str] = []
+    projects: list[str] = empty(list)
     environment: str | None = None  # Unleash leaves it out: it is in the key itself
 
 

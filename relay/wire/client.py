@@ -19,6 +19,7 @@ from relay.wire.common import (
     Text,
     Timestamp,
     Wire,
+    empty,
 )
 from relay.wire.impact import ImpactCarrier
 
@@ -39,7 +40,7 @@ class ClientMetricsEnv(Wire):
     timestamp: RawTimestamp | None = None
     yes: Count = 0
     no: Count = 0
-    variants: Variants = {}
+    variants: Variants = empty(dict)
 
 
 # --- what SDKs post directly: Unleash's SDKs post no environment, it comes from their key ---
@@ -48,13 +49,13 @@ class ClientMetricsEnv(Wire):
 class ToggleCounts(Wire):
     yes: Count = 0
     no: Count = 0
-    variants: Variants = {}
+    variants: Variants = empty(dict)
 
 
 class MetricsBucket(Wire):
     start: Timestamp | None = None
     stop: Timestamp | None = None
-    toggles: Annotated[dict[KeyName, ToggleCounts], Field(max_length=MAX_METRICS)] = {}
+    toggles: Annotated[dict[KeyName, ToggleCounts], Field(max_length=MAX_METRICS)] = empty(dict)
 
 
 class ClientMetrics(ImpactCarrier):
@@ -78,10 +79,10 @@ class ClientRegistration(Wire):
 
     appName: KeyName
     instanceId: KeyName = "default"
-    connectVia: Annotated[list[ConnectVia], Field(max_length=MAX_LIST)] = []
+    connectVia: Annotated[list[ConnectVia], Field(max_length=MAX_LIST)] = empty(list)
     interval: Annotated[float, Field(ge=0, le=10**12)] | None = None
     started: Timestamp | None = None
-    strategies: Annotated[list[Text], Field(max_length=MAX_LIST)] = []
+    strategies: Annotated[list[Text], Field(max_length=MAX_LIST)] = empty(list)
     sdkVersion: Text | None = None
 
 

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from relay.wire.common import MAX_LIST, Name, NonNegativeFinite, Text, Wire
+from relay.wire.common import MAX_LIST, Name, NonNegativeFinite, Text, Wire, empty
 
 REPORT_PATH = "/api/client/metrics/edge"
 """Where relays post their reports (Unleash Edge's path)."""
@@ -72,7 +72,7 @@ class EdgeInstanceData(Wire):
     latencyUpstream: UpstreamLatency | None = None
     requestsSinceLastReport: NonNegativeInt | None = None
     connectedStreamingClients: NonNegativeInt = 0
-    connectedEdges: Annotated[list[EdgeInstanceData], Field(max_length=MAX_LIST)] = []
+    connectedEdges: Annotated[list[EdgeInstanceData], Field(max_length=MAX_LIST)] = empty(list)
     # ours: a relay's buffer and how its flushes fare
     bufferedEntries: NonNegativeInt | None = None
     oldestBufferedAgeSeconds: NonNegativeFinite | None = None

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from relay.wire.common import empty
+
 
 class EventOut(BaseModel):
     """``eventSchema``: one admin change. ``data`` and ``preData`` are the thing after and
@@ -25,7 +27,7 @@ class EventOut(BaseModel):
     featureName: str | None = None
     data: Any = None
     preData: Any = None
-    tags: list[Any] = []
+    tags: list[Any] = empty(list)
 
 
 class EventsOut(BaseModel):

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from relay.wire.client_features import ClientDependency
-from relay.wire.common import MAX_LIST, FlagType, Name, Strict
+from relay.wire.common import MAX_LIST, FlagType, Name, Strict, empty
 from relay.wire.strategies import Constraint, StrategyOut, Variant
 
 
@@ -65,7 +65,7 @@ class FlagEnvironmentOut(BaseModel):
     strategies: list[StrategyOut]
     hasStrategies: bool
     hasEnabledStrategies: bool
-    variants: list[Variant] = []
+    variants: list[Variant] = empty(list)
 
 
 class FlagOut(BaseModel):
@@ -81,8 +81,8 @@ class FlagOut(BaseModel):
     createdAt: datetime
     archivedAt: datetime | None
     environments: list[FlagEnvironmentOut]
-    dependencies: list[ClientDependency] = []
-    children: list[str] = []
+    dependencies: list[ClientDependency] = empty(list)
+    children: list[str] = empty(list)
 
 
 class ProjectFlagsOut(BaseModel):
@@ -130,8 +130,8 @@ class PushVariants(Strict):
 
     model_config = ConfigDict(title="pushVariantsSchema")
 
-    variants: Annotated[list[Variant], Field(max_length=MAX_LIST)] = []
-    environments: Annotated[list[Name], Field(max_length=MAX_LIST)] = []
+    variants: Annotated[list[Variant], Field(max_length=MAX_LIST)] = empty(list)
+    environments: Annotated[list[Name], Field(max_length=MAX_LIST)] = empty(list)
 
 
 class VariantsOut(BaseModel):

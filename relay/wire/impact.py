@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
-from relay.wire.common import Name, Text, Wire
+from relay.wire.common import Name, Text, Wire, empty
 
 MAX_IMPACT_METRICS = 100  # metrics in one body
 MAX_IMPACT_SAMPLES = 1_000  # samples of one body, all metrics together (one per label set)
@@ -63,7 +63,7 @@ class ImpactSample(Wire):
     ``appName`` label, a ``+Inf`` bucket), so that it never builds what an upstream with
     the same rules would refuse."""
 
-    labels: Labels = {}
+    labels: Labels = empty(dict)
     value: Number | None = None
     count: Amount | None = None
     sum: Number | None = None

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from relay.wire.common import MAX_NAME
+from relay.wire.common import MAX_NAME, empty
 from relay.wire.frontend import FrontendContext
 
 MAX_TOGGLES = 1000
@@ -25,4 +25,4 @@ class LookupToggles(BaseModel):
     context: FrontendContext = Field(default_factory=FrontendContext)
     toggles: Annotated[
         list[Annotated[str, Field(max_length=MAX_NAME)]], Field(max_length=MAX_TOGGLES)
-    ] = Field(default_factory=list)
+    ] = empty(list)

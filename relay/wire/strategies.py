@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from relay.wire.common import MAX_LIST, Name, Strict, Text
+from relay.wire.common import MAX_LIST, Name, Strict, Text, empty
 
 REGEX_MEMORY = 256 * 1024
 """RE2's ``max_mem`` per expression, when saved and when evaluated
@@ -158,7 +158,7 @@ class Constraint(Strict):
 
     contextName: Name
     operator: Operator
-    values: Annotated[list[Value], Field(max_length=1000)] = []
+    values: Annotated[list[Value], Field(max_length=1000)] = empty(list)
     value: Value | None = None
     inverted: StrictBool = False
     caseInsensitive: StrictBool = False
@@ -252,7 +252,7 @@ class VariantOverride(Strict):
     model_config = ConfigDict(title="overrideSchema")
 
     contextName: Name
-    values: Annotated[list[Value], Field(max_length=1000)] = []
+    values: Annotated[list[Value], Field(max_length=1000)] = empty(list)
 
 
 class Variant(StrategyVariant):
@@ -264,7 +264,7 @@ class Variant(StrategyVariant):
 
     weightType: WeightType = WeightType.VARIABLE
     stickiness: Name = "default"
-    overrides: Annotated[list[VariantOverride], Field(max_length=MAX_LIST)] = []
+    overrides: Annotated[list[VariantOverride], Field(max_length=MAX_LIST)] = empty(list)
 
     @model_serializer(mode="wrap")
     def _without_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -287,10 +287,10 @@ class Strategy(Strict):
     title: Text | None = None
     disabled: StrictBool | None = None
     sortOrder: SortOrder | None = None
-    constraints: Annotated[list[Constraint], Field(max_length=MAX_LIST)] = []
-    variants: Annotated[list[StrategyVariant], Field(max_length=MAX_LIST)] = []
-    parameters: Parameters = {}
-    segments: Annotated[list[SegmentId], Field(max_length=MAX_LIST)] = []
+    constraints: Annotated[list[Constraint], Field(max_length=MAX_LIST)] = empty(list)
+    variants: Annotated[list[StrategyVariant], Field(max_length=MAX_LIST)] = empty(list)
+    parameters: Parameters = empty(dict)
+    segments: Annotated[list[SegmentId], Field(max_length=MAX_LIST)] = empty(list)
 
 
 class StrategyOut(BaseModel):

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
-from relay.wire.common import FlagType, Name, Strict
+from relay.wire.common import FlagType, Name, Strict, empty
 from relay.wire.flags import (
     CreateDependency,
     Description,
@@ -79,7 +79,7 @@ class ExportedEnvironment(_Item):
     featureName: FlagName | None = None
     environment: Name | None = None
     enabled: StrictBool
-    variants: Annotated[list[Variant], Field(max_length=100)] = []
+    variants: Annotated[list[Variant], Field(max_length=100)] = empty(list)
 
 
 class ExportedTag(_Item):
@@ -127,13 +127,13 @@ class ExportResult(_Item):
 
     features: Annotated[list[ExportedFeature], Field(max_length=MAX_IMPORT_FLAGS)]
     featureStrategies: Annotated[list[ExportedStrategy], _MANY]
-    featureEnvironments: Annotated[list[ExportedEnvironment], _MANY] = []
-    contextFields: Annotated[list[ExportedContextField], _MANY] = []
-    featureTags: Annotated[list[ExportedTag], _MANY] = []
-    segments: Annotated[list[ExportedSegment], _MANY] = []
-    tagTypes: Annotated[list[ExportedTagType], _MANY] = []
-    dependencies: Annotated[list[ExportedDependency], _MANY] = []
-    links: Annotated[list[ExportedLinks], _MANY] = []
+    featureEnvironments: Annotated[list[ExportedEnvironment], _MANY] = empty(list)
+    contextFields: Annotated[list[ExportedContextField], _MANY] = empty(list)
+    featureTags: Annotated[list[ExportedTag], _MANY] = empty(list)
+    segments: Annotated[list[ExportedSegment], _MANY] = empty(list)
+    tagTypes: Annotated[list[ExportedTagType], _MANY] = empty(list)
+    dependencies: Annotated[list[ExportedDependency], _MANY] = empty(list)
+    links: Annotated[list[ExportedLinks], _MANY] = empty(list)
 
     @model_validator(mode="after")
     def _strategies_bounded(self) -> ExportResult:
@@ -189,4 +189,4 @@ class ValidationOut(BaseModel):
 
     errors: list[ValidationItem]
     warnings: list[ValidationItem]
-    permissions: list[ValidationItem] = []
+    permissions: list[ValidationItem] = empty(list)
