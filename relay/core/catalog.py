@@ -271,6 +271,14 @@ def _query(scope: Scope) -> dict[str, Any]:
     return query
 
 
-def encode(value: Any) -> bytes:
-    """JSON as answers carry it: compact, UTF-8."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+def encode(value: Any, allow_nan: bool = True) -> bytes:
+    """JSON as answers carry it: compact, UTF-8. A string that is not Unicode (a lone
+    surrogate, which a file's or an upstream's ``\\ud800`` escape spells) has no UTF-8: the
+    answer is then all ASCII, that string escaped as it came, rather than no answer."""
+    compact = (",", ":")
+    try:
+        return json.dumps(
+            value, separators=compact, ensure_ascii=False, allow_nan=allow_nan
+        ).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=compact, allow_nan=allow_nan).encode()

@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from relay.core.catalog import Rendered
+from relay.core.catalog import Rendered, encode
 from relay.core.errors import Unavailable
 from relay.core.evaluate import Compiled, Context, Evaluation, Variant, compile_features
 from relay.core.evaluate.constraints import reserved
@@ -137,7 +137,7 @@ def _toggle(evaluation: Evaluation) -> bytes:
         "variant": shown_variant(evaluation.variant),
         "impressionData": evaluation.impression_data,
     }
-    return json.dumps(toggle, ensure_ascii=False, separators=(",", ":")).encode()
+    return encode(toggle)
 
 
 class Frontends:

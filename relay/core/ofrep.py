@@ -42,6 +42,7 @@ from weakref import WeakKeyDictionary
 
 from prometheus_client import Counter
 
+from relay.core.catalog import encode
 from relay.core.evaluate import Basis, Compiled, Context, Decision, Evaluation
 from relay.core.frontend import Scoped
 from relay.core.frontend_context import context_of, from_model
@@ -138,7 +139,7 @@ def _not_json(constant: str) -> None:
 
 
 def _json(item: Mapping[str, Any]) -> bytes:
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return encode(item, allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

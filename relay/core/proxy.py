@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import unquote_plus
 
-from relay.core.catalog import Rendered
+from relay.core.catalog import Rendered, encode
 from relay.core.evaluate import Context
 from relay.core.frontend import Scoped
 from relay.core.frontend_context import Fields, context_of, from_model, from_query
@@ -133,7 +133,7 @@ def unknown_toggle(name: str) -> bytes:
         "featureEnabled": False,
     }
     toggle = {"name": name, "enabled": False, "variant": variant, "impressionData": False}
-    return json.dumps(toggle, ensure_ascii=False, separators=(",", ":")).encode()
+    return encode(toggle)
 
 
 def defined_toggles(scoped: Scoped, context: Context, names: Sequence[str]) -> bytes:

@@ -13,11 +13,14 @@ from typing import Any
 
 from conftest import DEV_KEY
 
+from relay.app import build_app
 from relay.core.keys import offline_principal
 from relay.edge.flags.bootstrap import FileFlags
+from relay.settings import load_settings
 from relay.wire.common import KeyType
 
 PRINCIPAL = offline_principal(DEV_KEY, KeyType.CLIENT)
+FRONTEND = "*:development.file-flags-frontend-key-0123456789"
 
 
 def simple(*names: str) -> str:
@@ -88,3 +91,62 @@ async def test_a_broken_file_is_said_once_and_read_again_when_it_changes(
     path.write_text(simple("back"))
     await flags.reload()
     assert await served(flags) == ["back"]
+
+
+SURROGATES = '{"old\\ud800": {"enabled": true, "variant": "blue\\udc80"}}'
+"""Valid JSON whose ``\\u`` escapes spell lone surrogates: strings with no UTF-8."""
+
+
+async def test_a_string_that_is_not_unicode_is_served_escaped_as_it_came(tmp_path: Path) -> None:
+    """A file's (or an upstream's) escape can spell a lone surrogate, which has no UTF-8:
+    encoding such a flag raised out of the reload, which was then read again and logged
+    with a traceback at every tick, and out of the start. The answer is in ASCII instead,
+    the string escaped as it came."""
+    path = tmp_path / "features.json"
+    path.write_text(SURROGATES)
+    flags = FileFlags(path, {DEV_KEY: PRINCIPAL})
+    flags.load()
+    body = (await flags.document(PRINCIPAL)).body
+    assert b'"old\\ud800"' in body and body.isascii()
+    assert await served(flags) == ["old\ud800"]
+    path.write_text('{"new\\udc80": {"enabled": true}}')
+    await flags.reload()
+    assert await served(flags) == ["new\udc80"]
+
+
+async def test_every_api_answers_a_flag_that_is_not_unicode(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """The client features, the Frontend API and OFREP, on an offline relay of such a file:
+    each answers 200 with the strings escaped, never 500."""
+    file = tmp_path / "features.json"
+    file.write_text(SURROGATES)
+    settings = load_settings(
+        {
+            "mode": "offline",
+            "workers": 1,
+            "data_dir": tmp_path / "data",
+            "bootstrap_file": file,
+            "client_tokens": [DEV_KEY],
+            "frontend_tokens": [FRONTEND],
+        }
+    )
+    client = await aiohttp_client(build_app(settings))
+    for method, path, key in (
+        ("GET", "/api/client/features", DEV_KEY),
+        ("GET", "/api/frontend", FRONTEND),
+        ("POST", "/ofrep/v1/evaluate/flags", FRONTEND),
+        ("POST", "/ofrep/v1/evaluate/flags/old%ED%A0%80", FRONTEND),
+    ):
+        response = await client.request(method, path, headers={"Authorization": key}, json={})
+        body = await response.read()
+        assert response.status < 500, (path, response.status, body)
+        assert response.status != 200 or body.isascii(), (path, body)
+    features = json.loads(
+        await (await client.get("/api/client/features", headers={"Authorization": DEV_KEY})).read()
+    )
+    assert [f["name"] for f in features["features"]] == ["old\ud800"]
+    front = json.loads(
+        await (await client.get("/api/frontend", headers={"Authorization": FRONTEND})).read()
+    )
+    assert front["toggles"][0]["variant"]["name"] == "blue\udc80"
