@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
@@ -115,12 +116,14 @@ class Reused:
     and the test 0.4 s; emptying the tables costs 0.02 s. The rows the migrations wrote
     (the default project, environments, revisions) are copied to ``SEED`` once and put
     back; sequences are set back to where they were. Connections a test left open are
-    ended first, as ``DROP DATABASE ... WITH (FORCE)`` would. If emptying fails (a test
-    changed the schema), the database is dropped and a new one made."""
+    ended first, as ``DROP DATABASE ... WITH (FORCE)`` would. If the schema is not the one
+    seeded (a test that changed it and is not marked ``schema``), or emptying fails, the
+    database is dropped and a new one made."""
 
     def __init__(self) -> None:
         self.name: str | None = None
         self._reset = ""
+        self._shape: list[tuple[str, str, str]] = []
 
     async def take(self) -> str:
         """The URL of the database, empty but for what its migrations wrote."""
@@ -128,13 +131,18 @@ class Reused:
             try:
                 await self._empty(self.name)
                 return url_of(self.name)
-            except (asyncpg.PostgresError, OSError):
+            except (asyncpg.PostgresError, OSError, SchemaChanged):
                 await self.drop()
         self.name = await create_database()
         migrated = PostgresDatabase(url_of(self.name), CENTRAL_SCHEMA)
         await migrated.open()
         await migrated.close()
         self._reset = await _seed(url_of(self.name))
+        conn = await asyncpg.connect(url_of(self.name), timeout=10)
+        try:
+            self._shape = await _shape(conn)
+        finally:
+            await conn.close()
         return url_of(self.name)
 
     async def drop(self) -> None:
@@ -143,6 +151,8 @@ class Reused:
             await drop_database(name)
 
     async def _empty(self, name: str) -> None:
+        """Raises ``SchemaChanged`` when the tables or their columns are not those seeded
+        (a table or a column a test added would otherwise go on to the next test)."""
         conn = await asyncpg.connect(ADMIN_URL, timeout=10)
         try:
             others = "datname = $1 AND pid <> pg_backend_pid()"
@@ -159,9 +169,29 @@ class Reused:
             await conn.close()
         conn = await asyncpg.connect(url_of(name), timeout=10)
         try:
+            if await _shape(conn) != self._shape:
+                raise SchemaChanged(name)
             await conn.execute(self._reset)  # one statement list: one transaction
         finally:
             await conn.close()
+
+
+class SchemaChanged(Exception):
+    """The reused database's tables are not those it was seeded with."""
+
+
+async def _shape(conn: asyncpg.Connection[Any]) -> list[tuple[str, str, str]]:
+    """Every table's columns and types, every index, trigger and sequence of ``public``."""
+    rows = await conn.fetch(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns"
+        " WHERE table_schema = 'public'"
+        " UNION ALL SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+        " UNION ALL SELECT 'trigger', tgname, tgrelid::regclass::text FROM pg_trigger"
+        " WHERE NOT tgisinternal"
+        " UNION ALL SELECT 'sequence', sequencename, '' FROM pg_sequences"
+        " WHERE schemaname = 'public' ORDER BY 1, 2, 3"
+    )
+    return [(row[0], row[1], row[2]) for row in rows]
 
 
 async def _seed(url: str) -> str:

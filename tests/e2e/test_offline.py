@@ -99,7 +99,9 @@ def test_reload_picks_up_a_change_and_keeps_the_copy_past_a_broken_file(tmp_path
         assert names(relay.url) == ["simple-off", "simple-on"]
         file.write_text(json.dumps({"added": {"enabled": True}}))
         wait_until(lambda: names(relay.url) == ["added"], "the changed file served")
-        file.write_text('{"half": {"enabled": tr')
+        broken = file.with_suffix(".new")  # whole, then in place: never read empty
+        broken.write_text('{"half": {"enabled": tr')
+        broken.replace(file)
         wait_until(lambda: "bootstrap file not reloaded" in relay.logs(), "the error logged")
         assert names(relay.url) == ["added"]
         file.write_text(json.dumps(FULL))
@@ -277,9 +279,13 @@ def test_any_string_is_an_offline_key_as_in_edge(tmp_path: Path) -> None:
     scoped = "default:development.ci"  # too short a secret for relay's keys: Edge scopes it
     env = {"BOOTSTRAP_FILE": str(file)}
     edge = (
-        "-i", "127.0.0.1", "offline",
-        "--client-tokens", f"ci-token-1,{scoped}",
-        "--frontend-tokens", "browser token",
+        "-i",
+        "127.0.0.1",
+        "offline",
+        "--client-tokens",
+        f"ci-token-1,{scoped}",
+        "--frontend-tokens",
+        "browser token",
     )
     program = (RELAY[0], "-m", "relay")
     with running(tmp_path, *edge, env=env, program=program) as relay:

@@ -312,7 +312,8 @@ async def test_a_fold_cut_off_mid_transaction_leaves_its_rows_to_the_next(
 async def _lock_waiters(conn: asyncpg.Connection[Any], count: int) -> bool:
     rows = await conn.fetch(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        " AND ((classid::bigint << 32) | objid::bigint) = $1",
+        " AND ((classid::bigint << 32) | objid::bigint) = $1"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         FOLD_LOCK,
     )
     return bool(rows[0][0] >= count)
