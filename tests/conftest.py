@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import gc
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -100,6 +101,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     rather than compute (measured on 2 cores: 105 of the slowest relay tests took 203 s at
     2 processes, 129 s at 4, 174 s at 8)."""
     return 2 * cores.available().workers(os.cpu_count() or 1)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (every test item, schemathesis' cases, hypothesis' strategies)
+    lives until the run ends: frozen, the collector's full passes no longer walk it. Those
+    passes took a tenth of a test process's time (measured: 13.7 s of 147 s in-process
+    tests; 9.5 s frozen, with a smaller heap than the whole suite's). Collected first, so
+    no garbage is frozen with it."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
