@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from clikit import ADMIN, CLIENT, relay
-from service import free_port, post_bulk, running, start
+from service import free_port, post_bulk, running, start, wait_until
 
 pytestmark = pytest.mark.process  # every test runs the relay program
 
@@ -193,7 +193,8 @@ def test_healthcheck_finds_the_instances_of_its_data_dir_and_no_other(tmp_path: 
     }
     with running(tmp_path, env=shared, name="first") as first:
         second = start(tmp_path, env={**shared, "RELAY_WORKERS": "2"}, name="second")
-        try:
+        try:  # its worker 0 notes the port once listening: worker 1 may have answered first
+            wait_until(lambda: len(list((tmp_path / "data").glob("listening.*"))) == 2, "notes")
             found = relay("healthcheck", cwd=tmp_path)
             assert found.returncode == 0, found.stderr
             ports = {int(p) for p in re.findall(r"port (\d+)", found.stdout)}
